@@ -1,0 +1,21 @@
+package eqdelete
+
+import org.apache.spark.sql.SparkSessionExtensions
+import org.apache.spark.sql.eqdelete.EqDeleteConf
+
+/**
+ * Entry point of eqdelete. Enable it with one line (see conf/spark-defaults.conf):
+ * {{{
+ *   spark.sql.extensions  eqdelete.EqualityDeleteExtensions
+ * }}}
+ * together with Iceberg's own `IcebergSparkSessionExtensions` if you use that.
+ */
+class EqualityDeleteExtensions extends (SparkSessionExtensions => Unit) {
+  override def apply(extensions: SparkSessionExtensions): Unit = {
+    // Registers the spark.eqdelete.* keys so SET validates them from the first statement on.
+    EqDeleteConf.all
+
+    // Lets anyone check, from plain SQL, that the extension is loaded and which build it is.
+    extensions.injectFunction(VersionFunction.description)
+  }
+}

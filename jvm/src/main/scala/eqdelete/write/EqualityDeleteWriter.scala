@@ -1,0 +1,174 @@
+package eqdelete.write
+
+import scala.collection.mutable
+import scala.jdk.CollectionConverters._
+
+import org.apache.iceberg.{DataFile, DeleteFile, FileFormat, PartitionKey, PartitionSpec, Schema, SerializableTable, Table, TableProperties}
+import org.apache.iceberg.data.{GenericFileWriterFactory, InternalRecordWrapper, Record}
+import org.apache.iceberg.io.{FanoutDataWriter, OutputFileFactory, RollingEqualityDeleteWriter}
+import org.apache.iceberg.spark.Spark3Util
+import org.apache.iceberg.types.TypeUtil
+import org.apache.spark.TaskContext
+import org.apache.spark.sql.{DataFrame, SparkSession}
+
+/**
+ * Writes equality delete files, and optionally new data files, through Iceberg's Java API and
+ * commits them together in one `RowDelta`, the way a Flink upsert sink does: rows inserted
+ * in the same commit as a delete survive it, since deletes only apply to older data.
+ *
+ * Files are written by Spark tasks, one equality delete file per table partition per task,
+ * so the number of delete files follows the partitioning of the `deletes` frame.
+ */
+object EqualityDeleteWriter {
+
+  /** What a commit added, for callers and tests. */
+  final case class CommitResult(snapshotId: Long, dataFiles: Int, deleteFiles: Int)
+
+  /**
+   * @param tableName      an Iceberg table as Spark names it (`catalog.db.table`)
+   * @param equalityColumns the columns whose values identify deleted rows (equality_ids)
+   * @param deletes        rows holding at least the equality columns, plus the partition
+   *                       source columns of the table's spec unless `globalDeletes`
+   * @param inserts        rows to add in the same commit (all table columns), or null
+   * @param globalDeletes  write the deletes under the table's unpartitioned spec, so they
+   *                       apply to every partition
+   */
+  def commit(
+      spark: SparkSession,
+      tableName: String,
+      equalityColumns: java.util.List[String],
+      deletes: DataFrame,
+      inserts: DataFrame,
+      globalDeletes: Boolean): CommitResult = {
+    val table = Spark3Util.loadIcebergTable(spark, tableName)
+    table.refresh()
+    val schema = table.schema()
+    val caseSensitive = spark.sessionState.conf.caseSensitiveAnalysis
+
+    val equalityIds = equalityColumns.asScala.toSeq.map { name =>
+      val field = if (caseSensitive) schema.findField(name) else schema.caseInsensitiveFindField(name)
+      require(field != null, s"equality column '$name' is not a column of $tableName " +
+        s"(columns: ${schema.columns().asScala.map(_.name).mkString(", ")})")
+      require(field.`type`().isPrimitiveType,
+        s"equality column '$name' has type ${field.`type`()}; equality deletes need primitive columns")
+      field.fieldId()
+    }
+    require(equalityIds.nonEmpty, "at least one equality column is needed")
+    require(equalityIds.distinct.size == equalityIds.size,
+      s"equality columns repeat a column: ${equalityColumns.asScala.mkString(", ")}")
+
+    val deleteSpec = if (globalDeletes) unpartitionedSpec(table, tableName) else table.spec()
+    val deleteSchema = TypeUtil.select(schema,
+      (equalityIds ++ deleteSpec.fields().asScala.map(_.sourceId())).toSet.map((id: Int) => Integer.valueOf(id)).asJava)
+
+    val serializableTable = SerializableTable.copyOf(table)
+    val deleteFiles: Seq[DeleteFile] = Option(deletes).toSeq.flatMap { frame =>
+      val rows = frame.select(columnsOf(deleteSchema, frame, "deletes"): _*)
+      val ids = equalityIds.toArray
+      rows.rdd.mapPartitions { it =>
+        writeDeletes(serializableTable, deleteSpec.specId(), deleteSchema, ids, it).iterator
+      }.collect().toSeq
+    }
+    val dataFiles: Seq[DataFile] = Option(inserts).toSeq.flatMap { frame =>
+      val rows = frame.select(columnsOf(schema, frame, "inserts"): _*)
+      rows.rdd.mapPartitions(it => writeData(serializableTable, it).iterator).collect().toSeq
+    }
+    require(deleteFiles.nonEmpty || dataFiles.nonEmpty,
+      s"nothing to commit to $tableName: both the deletes and the inserts are empty")
+
+    val rowDelta = table.newRowDelta()
+    dataFiles.foreach(rowDelta.addRows)
+    deleteFiles.foreach(rowDelta.addDeletes)
+    rowDelta.commit()
+    CommitResult(table.currentSnapshot().snapshotId(), dataFiles.size, deleteFiles.size)
+  }
+
+  private def unpartitionedSpec(table: Table, tableName: String): PartitionSpec =
+    table.specs().values().asScala.toSeq.sortBy(-_.specId()).find(_.isUnpartitioned).getOrElse(
+      throw new IllegalArgumentException(s"global equality deletes need an unpartitioned spec, " +
+        s"and $tableName has none (specs: ${table.specs().values().asScala.mkString("; ")})"))
+
+  private def columnsOf(schema: Schema, frame: DataFrame, what: String) = {
+    val available = frame.columns.toSet
+    val names = schema.columns().asScala.map(_.name).toSeq
+    val missing = names.filterNot(available.contains)
+    require(missing.isEmpty, s"the $what lack column(s) ${missing.mkString(", ")} " +
+      s"(needed: ${names.mkString(", ")}; given: ${frame.columns.mkString(", ")})")
+    names.map(frame.col)
+  }
+
+  private def fileFactory(table: Table, format: FileFormat): OutputFileFactory = {
+    val context = TaskContext.get()
+    OutputFileFactory.builderFor(table, context.partitionId(), context.taskAttemptId())
+      .format(format)
+      .build()
+  }
+
+  private def format(table: Table, key: String): FileFormat =
+    FileFormat.fromString(table.properties().getOrDefault(key,
+      table.properties().getOrDefault(TableProperties.DEFAULT_FILE_FORMAT,
+        TableProperties.DEFAULT_FILE_FORMAT_DEFAULT)))
+
+  private def targetFileSize(table: Table): Long = table.properties().getOrDefault(
+    TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
+    TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT.toString).toLong
+
+  /** One rolling writer per partition seen by this task. */
+  private def writeDeletes(
+      table: Table,
+      specId: Int,
+      deleteSchema: Schema,
+      equalityIds: Array[Int],
+      rows: Iterator[org.apache.spark.sql.Row]): Seq[DeleteFile] = {
+    val spec = table.specs().get(specId)
+    val deleteFormat = format(table, TableProperties.DELETE_DEFAULT_FILE_FORMAT)
+    val writerFactory = new GenericFileWriterFactory.Builder(table)
+      .deleteFileFormat(deleteFormat)
+      .equalityFieldIds(equalityIds)
+      .equalityDeleteRowSchema(deleteSchema)
+      .build()
+    val files = fileFactory(table, deleteFormat)
+    val convert = new RecordConverter(deleteSchema)
+    val partitionKey = new PartitionKey(spec, deleteSchema)
+    val wrapper = new InternalRecordWrapper(deleteSchema.asStruct())
+    val writers = mutable.LinkedHashMap.empty[PartitionKey, RollingEqualityDeleteWriter[Record]]
+    try {
+      rows.foreach { row =>
+        val record = convert(row)
+        partitionKey.partition(wrapper.wrap(record))
+        val writer = writers.getOrElseUpdate(partitionKey.copy(),
+          new RollingEqualityDeleteWriter[Record](
+            writerFactory, files, table.io(), targetFileSize(table), spec, partitionKey.copy()))
+        writer.write(record)
+      }
+    } finally {
+      writers.values.foreach(_.close())
+    }
+    writers.values.toSeq.flatMap(_.result().deleteFiles().asScala)
+  }
+
+  private def writeData(table: Table, rows: Iterator[org.apache.spark.sql.Row]): Seq[DataFile] = {
+    val schema = table.schema()
+    val spec = table.spec()
+    val dataFormat = format(table, TableProperties.DEFAULT_FILE_FORMAT)
+    val writerFactory = new GenericFileWriterFactory.Builder(table)
+      .dataFileFormat(dataFormat)
+      .dataSchema(schema)
+      .build()
+    val convert = new RecordConverter(schema)
+    val partitionKey = new PartitionKey(spec, schema)
+    val wrapper = new InternalRecordWrapper(schema.asStruct())
+    val writer = new FanoutDataWriter[Record](
+      writerFactory, fileFactory(table, dataFormat), table.io(), targetFileSize(table))
+    try {
+      rows.foreach { row =>
+        val record = convert(row)
+        partitionKey.partition(wrapper.wrap(record))
+        writer.write(record, spec, partitionKey)
+      }
+    } finally {
+      writer.close()
+    }
+    writer.result().dataFiles().asScala.toSeq
+  }
+}

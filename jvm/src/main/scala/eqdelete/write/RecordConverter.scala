@@ -1,0 +1,70 @@
+package eqdelete.write
+
+import java.nio.ByteBuffer
+import java.time.{Instant, LocalDate, LocalDateTime, ZoneOffset}
+import java.util.UUID
+
+import scala.jdk.CollectionConverters._
+
+import org.apache.iceberg.Schema
+import org.apache.iceberg.data.{GenericRecord, Record}
+import org.apache.iceberg.types.{Type, Types}
+import org.apache.spark.sql.Row
+
+/**
+ * Turns external Spark rows into Iceberg generic records, the Java types Iceberg's generic
+ * writers expect (LocalDate, OffsetDateTime, ByteBuffer...). The row's fields are matched to
+ * the schema's by position: callers select the columns in schema order first.
+ */
+final class RecordConverter(schema: Schema) extends Serializable {
+  private val fields = schema.columns().asScala.toIndexedSeq
+  fields.foreach(f => require(f.`type`().isPrimitiveType,
+    s"column '${f.name}' has type ${f.`type`()}: only primitive columns can be written here"))
+
+  def apply(row: Row): Record = {
+    val record = GenericRecord.create(schema)
+    var i = 0
+    while (i < fields.length) {
+      record.set(i, RecordConverter.convert(fields(i).`type`(), row.get(i)))
+      i += 1
+    }
+    record
+  }
+}
+
+object RecordConverter {
+  def convert(icebergType: Type, value: Any): Any = (icebergType.typeId(), value) match {
+    case (_, null) => null
+    case (Type.TypeID.INTEGER, n: Number) => n.intValue()
+    case (Type.TypeID.LONG, n: Number) => n.longValue()
+    case (Type.TypeID.FLOAT, n: Number) => n.floatValue()
+    case (Type.TypeID.DOUBLE, n: Number) => n.doubleValue()
+    case (Type.TypeID.DATE, d: java.sql.Date) => d.toLocalDate
+    case (Type.TypeID.DATE, d: LocalDate) => d
+    case (Type.TypeID.TIMESTAMP, t) =>
+      val instant = t match {
+        case ts: java.sql.Timestamp => ts.toInstant
+        case i: Instant => i
+        case l: LocalDateTime => l.toInstant(ZoneOffset.UTC)
+        case other => throw unsupported(icebergType, other)
+      }
+      if (icebergType.asInstanceOf[Types.TimestampType].shouldAdjustToUTC()) {
+        instant.atOffset(ZoneOffset.UTC)
+      } else {
+        t match {
+          case l: LocalDateTime => l // timestamp_ntz arrives as local time already
+          case _ => LocalDateTime.ofInstant(instant, ZoneOffset.UTC)
+        }
+      }
+    case (Type.TypeID.BINARY, b: Array[Byte]) => ByteBuffer.wrap(b)
+    case (Type.TypeID.FIXED, b: Array[Byte]) => b
+    case (Type.TypeID.UUID, s: String) => UUID.fromString(s)
+    case (Type.TypeID.DECIMAL, d: java.math.BigDecimal) =>
+      d.setScale(icebergType.asInstanceOf[Types.DecimalType].scale())
+    case (Type.TypeID.STRING | Type.TypeID.BOOLEAN, v) => v
+    case (_, other) => throw unsupported(icebergType, other)
+  }
+
+  private def unsupported(icebergType: Type, value: Any) = new IllegalArgumentException(
+    s"cannot write a ${value.getClass.getName} value into an Iceberg $icebergType column")
+}

@@ -1,0 +1,66 @@
+package org.apache.spark.sql.eqdelete
+
+import java.util.Locale
+
+import org.apache.spark.internal.config.ConfigEntry
+import org.apache.spark.sql.internal.SQLConf
+
+/**
+ * Every `spark.eqdelete.*` key, declared once with its doc string and default.
+ *
+ * Declared through `SQLConf.buildConf` (hence this package: the builder is Spark-private) so
+ * that `SET key=value` validates values, `SET -v` lists the keys with their docs, and a bad
+ * value fails with a message naming the key, the value and what is allowed.
+ */
+object EqDeleteConf {
+
+  /** Strategies a scan can be read with; see the `strategy` key. */
+  object Strategy {
+    val Auto = "auto"
+    val Filter = "filter"
+    val Join = "join"
+    val Native = "native"
+    val all: Seq[String] = Seq(Auto, Filter, Join, Native)
+  }
+
+  private def buildConf(key: String) = SQLConf.buildConf(s"spark.eqdelete.$key")
+
+  val ENABLED: ConfigEntry[Boolean] = buildConf("enabled")
+    .doc("Master switch. When false, eqdelete leaves every Iceberg scan exactly as Iceberg " +
+      "plans it, whatever the other spark.eqdelete.* keys say.")
+    .version("0.1.0")
+    .booleanConf
+    .createWithDefault(true)
+
+  val STRATEGY: ConfigEntry[String] = buildConf("strategy")
+    .doc("How equality deletes of an Iceberg scan are applied. 'filter': delete rows are read " +
+      "once on the driver and compiled into predicates on the scan. 'join': delete rows " +
+      "become the build side of a left anti join. 'native': Iceberg applies them itself, " +
+      "task by task. 'auto': chosen per scan by cost from Iceberg metadata.")
+    .version("0.1.0")
+    .stringConf
+    .transform(_.trim.toLowerCase(Locale.ROOT))
+    .checkValues(Strategy.all.toSet)
+    .createWithDefault(Strategy.Auto)
+
+  /** Every key, for docs and for validating a session's values up front. */
+  def all: Seq[ConfigEntry[_]] = Seq(ENABLED, STRATEGY)
+
+  def enabled(conf: SQLConf): Boolean = conf.getConf(ENABLED)
+  def strategy(conf: SQLConf): String = conf.getConf(STRATEGY)
+
+  /**
+   * Reads every key of `conf`, so a bad value given before the session existed
+   * (spark-defaults.conf, a builder) fails now, with the key named, not at the first query.
+   */
+  def validate(conf: SQLConf): Unit = all.foreach(entry => conf.getConf(entry))
+
+  /** The config reference as Markdown, generated so docs cannot drift from the code. */
+  def markdownReference: String = {
+    val rows = all.map { entry =>
+      val doc = entry.doc.replace("|", "\\|")
+      s"| `${entry.key}` | `${entry.defaultValueString}` | $doc |"
+    }
+    ("| Key | Default | Meaning |" +: "| --- | --- | --- |" +: rows).mkString("", "\n", "\n")
+  }
+}
