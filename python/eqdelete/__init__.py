@@ -1,1 +1,38 @@
-print("x")
+"""eqdelete: fast Spark reads of Apache Iceberg tables that carry equality deletes.
+
+>>> import eqdelete
+>>> spark = eqdelete.session()                       # or:
+>>> spark = eqdelete.configure(SparkSession.builder).getOrCreate()
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from eqdelete.cdc import CdcSpec, generate
+from eqdelete.config import STRATEGIES, configure, session
+from eqdelete.deletes import Commit, write_equality_deletes
+from eqdelete.summary import TableSummary, summarize
+from eqdelete.toggles import get_strategy, set_enabled, set_strategy, use_strategy
+
+try:
+    __version__ = version("eqdelete")
+except PackageNotFoundError:  # running from a source tree that was not installed
+    __version__ = "0+unknown"
+
+__all__ = [
+    "STRATEGIES",
+    "CdcSpec",
+    "Commit",
+    "TableSummary",
+    "__version__",
+    "configure",
+    "generate",
+    "get_strategy",
+    "session",
+    "set_enabled",
+    "set_strategy",
+    "summarize",
+    "use_strategy",
+    "write_equality_deletes",
+]

@@ -1,0 +1,3 @@
+from eqdelete.cli import main
+
+raise SystemExit(main())

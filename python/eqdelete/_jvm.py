@@ -1,0 +1,57 @@
+"""Every py4j call into the extension's JVM side, in one place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+
+def _jvm(spark: SparkSession) -> Any:
+    return spark.sparkContext._jvm  # noqa: SLF001
+
+
+def _jsession(spark: SparkSession) -> Any:
+    return spark._jsparkSession  # noqa: SLF001
+
+
+def validate_conf(spark: SparkSession) -> None:
+    """Read every spark.eqdelete.* key so a bad value fails now, naming the key."""
+    conf = _jsession(spark).sessionState().conf()
+    _jvm(spark).org.apache.spark.sql.eqdelete.EqDeleteConf.validate(conf)
+
+
+def conf_reference(spark: SparkSession) -> str:
+    """The Markdown table of every spark.eqdelete.* key, generated from the JVM side."""
+    return _jvm(spark).org.apache.spark.sql.eqdelete.EqDeleteConf.markdownReference()
+
+
+def commit_equality_deletes(
+    spark: SparkSession,
+    table: str,
+    columns: list[str],
+    deletes: DataFrame | None,
+    inserts: DataFrame | None,
+    global_deletes: bool,
+) -> tuple[int, int, int]:
+    """Write and commit in one RowDelta; returns (snapshot id, data files, delete files)."""
+    jvm = _jvm(spark)
+    jcolumns = jvm.java.util.ArrayList()
+    for column in columns:
+        jcolumns.add(column)
+    result = jvm.eqdelete.write.EqualityDeleteWriter.commit(
+        _jsession(spark),
+        table,
+        jcolumns,
+        deletes._jdf if deletes is not None else None,  # noqa: SLF001
+        inserts._jdf if inserts is not None else None,  # noqa: SLF001
+        global_deletes,
+    )
+    return result.snapshotId(), result.dataFiles(), result.deleteFiles()
+
+
+def field_names(spark: SparkSession, table: str) -> list[tuple[int, str]]:
+    """(field id, name) of every column of the Iceberg table's current schema, nested included."""
+    jtable = _jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(_jsession(spark), table)
+    id_to_name = jtable.schema().idToName()
+    return [(int(i), str(id_to_name.get(i))) for i in id_to_name.keySet()]
