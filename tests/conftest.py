@@ -1,0 +1,50 @@
+"""One real Spark session (local, Iceberg JDBC catalog on SQLite) for the whole test run."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+import eqdelete
+
+REPO = Path(__file__).resolve().parents[1]
+CATALOG = "local"
+
+
+@pytest.fixture(scope="session")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("warehouse")
+
+
+@pytest.fixture(scope="session")
+def spark(warehouse: Path) -> SparkSession:
+    session = eqdelete.session(
+        "eqdelete-tests",
+        master="local[2]",
+        warehouse=warehouse,
+        conf={
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "4",
+            "spark.default.parallelism": "2",
+            "spark.driver.memory": os.environ.get("EQDELETE_TEST_DRIVER_MEMORY", "4g"),
+            "spark.sql.session.timeZone": "UTC",
+        },
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def table_name(spark: SparkSession) -> str:
+    """A fresh, unused table name in the test catalog."""
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.t")
+    return f"{CATALOG}.t.tbl_{os.getpid()}_{next(_names)}"
