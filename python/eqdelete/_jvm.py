@@ -26,6 +26,17 @@ def conf_reference(spark: SparkSession) -> str:
     return _jvm(spark).org.apache.spark.sql.eqdelete.EqDeleteConf.markdownReference()
 
 
+def effective_strategy(spark: SparkSession) -> str:
+    """spark.eqdelete.strategy as the extension reads it (validated, trimmed, lower case)."""
+    conf = _jsession(spark).sessionState().conf()
+    return _jvm(spark).org.apache.spark.sql.eqdelete.EqDeleteConf.strategy(conf)
+
+
+def strategy_names(spark: SparkSession) -> list[str]:
+    """The values spark.eqdelete.strategy accepts, as the JVM declares them."""
+    return list(_jvm(spark).org.apache.spark.sql.eqdelete.EqDeleteConf.strategyNames())
+
+
 def commit_equality_deletes(
     spark: SparkSession,
     table: str,

@@ -78,6 +78,24 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0 if expected == summary.native_rows else 1
 
 
+def _cmd_docs(args: argparse.Namespace) -> int:
+    from eqdelete import _jvm
+
+    spark = session("eqdelete docs", master="local[1]", catalog=None, conf={"spark.ui.enabled": "false"})
+    print(DOCS_HEADER + _jvm.conf_reference(spark), end="")
+    return 0
+
+
+DOCS_HEADER = """# Configuration
+
+Every `spark.eqdelete.*` key, generated from the extension's own declarations
+(`EqDeleteConf.scala`) by `python -m eqdelete docs`; a test fails when this copy is stale.
+Keys can be set in spark-defaults.conf, on a session builder, or at run time with
+`SET key=value` / `spark.conf.set`; a bad value fails naming the key and the allowed values.
+
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m eqdelete", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -92,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_session_args(demo)
     _add_cdc_args(demo, table=f"{DEFAULT_CATALOG}.demo.cdc", rows=200_000, commits=10)
     demo.set_defaults(run=_cmd_demo)
+
+    docs = commands.add_parser("docs", help="print the configuration reference (docs/configuration.md)")
+    docs.set_defaults(run=_cmd_docs)
     return parser
 
 

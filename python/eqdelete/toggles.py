@@ -7,6 +7,8 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
+from eqdelete import _jvm
+
 ENABLED_KEY = "spark.eqdelete.enabled"
 STRATEGY_KEY = "spark.eqdelete.strategy"
 
@@ -17,7 +19,8 @@ def set_strategy(spark: SparkSession, strategy: str) -> None:
 
 
 def get_strategy(spark: SparkSession) -> str:
-    return spark.conf.get(STRATEGY_KEY)
+    """The strategy in force, as the extension reads it (normalised, default applied)."""
+    return _jvm.effective_strategy(spark)
 
 
 def set_enabled(spark: SparkSession, enabled: bool) -> None:
@@ -27,7 +30,7 @@ def set_enabled(spark: SparkSession, enabled: bool) -> None:
 @contextmanager
 def use_strategy(spark: SparkSession, strategy: str) -> Iterator[None]:
     """Run a block under ``strategy``, then restore the session's previous setting."""
-    previous = spark.conf.get(STRATEGY_KEY, None) if _is_set(spark, STRATEGY_KEY) else None
+    previous = spark.conf.get(STRATEGY_KEY, None)
     set_strategy(spark, strategy)
     try:
         yield
@@ -36,7 +39,3 @@ def use_strategy(spark: SparkSession, strategy: str) -> Iterator[None]:
             spark.conf.unset(STRATEGY_KEY)
         else:
             spark.conf.set(STRATEGY_KEY, previous)
-
-
-def _is_set(spark: SparkSession, key: str) -> bool:
-    return spark.conf.get(key, None) is not None

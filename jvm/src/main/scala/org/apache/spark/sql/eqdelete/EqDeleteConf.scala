@@ -2,6 +2,8 @@ package org.apache.spark.sql.eqdelete
 
 import java.util.Locale
 
+import scala.jdk.CollectionConverters._
+
 import org.apache.spark.internal.config.ConfigEntry
 import org.apache.spark.sql.internal.SQLConf
 
@@ -45,6 +47,9 @@ object EqDeleteConf {
 
   /** Every key, for docs and for validating a session's values up front. */
   def all: Seq[ConfigEntry[_]] = Seq(ENABLED, STRATEGY)
+
+  /** The strategy names, for the Python side (py4j reaches top-level members only). */
+  def strategyNames: java.util.List[String] = Strategy.all.asJava
 
   def enabled(conf: SQLConf): Boolean = conf.getConf(ENABLED)
   def strategy(conf: SQLConf): String = conf.getConf(STRATEGY)

@@ -1,0 +1,144 @@
+"""Session set-up, the one-switch properties file, and validation of spark.eqdelete.* keys."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from pyspark.sql import SparkSession
+
+import eqdelete
+from eqdelete import _jvm
+from eqdelete._jars import jar_paths
+from eqdelete.cli import DOCS_HEADER
+from eqdelete.config import EXTENSION, ICEBERG_EXTENSION
+
+
+def test_configure_adds_jars_extensions_and_default_catalog(tmp_path: Path) -> None:
+    builder = SparkSession.Builder().config("spark.jars", "/opt/mine.jar").config("spark.sql.extensions", "my.Ext")
+    assert eqdelete.configure(builder, warehouse=tmp_path) is builder
+    options = builder._options
+    assert options["spark.jars"].split(",")[0] == "/opt/mine.jar"
+    assert any(j.endswith("eqdelete.jar") for j in options["spark.jars"].split(","))
+    assert options["spark.sql.extensions"] == f"my.Ext,{ICEBERG_EXTENSION},{EXTENSION}"
+    assert options["spark.sql.catalog.local"] == "org.apache.iceberg.spark.SparkCatalog"
+    assert options["spark.sql.catalog.local.uri"] == f"jdbc:sqlite:{tmp_path.resolve() / 'catalog.db'}"
+
+
+def test_configure_is_idempotent(tmp_path: Path) -> None:
+    builder = eqdelete.configure(eqdelete.configure(SparkSession.Builder(), warehouse=tmp_path), warehouse=tmp_path)
+    assert builder._options["spark.sql.extensions"].count(EXTENSION) == 1
+    assert builder._options["spark.jars"].count("eqdelete.jar") == 1
+
+
+def test_a_user_catalog_is_left_untouched(tmp_path: Path) -> None:
+    builder = (
+        SparkSession.Builder()
+        .config("spark.sql.catalog.prod", "org.apache.iceberg.spark.SparkCatalog")
+        .config("spark.sql.catalog.prod.type", "rest")
+        .config("spark.sql.catalog.prod.uri", "http://127.0.0.1:8181")
+    )
+    eqdelete.configure(builder, warehouse=tmp_path)
+    catalogs = {k: v for k, v in builder._options.items() if k.startswith("spark.sql.catalog.")}
+    assert catalogs == {
+        "spark.sql.catalog.prod": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.prod.type": "rest",
+        "spark.sql.catalog.prod.uri": "http://127.0.0.1:8181",
+    }
+
+
+def test_configure_rejects_bad_arguments() -> None:
+    with pytest.raises(TypeError, match="SparkSession.Builder"):
+        eqdelete.configure("not a builder")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown strategy 'fast'.*auto, filter, join, native"):
+        eqdelete.configure(SparkSession.Builder(), strategy="fast")
+
+
+def test_python_and_jvm_agree_on_strategies(spark: SparkSession) -> None:
+    assert tuple(_jvm.strategy_names(spark)) == eqdelete.STRATEGIES
+
+
+def test_extension_is_loaded(spark: SparkSession) -> None:
+    assert spark.sql("SELECT eqdelete_version()").first()[0] == eqdelete.__version__
+    keys = {r["key"] for r in spark.sql("SET -v").collect()}
+    assert {"spark.eqdelete.enabled", "spark.eqdelete.strategy"} <= keys
+
+
+@pytest.mark.parametrize(
+    "key, value, fragments",
+    [
+        ("spark.eqdelete.strategy", "fastest", ["spark.eqdelete.strategy", "fastest", "auto", "filter", "join", "native"]),
+        ("spark.eqdelete.enabled", "maybe", ["spark.eqdelete.enabled", "maybe", "boolean"]),
+    ],
+)
+def test_bad_values_fail_naming_key_value_and_choices(spark: SparkSession, key: str, value: str, fragments: list[str]) -> None:
+    before = spark.conf.get(key)
+    with pytest.raises(Exception) as error:
+        spark.conf.set(key, value)
+    for fragment in fragments:
+        assert fragment in str(error.value)
+    assert spark.conf.get(key) == before, "the previous value is kept"
+
+
+def test_strategy_values_are_normalised(spark: SparkSession) -> None:
+    with eqdelete.use_strategy(spark, " JOIN "):
+        assert eqdelete.get_strategy(spark) == "join"
+    assert eqdelete.get_strategy(spark) == "auto"
+
+
+def test_use_strategy_restores_the_previous_value(spark: SparkSession) -> None:
+    eqdelete.set_strategy(spark, "filter")
+    try:
+        with eqdelete.use_strategy(spark, "native"):
+            assert eqdelete.get_strategy(spark) == "native"
+        assert eqdelete.get_strategy(spark) == "filter"
+    finally:
+        spark.conf.unset("spark.eqdelete.strategy")
+
+
+def test_config_reference_is_current(spark: SparkSession) -> None:
+    committed = (REPO / "docs" / "configuration.md").read_text()
+    generated = _jvm.conf_reference(spark)
+    assert committed == DOCS_HEADER + generated, "docs/configuration.md is stale: run python -m eqdelete docs > docs/configuration.md"
+
+
+def _spark_submit(script: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    path = tmp_path / "job.py"
+    path.write_text(textwrap.dedent(script))
+    submit = Path(sys.executable).parent / "spark-submit"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    return subprocess.run(
+        [str(submit), "--master", "local[1]", "--jars", ",".join(jar_paths()), *args, str(path)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, timeout=300, cwd=tmp_path,
+    )
+
+
+def test_spark_defaults_conf_turns_the_extension_on(tmp_path: Path) -> None:
+    script = """
+        from pyspark.sql import SparkSession
+        spark = SparkSession.builder.getOrCreate()
+        print("EXTENSIONS", spark.conf.get("spark.sql.extensions"))
+        print("VERSION", spark.sql("SELECT eqdelete_version()").first()[0])
+        print("STRATEGY", spark.conf.get("spark.eqdelete.strategy"))
+    """
+    result = _spark_submit(script, tmp_path, "--properties-file", str(REPO / "conf" / "spark-defaults.conf"))
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert f"VERSION {eqdelete.__version__}" in result.stdout
+    assert "STRATEGY auto" in result.stdout
+    assert "eqdelete.EqualityDeleteExtensions" in result.stdout
+
+
+def test_without_the_switch_the_extension_is_absent(tmp_path: Path) -> None:
+    script = """
+        from pyspark.sql import SparkSession
+        spark = SparkSession.builder.getOrCreate()
+        spark.sql("SELECT eqdelete_version()").collect()
+    """
+    result = _spark_submit(script, tmp_path)
+    assert result.returncode != 0
+    assert "UNRESOLVED_ROUTINE" in result.stdout and "eqdelete_version" in result.stdout
