@@ -1,6 +1,8 @@
 package eqdelete
 
 import org.apache.spark.sql.SparkSessionExtensions
+import eqdelete.rules.RewriteEqualityDeleteScans
+
 import org.apache.spark.sql.eqdelete.EqDeleteConf
 
 /**
@@ -14,6 +16,9 @@ class EqualityDeleteExtensions extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
     // Registers the spark.eqdelete.* keys so SET validates them from the first statement on.
     EqDeleteConf.all
+
+    // Before Spark's scan push-down, so the new scans get its filter and column pruning.
+    extensions.injectOptimizerRule(session => RewriteEqualityDeleteScans(session))
 
     // Lets anyone check, from plain SQL, that the extension is loaded and which build it is.
     extensions.injectFunction(VersionFunction.description)

@@ -45,14 +45,24 @@ object EqDeleteConf {
     .checkValues(Strategy.all.toSet)
     .createWithDefault(Strategy.Auto)
 
+  val AUTO_FILTER_MAX_DELETE_ROWS: ConfigEntry[Long] = buildConf("auto.filterMaxDeleteRows")
+    .doc("Until the measured cost model lands, 'auto' uses 'filter' when a scan's equality " +
+      "delete files hold at most this many rows in total (they are read on the driver and " +
+      "shipped with every task), and 'join' above it.")
+    .version("0.1.0")
+    .longConf
+    .checkValue(_ >= 0, "must be zero or more")
+    .createWithDefault(100000L)
+
   /** Every key, for docs and for validating a session's values up front. */
-  def all: Seq[ConfigEntry[_]] = Seq(ENABLED, STRATEGY)
+  def all: Seq[ConfigEntry[_]] = Seq(ENABLED, STRATEGY, AUTO_FILTER_MAX_DELETE_ROWS)
 
   /** The strategy names, for the Python side (py4j reaches top-level members only). */
   def strategyNames: java.util.List[String] = Strategy.all.asJava
 
   def enabled(conf: SQLConf): Boolean = conf.getConf(ENABLED)
   def strategy(conf: SQLConf): String = conf.getConf(STRATEGY)
+  def autoFilterMaxDeleteRows(conf: SQLConf): Long = conf.getConf(AUTO_FILTER_MAX_DELETE_ROWS)
 
   /**
    * Reads every key of `conf`, so a bad value given before the session existed

@@ -1,0 +1,45 @@
+package eqdelete.expressions
+
+import eqdelete.planning.DataFileIndex
+
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{Expression, NonSQLExpression, UnaryExpression}
+import org.apache.spark.sql.catalyst.expressions.codegen.{CodegenContext, ExprCode, FalseLiteral}
+import org.apache.spark.sql.catalyst.expressions.codegen.Block._
+import org.apache.spark.sql.types.{DataType, LongType}
+import org.apache.spark.unsafe.types.UTF8String
+
+/**
+ * The data sequence number or the partition scope of the data file a row comes from, looked
+ * up by the `_file` metadata column. Fails the query for a file the planning did not see.
+ */
+case class DataFileProperty(child: Expression, index: DataFileIndex, property: String)
+  extends UnaryExpression with NonSQLExpression {
+  require(property == DataFileProperty.Sequence || property == DataFileProperty.Scope)
+
+  override def dataType: DataType = LongType
+  override def nullable: Boolean = false
+  override def prettyName: String = s"eqdelete_data_file_$property"
+  override def toString: String = s"$prettyName($child)"
+
+  override def eval(input: InternalRow): Any = {
+    val path = child.eval(input).asInstanceOf[UTF8String]
+    if (property == DataFileProperty.Sequence) index.sequenceNumber(path) else index.scope(path)
+  }
+
+  override protected def doGenCode(ctx: CodegenContext, ev: ExprCode): ExprCode = {
+    val indexRef = ctx.addReferenceObj("dataFileIndex", index, classOf[DataFileIndex].getName)
+    val method = if (property == DataFileProperty.Sequence) "sequenceNumber" else "scope"
+    val path = child.genCode(ctx)
+    ev.copy(code = code"""
+      ${path.code}
+      long ${ev.value} = $indexRef.$method(${path.value});""", isNull = FalseLiteral)
+  }
+
+  override protected def withNewChildInternal(newChild: Expression): DataFileProperty = copy(child = newChild)
+}
+
+object DataFileProperty {
+  val Sequence = "seq"
+  val Scope = "scope"
+}

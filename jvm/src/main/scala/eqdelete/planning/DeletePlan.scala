@@ -1,0 +1,38 @@
+package eqdelete.planning
+
+import org.apache.iceberg.DeleteFile
+
+/** One equality delete file, with what the rewrite needs to apply it without Iceberg. */
+final case class EqualityDeleteRef(file: DeleteFile, scope: Int, sequenceNumber: Long) {
+  def isGlobal: Boolean = scope == DeletePlan.GlobalScope
+}
+
+/** Delete files sharing one `equality_ids` set, and the key columns they name. */
+final case class EqualityDeleteSet(equalityIds: Seq[Int], keyColumns: Seq[String], files: Seq[EqualityDeleteRef]) {
+  def records: Long = files.map(_.file.recordCount()).sum
+  def describeKeys: String = keyColumns.mkString("(", ", ", ")")
+}
+
+/**
+ * What Iceberg's own planning says about one scan: the data files that carry equality deletes
+ * (with their data sequence number and partition scope), how many do not, and the equality
+ * delete files grouped by `equality_ids`.
+ *
+ * The rewrite applies a delete file D to a row of data file F when their keys match (NULL
+ * equals NULL), D's scope is F's scope or global, and `seq(F) < seq(D)`: Iceberg's rule,
+ * checked against Iceberg's own per-file assignment before the plan is used.
+ */
+final case class DeletePlan(
+    snapshotId: Long,
+    dataFilesWithDeletes: DataFileIndex,
+    dataFilesWithoutDeletes: Int,
+    deleteSets: Seq[EqualityDeleteSet]) {
+  def deleteFiles: Int = deleteSets.map(_.files.size).sum
+  def deleteRecords: Long = deleteSets.map(_.records).sum
+  def dataFiles: Int = dataFilesWithDeletes.size + dataFilesWithoutDeletes
+}
+
+object DeletePlan {
+  /** The scope of a delete file written under an unpartitioned spec: every partition. */
+  val GlobalScope: Int = -1
+}

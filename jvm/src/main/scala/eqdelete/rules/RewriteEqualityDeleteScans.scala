@@ -1,0 +1,158 @@
+package eqdelete.rules
+
+import scala.util.Try
+import scala.util.control.NonFatal
+
+import eqdelete.planning.{DeclinedException, DeleteFileReadException, DeletePlan, DeletePlanner}
+import eqdelete.scan.{EqualityDeleteFreeTable, FileSelection}
+
+import org.apache.iceberg.{Schema, Table}
+import org.apache.iceberg.expressions.{Expression => IcebergExpression, Expressions}
+import org.apache.iceberg.spark.{SparkFilters, SparkSchemaUtil, TimeTravel}
+import org.apache.iceberg.spark.source.SparkTable
+import org.apache.iceberg.util.SnapshotUtil
+import org.apache.spark.internal.Logging
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.catalyst.expressions.{Alias, Expression, MetadataAttribute, PredicateHelper}
+import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan, Project, Union}
+import org.apache.spark.sql.catalyst.rules.Rule
+import org.apache.spark.sql.eqdelete.{DecisionLog, EqDeleteConf, FilterTranslation}
+import org.apache.spark.sql.eqdelete.EqDeleteConf.Strategy
+import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
+
+/**
+ * Rewrites every batch read of an Iceberg table whose planned files carry equality deletes,
+ * before Spark pushes filters and columns into scans:
+ * {{{
+ *   RelationV2 t                       Union
+ *                                        RelationV2 t [files without equality deletes]
+ *                              =>        Project(columns)                 -- filter or join
+ *                                          ... deletes applied by eqdelete ...
+ *                                            RelationV2 t [files with equality deletes,
+ *                                                          equality deletes removed]
+ * }}}
+ * The output attributes stay exactly the original's. A `Filter` right above the relation
+ * prunes the planning as it will prune the scans. Anything unexpected leaves the scan
+ * native, with the reason in EXPLAIN (the relation's tag), the decision records and a warning.
+ */
+case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[LogicalPlan]
+  with PredicateHelper with Logging {
+
+  override def apply(plan: LogicalPlan): LogicalPlan = {
+    if (!EqDeleteConf.enabled(conf) || EqDeleteConf.strategy(conf) == Strategy.Native) return plan
+    DecisionLog.register(session)
+    plan.transformDown {
+      case filter @ Filter(condition, IcebergScanWithEqDeletes(relation, sparkTable, table)) =>
+        filter.copy(child = rewrite(relation, sparkTable, table, Some(condition)))
+      case IcebergScanWithEqDeletes(relation, sparkTable, table) =>
+        rewrite(relation, sparkTable, table, None)
+    }
+  }
+
+  private def rewrite(
+      relation: DataSourceV2Relation,
+      sparkTable: SparkTable,
+      table: Table,
+      condition: Option[Expression]): LogicalPlan = {
+    val snapshotId: Long = sparkTable.snapshotId()
+    def leaveNative(reason: String): LogicalPlan = {
+      relation.setTagValue(Decision.NativeTag,
+        Decision(table.name(), snapshotId, Strategy.Native, reason, 0, 0L, 0, 0))
+      relation
+    }
+    try {
+      val readSchema = schemaRead(sparkTable, table)
+      val filter = condition.map(icebergFilter).getOrElse(Expressions.alwaysTrue())
+      DeletePlanner.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis) match {
+        case None => leaveNative("no planned data file carries equality deletes")
+        case Some(deletePlan) => build(relation, sparkTable, table, readSchema, deletePlan)
+      }
+    } catch {
+      case DeclinedException(reason) =>
+        logWarning(s"eqdelete: cannot rewrite the scan of ${table.name()}: $reason; reading it natively")
+        leaveNative(reason)
+      case e: DeleteFileReadException => throw e
+      case NonFatal(e) =>
+        logWarning(s"eqdelete: cannot rewrite the scan of ${table.name()}; reading it natively", e)
+        leaveNative(s"planning failed: $e")
+    }
+  }
+
+  private def build(
+      relation: DataSourceV2Relation,
+      sparkTable: SparkTable,
+      table: Table,
+      readSchema: Schema,
+      deletePlan: DeletePlan): LogicalPlan = {
+    val strategy = chooseStrategy(deletePlan)
+    val decision = Decision(
+      table.name(), deletePlan.snapshotId, strategy, reasonFor(strategy, deletePlan),
+      deletePlan.deleteFiles, deletePlan.deleteRecords, deletePlan.dataFiles, deletePlan.dataFilesWithDeletes.size)
+
+    val columns = relation.output.map(_.newInstance())
+    val existingFile = columns.find(a => a.name == "_file" && MetadataAttribute.isValid(a.metadata))
+    val file = existingFile.getOrElse(
+      relation.metadataOutput.find(_.name == "_file")
+        .getOrElse(throw DeclinedException("the table exposes no _file metadata column")).newInstance())
+    val stripped = relation.copy(
+      table = sameView(sparkTable, EqualityDeleteFreeTable(table, FileSelection.EqualityDeletesRemoved, decision)),
+      output = if (existingFile.isDefined) columns else columns :+ file)
+    val scan = DeletedRowsScan(stripped, columns, file, deletePlan, table, readSchema)
+
+    val deletesApplied = strategy match {
+      case Strategy.Filter => FilterPlanBuilder.build(scan)._1
+      case Strategy.Join => JoinPlanBuilder.build(session, scan)
+    }
+    logInfo(s"eqdelete: ${table.name()} snapshot ${deletePlan.snapshotId}: ${decision.describe}")
+
+    if (deletePlan.dataFilesWithoutDeletes > 0) {
+      val plain = relation.copy(
+        table = sameView(sparkTable, EqualityDeleteFreeTable(table, FileSelection.WithoutEqualityDeletes, decision)))
+      Union(plain, deletesApplied)
+    } else {
+      Project(columns.zip(relation.output).map { case (c, o) => Alias(c, o.name)(o.exprId, o.qualifier) },
+        deletesApplied)
+    }
+  }
+
+  /** auto, until the measured cost model: filter for small delete sets, join above. */
+  private def chooseStrategy(plan: DeletePlan): String = EqDeleteConf.strategy(conf) match {
+    case Strategy.Auto =>
+      if (plan.deleteRecords <= EqDeleteConf.autoFilterMaxDeleteRows(conf)) Strategy.Filter else Strategy.Join
+    case chosen => chosen
+  }
+
+  private def reasonFor(strategy: String, plan: DeletePlan): String = EqDeleteConf.strategy(conf) match {
+    case Strategy.Auto =>
+      val limit = EqDeleteConf.autoFilterMaxDeleteRows(conf)
+      val cmp = if (strategy == Strategy.Filter) "<=" else ">"
+      s"auto: ${plan.deleteRecords} delete rows $cmp ${EqDeleteConf.AUTO_FILTER_MAX_DELETE_ROWS.key}=$limit"
+    case _ => s"${EqDeleteConf.STRATEGY.key}=$strategy"
+  }
+
+  /** The Iceberg schema Spark reads: the current one or the snapshot's (time travel). */
+  private def schemaRead(sparkTable: SparkTable, table: Table): Schema = {
+    val candidates = Seq(table.schema()) ++
+      Try(SnapshotUtil.schemaFor(table, sparkTable.snapshotId().longValue())).toOption
+    candidates.find(s => SparkSchemaUtil.convert(s) == sparkTable.schema()).getOrElse(
+      throw DeclinedException("cannot tell which Iceberg schema the scan reads"))
+  }
+
+  /** A SparkTable over `wrapper` showing exactly the snapshot and schema `original` shows. */
+  private def sameView(original: SparkTable, wrapper: Table): SparkTable = {
+    val candidates: Seq[() => SparkTable] = Option(original.branch()).toSeq.map(b => () => SparkTable.create(wrapper, b)) ++
+      Seq(() => new SparkTable(wrapper),
+        () => SparkTable.create(wrapper, TimeTravel.version(original.snapshotId().toString)))
+    candidates.iterator.flatMap(c => Try(c()).toOption).find { candidate =>
+      candidate.snapshotId() == original.snapshotId() && candidate.schema() == original.schema()
+    }.getOrElse(throw DeclinedException("cannot reproduce the scan's snapshot and schema"))
+  }
+
+  /** The conjuncts Iceberg can use to prune files, as Iceberg's own scan will. */
+  private def icebergFilter(condition: Expression): IcebergExpression =
+    splitConjunctivePredicates(condition)
+      .filterNot(_.references.exists(a => MetadataAttribute.isValid(a.metadata)))
+      .flatMap(FilterTranslation.toSourceFilter)
+      .flatMap(f => Try(Option(SparkFilters.convert(f))).toOption.flatten)
+      .foldLeft(Expressions.alwaysTrue(): IcebergExpression)((a, b) => Expressions.and(a, b))
+}

@@ -1,0 +1,125 @@
+package eqdelete.scan
+
+import java.util
+
+import scala.jdk.CollectionConverters._
+
+import eqdelete.rules.Decision
+
+import org.apache.iceberg.{BaseFileScanTask, BaseTable, BatchScan, DeleteFile, FileContent, FileScanTask, PartitionSpecParser, ScanTask, ScanTaskGroup, Schema, SchemaParser, Snapshot, Table, TableProperties}
+import org.apache.iceberg.expressions.{Expression, ResidualEvaluator}
+import org.apache.iceberg.io.CloseableIterable
+import org.apache.iceberg.metrics.MetricsReporter
+
+/** Which planned files a rewritten scan reads. */
+sealed trait FileSelection extends Serializable {
+  def describe: String
+}
+
+object FileSelection {
+  /** Files with no equality deletes, read exactly as Iceberg plans them. */
+  case object WithoutEqualityDeletes extends FileSelection {
+    val describe = "files without equality deletes"
+  }
+
+  /** Files with equality deletes, read with those removed (position deletes and DVs kept). */
+  case object EqualityDeletesRemoved extends FileSelection {
+    val describe = "files with equality deletes, applied by eqdelete"
+  }
+
+  def hasEqualityDeletes(task: FileScanTask): Boolean =
+    task.deletes().asScala.exists(_.content() == FileContent.EQUALITY_DELETES)
+}
+
+/**
+ * The same Iceberg table, pinned to one metadata version, whose batch scans return only the
+ * files of one [[FileSelection]]; with `EqualityDeletesRemoved`, each task keeps its data file,
+ * residual and position deletes but drops its equality deletes, so Iceberg's own Spark readers
+ * read the rows that eqdelete then filters or anti-joins.
+ *
+ * `label` is the table's name as Spark shows it, so EXPLAIN names the rewrite.
+ */
+class EqualityDeleteFreeTable(
+    ops: PinnedTableOperations,
+    label: String,
+    val original: Table,
+    val selection: FileSelection,
+    val decision: Decision)
+  extends BaseTable(ops, label) {
+
+  // Distributed planning would bypass newBatchScan; the file selection must see every task.
+  override def properties(): util.Map[String, String] = {
+    val props = new util.HashMap[String, String](super.properties())
+    props.put(TableProperties.DATA_PLANNING_MODE, "local")
+    props.put(TableProperties.DELETE_PLANNING_MODE, "local")
+    props
+  }
+
+  override def newBatchScan(): BatchScan = new SelectingBatchScan(super.newBatchScan(), selection, this)
+}
+
+object EqualityDeleteFreeTable {
+  def apply(original: Table, selection: FileSelection, decision: Decision): EqualityDeleteFreeTable = {
+    val base = original.asInstanceOf[BaseTable]
+    val ops = new PinnedTableOperations(base.operations().current(), original.io(), original.locationProvider())
+    val label = selection match {
+      case FileSelection.EqualityDeletesRemoved => s"${original.name()} [${decision.describe}]"
+      case FileSelection.WithoutEqualityDeletes => s"${original.name()} [eqdelete: ${selection.describe}]"
+    }
+    new EqualityDeleteFreeTable(ops, label, original, selection, decision)
+  }
+
+  private[scan] def withoutEqualityDeletes(task: FileScanTask): FileScanTask = {
+    val kept = task.deletes().asScala.filter(_.content() != FileContent.EQUALITY_DELETES).toArray[DeleteFile]
+    new BaseFileScanTask(
+      task.file(), kept, SchemaParser.toJson(task.schema()), PartitionSpecParser.toJson(task.spec()),
+      ResidualEvaluator.unpartitioned(task.residual()))
+  }
+}
+
+/** Delegates everything to Iceberg's scan; only the planned files are selected or changed. */
+private[scan] final class SelectingBatchScan(delegate: BatchScan, selection: FileSelection, table: Table)
+  extends BatchScan {
+
+  private def wrap(scan: BatchScan): BatchScan = new SelectingBatchScan(scan, selection, table)
+
+  override def planFiles(): CloseableIterable[ScanTask] = {
+    val tasks = delegate.planFiles()
+    val selected: CloseableIterable[ScanTask] = CloseableIterable.filter(tasks, (task: ScanTask) => task match {
+      case file: FileScanTask => (selection == FileSelection.EqualityDeletesRemoved) == FileSelection.hasEqualityDeletes(file)
+      case other => throw new IllegalStateException(s"eqdelete: unexpected Iceberg scan task ${other.getClass.getName}")
+    })
+    selection match {
+      case FileSelection.WithoutEqualityDeletes => selected
+      case FileSelection.EqualityDeletesRemoved => CloseableIterable.transform(selected, (task: ScanTask) =>
+        EqualityDeleteFreeTable.withoutEqualityDeletes(task.asInstanceOf[FileScanTask]): ScanTask)
+    }
+  }
+
+  override def planTasks(): CloseableIterable[ScanTaskGroup[ScanTask]] =
+    throw new UnsupportedOperationException("eqdelete: Spark plans task groups from planFiles()")
+
+  override def table(): Table = table
+  override def useSnapshot(snapshotId: Long): BatchScan = wrap(delegate.useSnapshot(snapshotId))
+  override def useRef(ref: String): BatchScan = wrap(delegate.useRef(ref))
+  override def asOfTime(timestampMillis: Long): BatchScan = wrap(delegate.asOfTime(timestampMillis))
+  override def snapshot(): Snapshot = delegate.snapshot()
+  override def option(property: String, value: String): BatchScan = wrap(delegate.option(property, value))
+  override def project(schema: Schema): BatchScan = wrap(delegate.project(schema))
+  override def caseSensitive(caseSensitive: Boolean): BatchScan = wrap(delegate.caseSensitive(caseSensitive))
+  override def isCaseSensitive: Boolean = delegate.isCaseSensitive
+  override def includeColumnStats(): BatchScan = wrap(delegate.includeColumnStats())
+  override def includeColumnStats(columns: util.Collection[String]): BatchScan =
+    wrap(delegate.includeColumnStats(columns))
+  override def select(columns: util.Collection[String]): BatchScan = wrap(delegate.select(columns))
+  override def filter(expr: Expression): BatchScan = wrap(delegate.filter(expr))
+  override def filter(): Expression = delegate.filter()
+  override def ignoreResiduals(): BatchScan = wrap(delegate.ignoreResiduals())
+  override def planWith(executor: util.concurrent.ExecutorService): BatchScan = wrap(delegate.planWith(executor))
+  override def schema(): Schema = delegate.schema()
+  override def targetSplitSize(): Long = delegate.targetSplitSize()
+  override def splitLookback(): Int = delegate.splitLookback()
+  override def splitOpenFileCost(): Long = delegate.splitOpenFileCost()
+  override def metricsReporter(reporter: MetricsReporter): BatchScan = wrap(delegate.metricsReporter(reporter))
+  override def minRowsRequested(numRows: Long): BatchScan = wrap(delegate.minRowsRequested(numRows))
+}

@@ -1,0 +1,56 @@
+package org.apache.spark.sql.eqdelete
+
+import java.util.{Collections, WeakHashMap}
+
+import scala.jdk.CollectionConverters._
+import scala.util.Try
+
+import eqdelete.rules.{Decision, Decisions}
+
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.execution.QueryExecution
+import org.apache.spark.sql.util.QueryExecutionListener
+
+/**
+ * The decisions of the last query each session ran, kept by a query execution listener.
+ * (In Spark's package to wait for its listener bus, so a caller sees its own last query.)
+ */
+object DecisionLog {
+  private val last = Collections.synchronizedMap(new WeakHashMap[SparkSession, Seq[Decision]]())
+  private val listening = Collections.synchronizedMap(new WeakHashMap[SparkSession, java.lang.Boolean]())
+
+  /** Called from the rule, not the extension: the listener manager needs a built session state. */
+  def register(session: SparkSession): Unit = listening.synchronized {
+    if (!listening.containsKey(session)) {
+      listening.put(session, true)
+      session.listenerManager.register(new Listener(session))
+    }
+  }
+
+  def lastQuery(session: SparkSession): Seq[Decision] = {
+    session.sparkContext.listenerBus.waitUntilEmpty()
+    Option(last.get(session)).getOrElse(Nil)
+  }
+
+  /** For Python: the decisions of the last query, as maps. */
+  def lastQueryAsJava(session: SparkSession): java.util.List[java.util.Map[String, Any]] =
+    toJava(lastQuery(session))
+
+  def ofPlanAsJava(plan: org.apache.spark.sql.catalyst.plans.logical.LogicalPlan): java.util.List[java.util.Map[String, Any]] =
+    toJava(Decisions.of(plan))
+
+  private def toJava(decisions: Seq[Decision]): java.util.List[java.util.Map[String, Any]] =
+    decisions.map { d =>
+      Map[String, Any](
+        "table" -> d.table, "snapshot_id" -> d.snapshotId, "strategy" -> d.strategy, "reason" -> d.reason,
+        "delete_files" -> d.deleteFiles, "delete_rows" -> d.deleteRows, "data_files" -> d.dataFiles,
+        "data_files_with_deletes" -> d.dataFilesWithDeletes).asJava
+    }.asJava
+
+  private final class Listener(session: SparkSession) extends QueryExecutionListener {
+    private def record(qe: QueryExecution): Unit =
+      Try(Decisions.of(qe.optimizedPlan)).foreach(decisions => last.put(session, decisions))
+    override def onSuccess(funcName: String, qe: QueryExecution, durationNs: Long): Unit = record(qe)
+    override def onFailure(funcName: String, qe: QueryExecution, exception: Exception): Unit = record(qe)
+  }
+}
