@@ -11,6 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from eqdelete.cdc import CdcSpec, generate
 from eqdelete.config import STRATEGIES, configure, session
+from eqdelete.decisions import Decision, decisions, last_decisions
 from eqdelete.deletes import Commit, write_equality_deletes
 from eqdelete.summary import TableSummary, summarize
 from eqdelete.toggles import get_strategy, set_enabled, set_strategy, use_strategy
@@ -24,11 +25,14 @@ __all__ = [
     "STRATEGIES",
     "CdcSpec",
     "Commit",
+    "Decision",
     "TableSummary",
     "__version__",
     "configure",
+    "decisions",
     "generate",
     "get_strategy",
+    "last_decisions",
     "session",
     "set_enabled",
     "set_strategy",

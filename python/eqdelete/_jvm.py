@@ -66,3 +66,20 @@ def field_names(spark: SparkSession, table: str) -> list[tuple[int, str]]:
     jtable = _jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(_jsession(spark), table)
     id_to_name = jtable.schema().idToName()
     return [(int(i), str(id_to_name.get(i))) for i in id_to_name.keySet()]
+
+
+def _decision_dicts(jdecisions: Any) -> list[dict[str, Any]]:
+    return [dict(d.items()) for d in jdecisions]
+
+
+def last_query_decisions(spark: SparkSession) -> list[dict[str, Any]]:
+    """Decisions of the last query the session ran (waits for Spark's listener bus)."""
+    log = _jvm(spark).org.apache.spark.sql.eqdelete.DecisionLog
+    return _decision_dicts(log.lastQueryAsJava(_jsession(spark)))
+
+
+def plan_decisions(df: DataFrame) -> list[dict[str, Any]]:
+    """Decisions in a DataFrame's optimized plan, without running it."""
+    spark = df.sparkSession
+    plan = df._jdf.queryExecution().optimizedPlan()  # noqa: SLF001
+    return _decision_dicts(_jvm(spark).org.apache.spark.sql.eqdelete.DecisionLog.ofPlanAsJava(plan))

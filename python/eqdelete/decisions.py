@@ -1,0 +1,42 @@
+"""What eqdelete decided for each Iceberg scan of a query: strategy, reason, sizes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from eqdelete import _jvm
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One Iceberg scan eqdelete looked at. ``strategy`` is 'native' when it left the scan alone."""
+
+    table: str
+    snapshot_id: int
+    strategy: str
+    reason: str
+    delete_files: int
+    delete_rows: int
+    data_files: int
+    data_files_with_deletes: int
+
+    @property
+    def rewritten(self) -> bool:
+        return self.strategy != "native"
+
+
+def _records(raw: list[dict[str, Any]]) -> list[Decision]:
+    return [Decision(**{k: r[k] for k in Decision.__dataclass_fields__}) for r in raw]
+
+
+def decisions(df: DataFrame) -> list[Decision]:
+    """The decisions in ``df``'s optimized plan (the query is planned, not run)."""
+    return _records(_jvm.plan_decisions(df))
+
+
+def last_decisions(spark: SparkSession) -> list[Decision]:
+    """The decisions of the last query ``spark`` ran, one per Iceberg scan looked at."""
+    return _records(_jvm.last_query_decisions(spark))
