@@ -48,3 +48,10 @@ def table_name(spark: SparkSession) -> str:
     """A fresh, unused table name in the test catalog."""
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.t")
     return f"{CATALOG}.t.tbl_{os.getpid()}_{next(_names)}"
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
+    from test_differential import CASES
+
+    if CASES["run"]:
+        terminalreporter.write_line(f"eqdelete differential cases checked against native: {CASES['run']}")

@@ -83,3 +83,10 @@ def plan_decisions(df: DataFrame) -> list[dict[str, Any]]:
     spark = df.sparkSession
     plan = df._jdf.queryExecution().optimizedPlan()  # noqa: SLF001
     return _decision_dicts(_jvm(spark).org.apache.spark.sql.eqdelete.DecisionLog.ofPlanAsJava(plan))
+
+
+def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
+    """The table's current snapshot id, from Iceberg's catalog (no Spark job)."""
+    jtable = _jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(_jsession(spark), table)
+    snapshot = jtable.currentSnapshot()
+    return None if snapshot is None else int(snapshot.snapshotId())

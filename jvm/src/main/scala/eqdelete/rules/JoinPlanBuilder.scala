@@ -8,7 +8,7 @@ import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, Attribu
 import org.apache.spark.sql.catalyst.expressions.aggregate.Max
 import org.apache.spark.sql.catalyst.plans.LeftAnti
 import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, Join, JoinHint, LogicalPlan, Project, Statistics}
-import org.apache.spark.sql.catalyst.plans.physical.UnknownPartitioning
+import org.apache.spark.sql.catalyst.plans.physical.{SinglePartition, UnknownPartitioning}
 import org.apache.spark.sql.classic.{SparkSession => ClassicSession}
 import org.apache.spark.sql.execution.LogicalRDD
 import org.apache.spark.sql.types.LongType
@@ -27,6 +27,7 @@ import org.apache.spark.sql.types.LongType
  * delete side's estimated size and spark.sql.autoBroadcastJoinThreshold.
  */
 object JoinPlanBuilder {
+  private val RowsPerTask = 1000000L
 
   def build(session: ApiSession, scan: DeletedRowsScan): LogicalPlan = {
     val data: LogicalPlan = Project(scan.columns ++ Seq(scan.sequence, scan.scope), scan.relation)
@@ -71,7 +72,11 @@ object JoinPlanBuilder {
       output: Seq[AttributeReference]): LogicalPlan = {
     val classic = session.asInstanceOf[ClassicSession]
     val reader = scan.reader(set)
-    val slices = math.max(1, math.min(files.size, classic.sparkContext.defaultParallelism * 4))
+    val records = files.map(_.file.recordCount()).sum
+    // One task per ~1M delete rows; a single task declares it, so the reduction needs no shuffle.
+    val slices = math.max(1L, math.min(Seq(files.size.toLong, (records + RowsPerTask - 1) / RowsPerTask,
+      classic.sparkContext.defaultParallelism * 4L).min, Int.MaxValue)).toInt
+    val partitioning = if (slices == 1) SinglePartition else UnknownPartitioning(slices)
     val described = files.map(ref => (ref.file, ref.scope.toLong, ref.sequenceNumber))
     val rdd = classic.sparkContext.parallelize(described, slices).mapPartitions { refs =>
       refs.flatMap { case (file, scope, seq) =>
@@ -79,10 +84,9 @@ object JoinPlanBuilder {
       }
     }
     rdd.setName(s"eqdelete delete rows of ${files.size} file(s) on ${set.describeKeys}")
-    val records = files.map(_.file.recordCount()).sum
     val rowBytes = output.map(_.dataType.defaultSize).sum + 8
     val stats = Statistics(sizeInBytes = BigInt(records) * rowBytes, rowCount = Some(BigInt(records)))
-    LogicalRDD(output, rdd, UnknownPartitioning(0), Nil, isStreaming = false, stream = None)(
+    LogicalRDD(output, rdd, partitioning, Nil, isStreaming = false, stream = None)(
       classic, Some(stats), None)
   }
 }

@@ -1,0 +1,50 @@
+"""The rewrite on a multi-process Spark (local-cluster: executors in their own JVMs), so the
+data file index, the filter's delete keys, the delete-row reader and the broadcast delete
+side all cross JVM boundaries by serialization."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from conftest import REPO
+
+SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+import eqdelete
+from fixtures import FIXTURES
+from oracle import check_against_native
+
+spark = eqdelete.session(
+    "eqdelete-local-cluster", master="local-cluster[2,1,1024]", warehouse={warehouse!r},
+    conf={{"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
+           "spark.sql.session.timeZone": "UTC", "spark.sql.adaptive.enabled": "false"}},
+)
+spark.sparkContext.setLogLevel("ERROR")
+spark.sql("CREATE NAMESPACE IF NOT EXISTS local.mp")
+executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
+assert executors == 2, f"expected 2 executor JVMs, got {{executors}}"
+for name in ("null_keys", "global_after_spec_change", "two_equality_sets", "mixed_position_and_equality"):
+    fixture = FIXTURES[name](spark, f"local.mp.{{name}}")
+    check_against_native(spark, lambda: spark.sql(f"SELECT * FROM {{fixture.table}}"), expect_rewrites=1)
+    print("checked", name)
+with eqdelete.use_strategy(spark, "join"):
+    plan = spark.sql("EXPLAIN SELECT * FROM local.mp.null_keys").first()[0]
+assert "BroadcastHashJoin" in plan and "LeftAnti" in plan, plan
+print("MULTIPROCESS OK")
+"""
+
+
+def test_rewrite_on_local_cluster(tmp_path: Path) -> None:
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(SCRIPT.format(tests=str(REPO / "tests"), warehouse=str(tmp_path / "wh"))))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    result = subprocess.run(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, env=env, timeout=600, cwd=tmp_path,
+    )
+    assert result.returncode == 0 and "MULTIPROCESS OK" in result.stdout, result.stdout[-5000:]
