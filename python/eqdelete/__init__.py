@@ -10,6 +10,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from eqdelete.cdc import CdcSpec, generate
+from eqdelete.compare import Comparison, NoEqualityDeletesError, ResultsDifferError, compare
 from eqdelete.config import STRATEGIES, configure, session
 from eqdelete.decisions import Decision, decisions, last_decisions
 from eqdelete.deletes import Commit, write_equality_deletes
@@ -25,9 +26,13 @@ __all__ = [
     "STRATEGIES",
     "CdcSpec",
     "Commit",
+    "Comparison",
     "Decision",
+    "NoEqualityDeletesError",
+    "ResultsDifferError",
     "TableSummary",
     "__version__",
+    "compare",
     "configure",
     "decisions",
     "generate",

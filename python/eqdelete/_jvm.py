@@ -90,3 +90,20 @@ def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
     jtable = _jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(_jsession(spark), table)
     snapshot = jtable.currentSnapshot()
     return None if snapshot is None else int(snapshot.snapshotId())
+
+
+def reset_peak_heap(spark: SparkSession) -> None:
+    """Reset the peak-usage counters of the driver JVM's heap pools."""
+    for pool in _jvm(spark).java.lang.management.ManagementFactory.getMemoryPoolMXBeans():
+        if str(pool.getType().toString()) == "Heap memory":
+            pool.resetPeakUsage()
+
+
+def peak_heap_bytes(spark: SparkSession) -> int:
+    """Sum of the heap pools' peak usage since the last reset (driver JVM; in local mode the
+    executors run in it too)."""
+    total = 0
+    for pool in _jvm(spark).java.lang.management.ManagementFactory.getMemoryPoolMXBeans():
+        if str(pool.getType().toString()) == "Heap memory":
+            total += int(pool.getPeakUsage().getUsed())
+    return total

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from eqdelete.cdc import KEY_TYPES, PARTITIONINGS, CdcSpec, generate
+from eqdelete.compare import ResultsDifferError, compare
 from eqdelete.config import DEFAULT_CATALOG, DEFAULT_WAREHOUSE, session
 from eqdelete.summary import summarize
 
@@ -65,6 +66,13 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+DEMO_QUERIES = (
+    "SELECT count(*) AS n, sum(amount) AS total FROM {t}",
+    "SELECT region, count(*) AS n, max(version) AS newest FROM {t} GROUP BY region",
+    "SELECT * FROM {t} WHERE version > 0 AND amount > 500",
+)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     spec = _spec(args)
     spec.validate()
@@ -75,7 +83,46 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     expected = spec.expected(spark).count()
     verdict = "matches" if expected == summary.native_rows else "DOES NOT MATCH"
     print(f"  expected live rows: {expected:,} ({verdict} the native read)")
-    return 0 if expected == summary.native_rows else 1
+    if expected != summary.native_rows:
+        return 1
+    for template in DEMO_QUERIES:
+        print()
+        print(compare(spark, template.format(t=spec.table), runs=args.runs, warmup=1).render())
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    spark = _session(args, "eqdelete compare")
+    try:
+        comparison = compare(spark, args.sql, strategies, runs=args.runs, warmup=args.warmup)
+    except ResultsDifferError as error:
+        print(f"eqdelete: {error}", file=sys.stderr)
+        return 3
+    print(comparison.render())
+    if args.chart:
+        print(f"chart saved to {comparison.save_chart(args.chart)}")
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from eqdelete import bench
+
+    scenarios = bench.quick_scenarios() if args.quick else bench.default_scenarios(args.scale)
+    if args.only:
+        wanted = set(args.only.split(","))
+        unknown = wanted - {s.name for s in scenarios}
+        if unknown:
+            raise ValueError(f"unknown scenario(s) {', '.join(sorted(unknown))}: choose from {', '.join(s.name for s in scenarios)}")
+        scenarios = [s for s in scenarios if s.name in wanted]
+    spark = _session(args, "eqdelete bench")
+    runs, warmup = (1, 0) if args.quick else (args.runs, 1)
+    results = bench.run(spark, scenarios, Path(args.out), runs=runs, warmup=warmup)
+    print(bench.markdown(results))
+    print(f"results in {args.out}/results.json, results.md, results.png")
+    return 0 if all(r.identical for r in results) else 3
 
 
 def _cmd_docs(args: argparse.Namespace) -> int:
@@ -109,7 +156,26 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="the main job: generate a CDC table on the embedded catalog and summarise it")
     _add_session_args(demo)
     _add_cdc_args(demo, table=f"{DEFAULT_CATALOG}.demo.cdc", rows=200_000, commits=10)
+    demo.add_argument("--runs", type=int, default=3, help="timed runs per strategy (default: %(default)s)")
     demo.set_defaults(run=_cmd_demo)
+
+    cmp = commands.add_parser("compare", help="run one query under each strategy; same rows? how fast?")
+    _add_session_args(cmp)
+    cmp.add_argument("--sql", required=True, help="the query, reading at least one Iceberg table with equality deletes")
+    cmp.add_argument("--strategies", default="native,filter,join,auto", help="(default: %(default)s)")
+    cmp.add_argument("--runs", type=int, default=5, help="timed runs per strategy, median reported (default: %(default)s)")
+    cmp.add_argument("--warmup", type=int, default=1, help="untimed runs first (default: %(default)s)")
+    cmp.add_argument("--chart", help="also save a PNG bar chart here")
+    cmp.set_defaults(run=_cmd_compare)
+
+    bench = commands.add_parser("bench", help="the benchmark: every scenario under every strategy and the floor")
+    _add_session_args(bench)
+    bench.add_argument("--quick", action="store_true", help="tiny tables, one run: checks rows, not speed (CI)")
+    bench.add_argument("--scale", type=float, default=1.0, help="multiply every scenario's rows (default: %(default)s)")
+    bench.add_argument("--only", help="comma-separated scenario names")
+    bench.add_argument("--runs", type=int, default=5, help="timed runs per strategy (default: %(default)s)")
+    bench.add_argument("--out", default="bench-results", help="output directory (default: %(default)s)")
+    bench.set_defaults(run=_cmd_bench)
 
     docs = commands.add_parser("docs", help="print the configuration reference (docs/configuration.md)")
     docs.set_defaults(run=_cmd_docs)

@@ -38,7 +38,7 @@ object EqDeleteConf {
     .doc("How equality deletes of an Iceberg scan are applied. 'filter': delete rows are read " +
       "once on the driver and compiled into predicates on the scan. 'join': delete rows " +
       "become the build side of a left anti join. 'native': Iceberg applies them itself, " +
-      "task by task. 'auto': chosen per scan by cost from Iceberg metadata.")
+      "task by task. 'auto': chosen per scan from Iceberg metadata (see spark.eqdelete.auto.*).")
     .version("0.1.0")
     .stringConf
     .transform(_.trim.toLowerCase(Locale.ROOT))

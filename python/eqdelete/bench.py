@@ -1,0 +1,176 @@
+"""The benchmark: scenarios x {native, filter, join, auto, floor}, medians and ratios.
+
+The floor is the same logical table compacted (rewritten without delete files): what no
+delete strategy can beat. Every strategy's rows are checked against the others; timings
+are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from pyspark.sql import SparkSession
+
+from eqdelete import _jvm
+from eqdelete.cdc import CdcSpec, generate
+from eqdelete.compare import Comparison, _run_once, compare, fingerprint
+from eqdelete.config import STRATEGIES
+from eqdelete.toggles import use_strategy
+
+QUERY = "SELECT count(*) AS n, sum(CAST(round(amount * 100) AS BIGINT)) AS cents, count(DISTINCT version) AS versions FROM {t}"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    spec: CdcSpec
+
+
+def _spec(name: str, **kwargs) -> CdcSpec:
+    return CdcSpec(table=f"local.bench.{name}", **kwargs)
+
+
+def default_scenarios(scale: float = 1.0) -> list[Scenario]:
+    """Sized for 2 cores and 24 GB; ``scale`` multiplies the row counts."""
+    n = lambda rows: max(1_000, int(rows * scale))  # noqa: E731
+    return [
+        Scenario("cdc_upsert", "Flink-style upserts: 10M keys, 20 commits upserting 1% of keys in all",
+                 _spec("cdc_upsert", rows=n(10_000_000), data_files=16, commits=20, delete_fraction=0.0001,
+                       upsert_fraction=0.0005)),
+        Scenario("few_small", "1 delete file, 1,000 delete rows on 2M keys",
+                 _spec("few_small", rows=n(2_000_000), data_files=8, commits=1, delete_fraction=0.0005, upsert_fraction=0.0)),
+        Scenario("many_files", "200 delete files (10 per commit), 2M keys",
+                 _spec("many_files", rows=n(2_000_000), data_files=8, commits=20, delete_fraction=0.0005,
+                       upsert_fraction=0.0005, files_per_commit=10)),
+        Scenario("large_set", "2M delete rows (larger than Iceberg's executor delete cache), 5M keys",
+                 _spec("large_set", rows=n(5_000_000), data_files=8, commits=4, delete_fraction=0.1, upsert_fraction=0.0)),
+        Scenario("multi_key", "3-column key (long, string, date), 2M keys, 10 upsert commits",
+                 _spec("multi_key", rows=n(2_000_000), data_files=8, commits=10, delete_fraction=0.001,
+                       upsert_fraction=0.005, key_types=("long", "string", "date"))),
+        Scenario("partitioned", "identity-partitioned (8 partitions), partition-scoped deletes, 2M keys",
+                 _spec("partitioned", rows=n(2_000_000), data_files=4, commits=10, delete_fraction=0.001,
+                       upsert_fraction=0.005, partitioning="identity")),
+    ]
+
+
+def quick_scenarios() -> list[Scenario]:
+    """Tiny versions of every scenario: for CI, which checks rows and never timings."""
+    return [replace(s, spec=replace(s.spec, rows=20_000, data_files=2, commits=min(s.spec.commits, 3),
+                                    files_per_commit=min(s.spec.files_per_commit, 2)))
+            for s in default_scenarios()]
+
+
+@dataclass
+class ScenarioResult:
+    name: str
+    description: str
+    delete_files: int
+    delete_rows: int
+    medians: dict[str, float]
+    peak_heap_mb: dict[str, float]
+    plans: dict[str, str]
+    identical: bool
+    ratio_to_native: dict[str, float] = field(default_factory=dict)
+    ratio_to_floor: dict[str, float] = field(default_factory=dict)
+
+
+def _floor(spark: SparkSession, table: str) -> str:
+    """The same rows compacted into a table without delete files."""
+    floor = f"{table}_floor"
+    spark.sql(f"DROP TABLE IF EXISTS {floor} PURGE")
+    with use_strategy(spark, "native"):
+        spark.sql(f"CREATE TABLE {floor} USING iceberg AS SELECT * FROM {table}")
+    return floor
+
+
+def run_scenario(spark: SparkSession, scenario: Scenario, runs: int, warmup: int,
+                 progress: Callable[[str], None]) -> ScenarioResult:
+    progress(f"{scenario.name}: generating ({scenario.description})")
+    generate(spark, scenario.spec, replace=True, progress=lambda m: progress(f"{scenario.name}: {m}"))
+    floor = _floor(spark, scenario.spec.table)
+    comparison: Comparison = compare(spark, QUERY.format(t=scenario.spec.table), STRATEGIES, runs=runs,
+                                     warmup=warmup, progress=lambda m: progress(f"{scenario.name}: {m}"))
+    floor_df = spark.sql(QUERY.format(t=floor))
+    for _ in range(warmup):
+        _run_once(floor_df)
+    _jvm.reset_peak_heap(spark)
+    floor_seconds = [_run_once(floor_df) for _ in range(runs)]
+    floor_peak = _jvm.peak_heap_bytes(spark)
+    identical = comparison.identical and fingerprint(floor_df) == (comparison.runs[0].rows, comparison.runs[0].fingerprint)
+
+    medians = {r.strategy: r.median for r in comparison.runs} | {"floor": statistics.median(floor_seconds)}
+    native, floor_median = medians["native"], medians["floor"]
+    result = ScenarioResult(
+        name=scenario.name,
+        description=scenario.description,
+        delete_files=comparison.by_strategy("join").delete_files,
+        delete_rows=comparison.by_strategy("join").delete_rows,
+        medians=medians,
+        peak_heap_mb={r.strategy: r.peak_heap_bytes / 2**20 for r in comparison.runs} | {"floor": floor_peak / 2**20},
+        plans={r.strategy: r.plan for r in comparison.runs},
+        identical=identical,
+        ratio_to_native={k: v / native for k, v in medians.items()},
+        ratio_to_floor={k: v / floor_median for k, v in medians.items()},
+    )
+    progress(f"{scenario.name}: " + ", ".join(f"{k} {v:.2f}s" for k, v in medians.items()))
+    return result
+
+
+def markdown(results: list[ScenarioResult]) -> str:
+    columns = list(STRATEGIES) + ["floor"]
+    lines = [
+        "| scenario | delete files | delete rows | " + " | ".join(f"{c} s (x native, x floor)" for c in columns) + " | auto plan | peak heap MB native / auto |",
+        "| --- | ---: | ---: | " + " | ".join("---:" for _ in columns) + " | --- | ---: |",
+    ]
+    for r in results:
+        cells = [f"{r.medians[c]:.2f} ({r.ratio_to_native[c]:.2f}, {r.ratio_to_floor[c]:.2f})" for c in columns]
+        lines.append(
+            f"| {r.name} | {r.delete_files:,} | {r.delete_rows:,} | " + " | ".join(cells)
+            + f" | {r.plans.get('auto', '-')} | {r.peak_heap_mb['native']:,.0f} / {r.peak_heap_mb['auto']:,.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def chart(results: list[ScenarioResult], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    columns = list(STRATEGIES) + ["floor"]
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(results)), 4))
+    width = 0.8 / len(columns)
+    for i, column in enumerate(columns):
+        xs = [j + i * width for j in range(len(results))]
+        ax.bar(xs, [r.ratio_to_native[column] for r in results], width, label=column)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(results))], [r.name for r in results], fontsize=8)
+    ax.set_ylabel("median time / native (lower is faster)")
+    ax.legend(fontsize=8)
+    ax.set_title("eqdelete benchmark", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(spark: SparkSession, scenarios: list[Scenario], out: Path, runs: int, warmup: int,
+        progress: Callable[[str], None] | None = None) -> list[ScenarioResult]:
+    report = progress or (lambda m: print(f"[eqdelete bench] {m}", file=sys.stderr, flush=True))
+    out.mkdir(parents=True, exist_ok=True)
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS local.bench")
+    started = time.monotonic()
+    results = []
+    for i, scenario in enumerate(scenarios, 1):
+        report(f"scenario {i}/{len(scenarios)}: {scenario.name} ({time.monotonic() - started:.0f}s elapsed)")
+        results.append(run_scenario(spark, scenario, runs, warmup, report))
+        (out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=2))
+        (out / "results.md").write_text(markdown(results))
+    chart(results, out / "results.png")
+    return results

@@ -1,0 +1,171 @@
+"""A/B comparison of strategies on one query: same rows, median times, plan choices."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from eqdelete import _jvm
+from eqdelete.config import STRATEGIES
+from eqdelete.decisions import Decision, decisions
+from eqdelete.toggles import use_strategy
+
+
+class NoEqualityDeletesError(ValueError):
+    """The query reads no Iceberg table whose planned files carry equality deletes."""
+
+
+class ResultsDifferError(AssertionError):
+    """Two strategies returned different rows for the same query and snapshot."""
+
+
+@dataclass(frozen=True)
+class StrategyRun:
+    strategy: str
+    seconds: list[float]
+    rows: int
+    fingerprint: int
+    peak_heap_bytes: int
+    decisions: list[Decision] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def plan(self) -> str:
+        chosen = sorted({d.strategy for d in self.decisions if d.delete_files or d.strategy != "native"})
+        return ",".join(chosen) or "native"
+
+    @property
+    def delete_files(self) -> int:
+        return sum(d.delete_files for d in self.decisions)
+
+    @property
+    def delete_rows(self) -> int:
+        return sum(d.delete_rows for d in self.decisions)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    sql: str
+    runs: list[StrategyRun]
+
+    @property
+    def identical(self) -> bool:
+        return len({(r.rows, r.fingerprint) for r in self.runs}) <= 1
+
+    def by_strategy(self, strategy: str) -> StrategyRun:
+        return next(r for r in self.runs if r.strategy == strategy)
+
+    def speedup(self, run: StrategyRun) -> float | None:
+        native = next((r for r in self.runs if r.strategy == "native"), None)
+        return native.median / run.median if native and run.median > 0 else None
+
+    def render(self) -> str:
+        header = f"{'strategy':<10}{'median s':>10}{'vs native':>11}{'plan':>10}{'delete files':>14}{'delete rows':>13}{'rows':>12}{'peak heap MB':>14}"
+        lines = [f"query: {self.sql}", header, "-" * len(header)]
+        for r in self.runs:
+            speed = self.speedup(r)
+            lines.append(
+                f"{r.strategy:<10}{r.median:>10.3f}{(f'{speed:.2f}x' if speed else '-'):>11}{r.plan:>10}"
+                f"{r.delete_files:>14,}{r.delete_rows:>13,}{r.rows:>12,}{r.peak_heap_bytes / 2**20:>14,.0f}"
+            )
+        lines.append("results: identical across strategies" if self.identical else "RESULTS DIFFER BETWEEN STRATEGIES")
+        return "\n".join(lines)
+
+    def save_chart(self, path: str | Path) -> Path:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        names = [r.strategy for r in self.runs]
+        ax.bar(names, [r.median for r in self.runs], color="#4c72b0")
+        ax.set_ylabel("median seconds")
+        ax.set_title("eqdelete: strategies on one query", fontsize=10)
+        for i, r in enumerate(self.runs):
+            ax.text(i, r.median, f"{r.median:.2f}s", ha="center", va="bottom", fontsize=8)
+        fig.tight_layout()
+        out = Path(path)
+        fig.savefig(out, dpi=120)
+        plt.close(fig)
+        return out
+
+
+def fingerprint(df: DataFrame) -> tuple[int, int]:
+    """(row count, order-independent hash of all rows): equal multisets give equal pairs."""
+    hashed = df.select(F.xxhash64(*[F.col(f"`{c}`") for c in df.columns]).alias("h"))
+    row = hashed.agg(F.count("*").alias("n"), F.sum(F.col("h").cast("decimal(38,0)")).alias("s")).first()
+    return int(row["n"]), int(row["s"] or 0)
+
+
+def _run_once(df: DataFrame) -> float:
+    started = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()  # runs the whole query, collects nothing
+    return time.perf_counter() - started
+
+
+def _stderr(message: str) -> None:
+    print(f"[eqdelete compare] {message}", file=sys.stderr, flush=True)
+
+
+def compare(
+    spark: SparkSession,
+    sql: str,
+    strategies: Sequence[str] = STRATEGIES,
+    *,
+    runs: int = 3,
+    warmup: int = 1,
+    progress: Callable[[str], None] | None = _stderr,
+    check: bool = True,
+) -> Comparison:
+    """Run ``sql`` under each strategy (``runs`` timed runs after ``warmup``), check that every
+    strategy returns the same rows, and return the comparison (``render()`` prints a table).
+
+    Raises NoEqualityDeletesError for a query reading no Iceberg table with equality deletes,
+    and ResultsDifferError (after printing the table) when results differ and ``check``.
+    """
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown or not strategies:
+        raise ValueError(f"unknown strategy {', '.join(unknown) or '(none given)'}: choose from {', '.join(STRATEGIES)}")
+    if runs < 1 or warmup < 0:
+        raise ValueError(f"runs must be at least 1 and warmup at least 0 (got {runs}, {warmup})")
+    report = progress or (lambda _m: None)
+    with use_strategy(spark, "join"):
+        planned = decisions(spark.sql(sql))
+    if not any(d.delete_files for d in planned):
+        tables = ", ".join(sorted({d.table for d in planned})) or "none"
+        raise NoEqualityDeletesError(
+            "this query reads no Iceberg table with equality deletes, so there is nothing to compare "
+            f"(Iceberg tables read: {tables})"
+        )
+
+    results = []
+    for strategy in strategies:
+        with use_strategy(spark, strategy):
+            df = spark.sql(sql)
+            for i in range(warmup):
+                report(f"{strategy}: warm-up {i + 1}/{warmup}")
+                _run_once(df)
+            seconds = []
+            _jvm.reset_peak_heap(spark)
+            for i in range(runs):
+                seconds.append(_run_once(df))
+                report(f"{strategy}: run {i + 1}/{runs} {seconds[-1]:.3f}s")
+            peak = _jvm.peak_heap_bytes(spark)
+            rows, digest = fingerprint(df)
+            results.append(StrategyRun(strategy, seconds, rows, digest, peak, decisions(df)))
+    comparison = Comparison(sql, results)
+    if check and not comparison.identical:
+        report(comparison.render())
+        raise ResultsDifferError(f"strategies returned different rows for: {sql}")
+    return comparison

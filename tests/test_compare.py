@@ -1,0 +1,60 @@
+"""The A/B compare runner and the benchmark's quick profile (rows checked, timings never)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fixtures import FIXTURES, _create, _insert
+from pyspark.sql import SparkSession
+
+import eqdelete
+from eqdelete import bench
+
+
+def test_compare_checks_rows_and_reports_each_strategy(spark: SparkSession, table_name: str, tmp_path: Path) -> None:
+    FIXTURES["two_equality_sets"](spark, table_name)
+    messages: list[str] = []
+    comparison = eqdelete.compare(spark, f"SELECT * FROM {table_name}", runs=2, warmup=1, progress=messages.append)
+    assert comparison.identical
+    assert [r.strategy for r in comparison.runs] == list(eqdelete.STRATEGIES)
+    assert {r.rows for r in comparison.runs} == {5}
+    assert comparison.by_strategy("filter").plan == "filter" and comparison.by_strategy("join").plan == "join"
+    assert comparison.by_strategy("native").plan == "native"
+    assert comparison.by_strategy("join").delete_files == 2
+    assert all(len(r.seconds) == 2 for r in comparison.runs)
+    assert any("warm-up" in m for m in messages) and any("run 2/2" in m for m in messages)
+    table = comparison.render()
+    assert "identical across strategies" in table and "vs native" in table
+    chart = comparison.save_chart(tmp_path / "cmp.png")
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_refuses_a_table_without_equality_deletes(spark: SparkSession, table_name: str) -> None:
+    _create(spark, table_name, "k BIGINT, v STRING")
+    _insert(spark, table_name, [(1, "a")])
+    with pytest.raises(eqdelete.NoEqualityDeletesError, match=f"no Iceberg table with equality deletes.*{table_name}"):
+        eqdelete.compare(spark, f"SELECT * FROM {table_name}")
+
+
+def test_compare_refuses_a_non_iceberg_query(spark: SparkSession) -> None:
+    spark.range(10).createOrReplaceTempView("not_iceberg")
+    with pytest.raises(eqdelete.NoEqualityDeletesError, match="Iceberg tables read: none"):
+        eqdelete.compare(spark, "SELECT * FROM not_iceberg")
+
+
+def test_compare_rejects_unknown_strategies(spark: SparkSession) -> None:
+    with pytest.raises(ValueError, match="unknown strategy fastest"):
+        eqdelete.compare(spark, "SELECT 1", ["native", "fastest"])
+
+
+def test_bench_quick_profile_runs_every_scenario(spark: SparkSession, tmp_path: Path) -> None:
+    scenarios = bench.quick_scenarios()
+    results = bench.run(spark, scenarios, tmp_path, runs=1, warmup=0, progress=lambda _m: None)
+    assert [r.name for r in results] == [s.name for s in scenarios]
+    assert all(r.identical for r in results), [r.name for r in results if not r.identical]
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert {tuple(sorted(r["medians"])) for r in saved} == {tuple(sorted([*eqdelete.STRATEGIES, "floor"]))}
+    assert (tmp_path / "results.md").read_text().startswith("| scenario")
+    assert (tmp_path / "results.png").stat().st_size > 0
