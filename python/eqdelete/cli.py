@@ -15,6 +15,7 @@ from eqdelete.summary import summarize
 def _add_session_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warehouse", default=DEFAULT_WAREHOUSE, help="local warehouse directory (default: %(default)s)")
     parser.add_argument("--master", default="local[*]", help="Spark master (default: %(default)s)")
+    parser.add_argument("--driver-memory", default="8g", help="driver JVM heap; in local mode the executors share it (default: %(default)s)")
 
 
 def _add_cdc_args(parser: argparse.ArgumentParser, *, table: str, rows: int, commits: int) -> None:
@@ -52,7 +53,7 @@ def _spec(args: argparse.Namespace) -> CdcSpec:
 def _session(args: argparse.Namespace, name: str):
     # Our own progress lines replace Spark's console bar, which would interleave with them.
     spark = session(name, master=args.master, warehouse=args.warehouse,
-                    conf={"spark.ui.showConsoleProgress": "false"})
+                    conf={"spark.ui.showConsoleProgress": "false", "spark.driver.memory": args.driver_memory})
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

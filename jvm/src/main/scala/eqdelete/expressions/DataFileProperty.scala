@@ -27,13 +27,21 @@ case class DataFileProperty(child: Expression, index: DataFileIndex, property: S
     if (property == DataFileProperty.Sequence) index.sequenceNumber(path) else index.scope(path)
   }
 
+  // Rows of one file arrive together: remember the last path (a copy, since readers reuse
+  // buffers) and its value, so most rows pay a byte comparison instead of a hash lookup.
   override protected def doGenCode(ctx: CodegenContext, ev: ExprCode): ExprCode = {
     val indexRef = ctx.addReferenceObj("dataFileIndex", index, classOf[DataFileIndex].getName)
     val method = if (property == DataFileProperty.Sequence) "sequenceNumber" else "scope"
+    val lastPath = ctx.addMutableState(classOf[UTF8String].getName, "eqdeleteLastPath", forceInline = true)
+    val lastValue = ctx.addMutableState("long", "eqdeleteLastValue", forceInline = true)
     val path = child.genCode(ctx)
     ev.copy(code = code"""
       ${path.code}
-      long ${ev.value} = $indexRef.$method(${path.value});""", isNull = FalseLiteral)
+      if ($lastPath == null || !$lastPath.equals(${path.value})) {
+        $lastValue = $indexRef.$method(${path.value});
+        $lastPath = ${path.value}.copy();
+      }
+      long ${ev.value} = $lastValue;""", isNull = FalseLiteral)
   }
 
   override protected def withNewChildInternal(newChild: Expression): DataFileProperty = copy(child = newChild)

@@ -20,7 +20,7 @@ object FilterPlanBuilder {
   def build(scan: DeletedRowsScan): (LogicalPlan, Long) = {
     var rowsRead = 0L
     val matches = scan.plan.deleteSets.map { set =>
-      val index = new DeleteKeyIndex(set.records)
+      val index = new DeleteKeyIndex(set.keyColumns.size)
       val reader = scan.reader(set)
       set.files.foreach { ref =>
         reader.read(ref.file).foreach { keys =>
