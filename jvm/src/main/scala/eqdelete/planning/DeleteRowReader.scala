@@ -3,10 +3,11 @@ package eqdelete.planning
 import java.nio.ByteBuffer
 import java.time.{LocalDate, LocalDateTime, OffsetDateTime}
 
+import scala.collection.mutable.ArrayBuffer
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import org.apache.iceberg.{DeleteFile, Schema, StructLike}
+import org.apache.iceberg.{DeleteFile, FileFormat, InternalData, Schema, StructLike}
 import org.apache.iceberg.data.BaseDeleteLoader
 import org.apache.iceberg.io.FileIO
 import org.apache.iceberg.types.{Type, TypeUtil, Types}
@@ -27,14 +28,26 @@ final class DeleteRowReader(io: FileIO, readSchema: Schema, equalityIds: Seq[Int
   }.toArray
   private val types: Array[Type] = equalityIds.map(id => readSchema.findType(id)).toArray
 
-  def read(file: DeleteFile): Iterator[Array[Any]] = {
-    val loader = new BaseDeleteLoader((f: DeleteFile) => io.newInputFile(f.location(), f.fileSizeInBytes()))
-    val rows = try {
-      loader.loadEqualityDeletes(java.util.List.of(file), projection)
-    } catch {
-      case NonFatal(e) => throw new DeleteFileReadException(file.location(), e)
+  /** Every key of `file` (duplicates included), read fully before returning. */
+  def read(file: DeleteFile): Iterator[Array[Any]] = try {
+    file.format() match {
+      case FileFormat.PARQUET | FileFormat.AVRO =>
+        // Plain rows: Iceberg's delete loader would also build a hash set of them, unused here.
+        val input = io.newInputFile(file.location(), file.fileSizeInBytes())
+        val rows = InternalData.read(file.format(), input).project(projection).reuseContainers().build[StructLike]()
+        try {
+          val keys = ArrayBuffer.empty[Array[Any]]
+          rows.forEach(row => keys += keyValues(row))
+          keys.iterator
+        } finally {
+          rows.close()
+        }
+      case _ =>
+        val loader = new BaseDeleteLoader((f: DeleteFile) => io.newInputFile(f.location(), f.fileSizeInBytes()))
+        loader.loadEqualityDeletes(java.util.List.of(file), projection).asScala.iterator.map(keyValues).toArray.iterator
     }
-    rows.asScala.iterator.map(keyValues)
+  } catch {
+    case NonFatal(e) => throw new DeleteFileReadException(file.location(), e)
   }
 
   private def keyValues(row: StructLike): Array[Any] = {

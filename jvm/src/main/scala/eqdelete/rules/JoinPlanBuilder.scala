@@ -7,10 +7,12 @@ import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeReference, EqualNullSafe, EqualTo, Expression, GenericInternalRow, LessThan}
 import org.apache.spark.sql.catalyst.expressions.aggregate.Max
 import org.apache.spark.sql.catalyst.plans.LeftAnti
-import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, Join, JoinHint, LogicalPlan, Project, Statistics}
+import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, BROADCAST, HintInfo, Join, JoinHint, LogicalPlan, Project, Statistics}
 import org.apache.spark.sql.catalyst.plans.physical.{SinglePartition, UnknownPartitioning}
 import org.apache.spark.sql.classic.{SparkSession => ClassicSession}
+import org.apache.spark.sql.eqdelete.EqDeleteConf
 import org.apache.spark.sql.execution.LogicalRDD
+import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.LongType
 
 /**
@@ -23,11 +25,10 @@ import org.apache.spark.sql.types.LongType
  *       Project(columns, data_seq, scope) -> scan
  *       Aggregate(keys, scope; max(seq)) -> delete rows
  * }}}
- * Global deletes get a join without the scope. Spark picks broadcast or shuffle from the
- * delete side's estimated size and spark.sql.autoBroadcastJoinThreshold.
+ * Global deletes get a join without the scope. The delete side is broadcast when its estimated
+ * size is under spark.eqdelete.join.broadcastMaxBytes; above it Spark picks the join.
  */
 object JoinPlanBuilder {
-  private val RowsPerTask = 1000000L
 
   def build(session: ApiSession, scan: DeletedRowsScan): LogicalPlan = {
     val data: LogicalPlan = Project(scan.columns ++ Seq(scan.sequence, scan.scope), scan.relation)
@@ -60,7 +61,15 @@ object JoinPlanBuilder {
     val scopeMatch = if (byScope) Seq(EqualTo(scan.scope.toAttribute, scope)) else Nil
     val newer = LessThan(scan.sequence.toAttribute, maxSeq.toAttribute)
     val condition = (keyMatch ++ scopeMatch :+ newer).reduce(And(_, _))
-    Join(left, reduced, LeftAnti, Some(condition), JoinHint.NONE)
+    // Broadcast up to eqdelete's own limit (Spark's default of 10 MB is small for a hash set
+    // of keys); above it, Spark chooses, shuffling both sides for sets larger than memory.
+    val limit = EqDeleteConf.joinBroadcastMaxBytes(SQLConf.get)
+    val hint = if (estimate(files, deleteKeys ++ Seq(scope, seq)).sizeInBytes <= limit) {
+      JoinHint(None, Some(HintInfo(strategy = Some(BROADCAST))))
+    } else {
+      JoinHint.NONE
+    }
+    Join(left, reduced, LeftAnti, Some(condition), hint)
   }
 
   /** A relation over the delete rows of `files`, read by Spark tasks, with size statistics. */
@@ -71,22 +80,19 @@ object JoinPlanBuilder {
       files: Seq[EqualityDeleteRef],
       output: Seq[AttributeReference]): LogicalPlan = {
     val classic = session.asInstanceOf[ClassicSession]
-    val reader = scan.reader(set)
-    val records = files.map(_.file.recordCount()).sum
-    // One task per ~1M delete rows; a single task declares it, so the reduction needs no shuffle.
-    val slices = math.max(1L, math.min(Seq(files.size.toLong, (records + RowsPerTask - 1) / RowsPerTask,
-      classic.sparkContext.defaultParallelism * 4L).min, Int.MaxValue)).toInt
-    val partitioning = if (slices == 1) SinglePartition else UnknownPartitioning(slices)
-    val described = files.map(ref => (ref.file, ref.scope.toLong, ref.sequenceNumber))
-    val rdd = classic.sparkContext.parallelize(described, slices).mapPartitions { refs =>
-      refs.flatMap { case (file, scope, seq) =>
-        reader.read(file).map(keys => new GenericInternalRow((keys :+ scope :+ seq).asInstanceOf[Array[Any]]): InternalRow)
-      }
+    val rows = scan.deleteRows(session, set, files)
+    val rdd = rows.map { case (keys, scope, seq) =>
+      new GenericInternalRow((keys :+ scope :+ seq).asInstanceOf[Array[Any]]): InternalRow
     }
-    rdd.setName(s"eqdelete delete rows of ${files.size} file(s) on ${set.describeKeys}")
-    val rowBytes = output.map(_.dataType.defaultSize).sum + 8
-    val stats = Statistics(sizeInBytes = BigInt(records) * rowBytes, rowCount = Some(BigInt(records)))
+    // A single task declares it, so the reduction needs no shuffle.
+    val partitioning = if (rows.getNumPartitions == 1) SinglePartition else UnknownPartitioning(rows.getNumPartitions)
     LogicalRDD(output, rdd, partitioning, Nil, isStreaming = false, stream = None)(
-      classic, Some(stats), None)
+      classic, Some(estimate(files, output)), None)
+  }
+
+  private def estimate(files: Seq[EqualityDeleteRef], output: Seq[AttributeReference]): Statistics = {
+    val records = files.map(_.file.recordCount()).sum
+    val rowBytes = output.map(_.dataType.defaultSize).sum + 8
+    Statistics(sizeInBytes = BigInt(records) * rowBytes, rowCount = Some(BigInt(records)))
   }
 }

@@ -100,7 +100,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
     val scan = DeletedRowsScan(stripped, columns, file, deletePlan, table, readSchema)
 
     val deletesApplied = strategy match {
-      case Strategy.Filter => FilterPlanBuilder.build(scan)._1
+      case Strategy.Filter => FilterPlanBuilder.build(session, scan)
       case Strategy.Join => JoinPlanBuilder.build(session, scan)
     }
     logInfo(s"eqdelete: ${table.name()} snapshot ${deletePlan.snapshotId}: ${decision.describe}")

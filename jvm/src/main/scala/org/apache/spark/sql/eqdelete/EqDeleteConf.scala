@@ -5,6 +5,7 @@ import java.util.Locale
 import scala.jdk.CollectionConverters._
 
 import org.apache.spark.internal.config.ConfigEntry
+import org.apache.spark.network.util.ByteUnit
 import org.apache.spark.sql.internal.SQLConf
 
 /**
@@ -54,8 +55,16 @@ object EqDeleteConf {
     .checkValue(_ >= 0, "must be zero or more")
     .createWithDefault(100000L)
 
+  val JOIN_BROADCAST_MAX_BYTES: ConfigEntry[Long] = buildConf("join.broadcastMaxBytes")
+    .doc("The join strategy broadcasts the delete rows when their estimated size (rows times " +
+      "key width) is at most this; above it Spark's own join selection decides, shuffling " +
+      "both sides when the delete set is too large to broadcast. -1 always leaves it to Spark.")
+    .version("0.1.0")
+    .bytesConf(ByteUnit.BYTE)
+    .createWithDefaultString("256m")
+
   /** Every key, for docs and for validating a session's values up front. */
-  def all: Seq[ConfigEntry[_]] = Seq(ENABLED, STRATEGY, AUTO_FILTER_MAX_DELETE_ROWS)
+  def all: Seq[ConfigEntry[_]] = Seq(ENABLED, STRATEGY, AUTO_FILTER_MAX_DELETE_ROWS, JOIN_BROADCAST_MAX_BYTES)
 
   /** The strategy names, for the Python side (py4j reaches top-level members only). */
   def strategyNames: java.util.List[String] = Strategy.all.asJava
@@ -63,6 +72,7 @@ object EqDeleteConf {
   def enabled(conf: SQLConf): Boolean = conf.getConf(ENABLED)
   def strategy(conf: SQLConf): String = conf.getConf(STRATEGY)
   def autoFilterMaxDeleteRows(conf: SQLConf): Long = conf.getConf(AUTO_FILTER_MAX_DELETE_ROWS)
+  def joinBroadcastMaxBytes(conf: SQLConf): Long = conf.getConf(JOIN_BROADCAST_MAX_BYTES)
 
   /**
    * Reads every key of `conf`, so a bad value given before the session existed
