@@ -125,15 +125,19 @@ def test_last_decisions_describe_the_last_query(spark: SparkSession, table: str,
     assert mine.snapshot_id == snapshot
 
 
-def test_auto_chooses_by_delete_rows(spark: SparkSession, table: str) -> None:
+def test_auto_chooses_native_or_join_by_delete_rows(spark: SparkSession, table: str) -> None:
     with eqdelete.use_strategy(spark, "auto"):
-        assert [d.strategy for d in eqdelete.decisions(spark.table(table))] == ["filter"]
-        spark.conf.set("spark.eqdelete.auto.filterMaxDeleteRows", "1")
+        (decision,) = eqdelete.decisions(spark.table(table))
+        assert decision.strategy == "native"
+        assert "3 delete rows < spark.eqdelete.auto.minDeleteRows=500000" in decision.reason
+        spark.conf.set("spark.eqdelete.auto.minDeleteRows", "3")
         try:
             (decision,) = eqdelete.decisions(spark.table(table))
+            rows = sorted_rows(spark.table(table).collect())
         finally:
-            spark.conf.unset("spark.eqdelete.auto.filterMaxDeleteRows")
-    assert decision.strategy == "join" and "> spark.eqdelete.auto.filterMaxDeleteRows=1" in decision.reason
+            spark.conf.unset("spark.eqdelete.auto.minDeleteRows")
+    assert decision.strategy == "join" and ">= spark.eqdelete.auto.minDeleteRows=3" in decision.reason
+    assert rows == [(1, "v4"), (2, "v3"), (3, "v1")]
 
 
 def test_disabled_extension_rewrites_nothing(spark: SparkSession, table: str) -> None:

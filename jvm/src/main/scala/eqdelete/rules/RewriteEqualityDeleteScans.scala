@@ -65,7 +65,10 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       val filter = condition.map(icebergFilter).getOrElse(Expressions.alwaysTrue())
       DeletePlanner.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis) match {
         case None => leaveNative("no planned data file carries equality deletes")
-        case Some(deletePlan) => build(relation, sparkTable, table, readSchema, deletePlan)
+        case Some(deletePlan) => chooseStrategy(deletePlan) match {
+          case (Strategy.Native, reason) => leaveNative(reason)
+          case (strategy, reason) => build(relation, sparkTable, table, readSchema, deletePlan, strategy, reason)
+        }
       }
     } catch {
       case DeclinedException(reason) =>
@@ -83,10 +86,11 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       sparkTable: SparkTable,
       table: Table,
       readSchema: Schema,
-      deletePlan: DeletePlan): LogicalPlan = {
-    val strategy = chooseStrategy(deletePlan)
+      deletePlan: DeletePlan,
+      strategy: String,
+      reason: String): LogicalPlan = {
     val decision = Decision(
-      table.name(), deletePlan.snapshotId, strategy, reasonFor(strategy, deletePlan),
+      table.name(), deletePlan.snapshotId, strategy, reason,
       deletePlan.deleteFiles, deletePlan.deleteRecords, deletePlan.dataFiles, deletePlan.dataFilesWithDeletes.size)
 
     val columns = relation.output.map(_.newInstance())
@@ -115,19 +119,20 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
     }
   }
 
-  /** auto, until the measured cost model: filter for small delete sets, join above. */
-  private def chooseStrategy(plan: DeletePlan): String = EqDeleteConf.strategy(conf) match {
+  /**
+   * The strategy and why. auto, from the benchmark's measurements: Iceberg's own per-task
+   * sets win or tie below spark.eqdelete.auto.minDeleteRows delete rows, the join wins above.
+   */
+  private def chooseStrategy(plan: DeletePlan): (String, String) = EqDeleteConf.strategy(conf) match {
     case Strategy.Auto =>
-      if (plan.deleteRecords <= EqDeleteConf.autoFilterMaxDeleteRows(conf)) Strategy.Filter else Strategy.Join
-    case chosen => chosen
-  }
-
-  private def reasonFor(strategy: String, plan: DeletePlan): String = EqDeleteConf.strategy(conf) match {
-    case Strategy.Auto =>
-      val limit = EqDeleteConf.autoFilterMaxDeleteRows(conf)
-      val cmp = if (strategy == Strategy.Filter) "<=" else ">"
-      s"auto: ${plan.deleteRecords} delete rows $cmp ${EqDeleteConf.AUTO_FILTER_MAX_DELETE_ROWS.key}=$limit"
-    case _ => s"${EqDeleteConf.STRATEGY.key}=$strategy"
+      val min = EqDeleteConf.autoMinDeleteRows(conf)
+      val key = EqDeleteConf.AUTO_MIN_DELETE_ROWS.key
+      if (plan.deleteRecords >= min) {
+        (Strategy.Join, s"auto: ${plan.deleteRecords} delete rows >= $key=$min")
+      } else {
+        (Strategy.Native, s"auto: ${plan.deleteRecords} delete rows < $key=$min; Iceberg's own is as fast")
+      }
+    case chosen => (chosen, s"${EqDeleteConf.STRATEGY.key}=$chosen")
   }
 
   /** The Iceberg schema Spark reads: the current one or the snapshot's (time travel). */
