@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 
 from eqdelete import _jvm, write_equality_deletes
 
-HISTORIES = int(os.environ.get("EQDELETE_DIFF_HISTORIES", "16"))
+HISTORIES = int(os.environ.get("EQDELETE_DIFF_HISTORIES", "12"))
 FIRST_SEED = int(os.environ.get("EQDELETE_DIFF_SEED", "1000"))
 CASES = {"run": 0}
 

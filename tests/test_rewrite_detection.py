@@ -128,7 +128,7 @@ def test_last_decisions_describe_the_last_query(spark: SparkSession, table: str,
 def test_auto_chooses_native_or_join_by_delete_rows(spark: SparkSession, table: str) -> None:
     with eqdelete.use_strategy(spark, "auto"):
         (decision,) = eqdelete.decisions(spark.table(table))
-        assert decision.strategy == "native"
+        assert decision.strategy == "native" and (decision.delete_files, decision.delete_rows) == (3, 3)
         assert "3 delete rows < spark.eqdelete.auto.minDeleteRows=500000" in decision.reason
         spark.conf.set("spark.eqdelete.auto.minDeleteRows", "3")
         try:

@@ -33,7 +33,7 @@ import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
  * }}}
  * The output attributes stay exactly the original's. A `Filter` right above the relation
  * prunes the planning as it will prune the scans. Anything unexpected leaves the scan
- * native, with the reason in EXPLAIN (the relation's tag), the decision records and a warning.
+ * native, with the reason in a tag on the relation (read by the decision records) and a warning.
  */
 case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[LogicalPlan]
   with PredicateHelper with Logging {
@@ -55,9 +55,10 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       table: Table,
       condition: Option[Expression]): LogicalPlan = {
     val snapshotId: Long = sparkTable.snapshotId()
-    def leaveNative(reason: String): LogicalPlan = {
-      relation.setTagValue(Decision.NativeTag,
-        Decision(table.name(), snapshotId, Strategy.Native, reason, 0, 0L, 0, 0))
+    def leaveNative(reason: String, plan: Option[DeletePlan] = None): LogicalPlan = {
+      relation.setTagValue(Decision.NativeTag, Decision(table.name(), snapshotId, Strategy.Native, reason,
+        plan.map(_.deleteFiles).getOrElse(0), plan.map(_.deleteRecords).getOrElse(0L),
+        plan.map(_.dataFiles).getOrElse(0), plan.map(_.dataFilesWithDeletes.size).getOrElse(0)))
       relation
     }
     try {
@@ -66,7 +67,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       DeletePlanner.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis) match {
         case None => leaveNative("no planned data file carries equality deletes")
         case Some(deletePlan) => chooseStrategy(deletePlan) match {
-          case (Strategy.Native, reason) => leaveNative(reason)
+          case (Strategy.Native, reason) => leaveNative(reason, Some(deletePlan))
           case (strategy, reason) => build(relation, sparkTable, table, readSchema, deletePlan, strategy, reason)
         }
       }
