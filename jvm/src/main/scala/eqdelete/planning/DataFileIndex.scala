@@ -18,7 +18,6 @@ final class DataFileIndex(entries: Map[String, (Long, Int)]) extends Serializabl
   }
 
   def size: Int = entries.size
-  def paths: Iterable[String] = entries.keys
 
   private def lookup(path: UTF8String): Array[Long] = {
     val found = byPath.get(path)
