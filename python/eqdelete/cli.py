@@ -68,7 +68,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 DEMO_QUERIES = (
-    "SELECT count(*) AS n, sum(amount) AS total FROM {t}",
+    # Integer cents: a floating-point sum depends on the order rows arrive in.
+    "SELECT count(*) AS n, sum(CAST(round(amount * 100) AS BIGINT)) AS cents FROM {t}",
     "SELECT region, count(*) AS n, max(version) AS newest FROM {t} GROUP BY region",
     "SELECT * FROM {t} WHERE version > 0 AND amount > 500",
 )

@@ -133,6 +133,8 @@ def compare(
 
     Raises NoEqualityDeletesError for a query reading no Iceberg table with equality deletes,
     and ResultsDifferError (after printing the table) when results differ and ``check``.
+    Rows are compared exactly: a floating-point sum can differ in its last bits with the
+    order rows arrive in, so compare such aggregates rounded or as integers.
     """
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown or not strategies:
