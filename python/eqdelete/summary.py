@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from eqdelete import _jvm
 from eqdelete.toggles import use_strategy
 
 _CONTENT = {0: "data", 1: "position deletes", 2: "equality deletes"}
@@ -58,7 +59,7 @@ def summarize(spark: SparkSession, table: str) -> TableSummary:
         else FileGroup(kind, 0, 0, 0)
         for c, kind in _CONTENT.items()
     ]
-    fields = {f.id: f.name for f in _field_ids(spark, table)}
+    fields = dict(_jvm.field_names(spark, table))
     id_sets = [
         r["equality_ids"]
         for r in files.where("content = 2").select("equality_ids").distinct().collect()
@@ -71,15 +72,3 @@ def summarize(spark: SparkSession, table: str) -> TableSummary:
         seconds = time.monotonic() - started
     return TableSummary(table, snapshots, groups, column_sets, native_rows, seconds)
 
-
-@dataclass(frozen=True)
-class _Field:
-    id: int
-    name: str
-
-
-def _field_ids(spark: SparkSession, table: str) -> list[_Field]:
-    """Field ids of the current schema, read from the JVM's Iceberg table."""
-    from eqdelete import _jvm
-
-    return [_Field(i, n) for i, n in _jvm.field_names(spark, table)]
