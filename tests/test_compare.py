@@ -24,7 +24,7 @@ def test_compare_checks_rows_and_reports_each_strategy(spark: SparkSession, tabl
     assert comparison.by_strategy("native").plan == "native"
     assert comparison.by_strategy("join").delete_files == 2
     assert all(len(r.seconds) == 2 for r in comparison.runs)
-    assert any("warm-up" in m for m in messages) and any("run 2/2" in m for m in messages)
+    assert any("warm-up" in m for m in messages) and any("round 2/2" in m for m in messages)
     table = comparison.render()
     assert "identical across strategies" in table and "vs native" in table
     chart = comparison.save_chart(tmp_path / "cmp.png")

@@ -105,7 +105,8 @@ def test_explain_names_the_rewrite(spark: SparkSession, table: str) -> None:
         with eqdelete.use_strategy(spark, strategy):
             plan = spark.sql(f"EXPLAIN SELECT * FROM {table}").first()[0]
         assert f"eqdelete {strategy}: 3 equality delete file(s), 3 delete row(s)" in plan
-        assert "files without equality deletes" in plan
+        # Files without deletes hold fewer rows than those with: one scan, no union.
+        assert "files without equality deletes" not in plan and "Union" not in plan
     with eqdelete.use_strategy(spark, "filter"):
         assert "eqdelete_deleted(k" in spark.sql(f"EXPLAIN SELECT * FROM {table}").first()[0]
     with eqdelete.use_strategy(spark, "join"):
@@ -125,19 +126,34 @@ def test_last_decisions_describe_the_last_query(spark: SparkSession, table: str,
     assert mine.snapshot_id == snapshot
 
 
-def test_auto_chooses_native_or_join_by_delete_rows(spark: SparkSession, table: str) -> None:
-    with eqdelete.use_strategy(spark, "auto"):
-        (decision,) = eqdelete.decisions(spark.table(table))
-        assert decision.strategy == "native" and (decision.delete_files, decision.delete_rows) == (3, 3)
-        assert "3 delete rows < spark.eqdelete.auto.minDeleteRows=500000" in decision.reason
-        spark.conf.set("spark.eqdelete.auto.minDeleteRows", "3")
+def test_auto_cost_model_picks_native_filter_broadcast_or_shuffled_join(spark: SparkSession, table: str) -> None:
+    def auto_with(**settings: str) -> tuple[eqdelete.Decision, list]:
+        keys = {f"spark.eqdelete.{k.replace('_', '.', 1)}": v for k, v in settings.items()}
+        for key, value in keys.items():
+            spark.conf.set(key, value)
         try:
-            (decision,) = eqdelete.decisions(spark.table(table))
-            rows = sorted_rows(spark.table(table).collect())
+            with eqdelete.use_strategy(spark, "auto"):
+                (decision,) = eqdelete.decisions(spark.table(table))
+                return decision, sorted_rows(spark.table(table).collect())
         finally:
-            spark.conf.unset("spark.eqdelete.auto.minDeleteRows")
-    assert decision.strategy == "join" and ">= spark.eqdelete.auto.minDeleteRows=3" in decision.reason
-    assert rows == [(1, "v4"), (2, "v3"), (3, "v1")]
+            for key in keys:
+                spark.conf.unset(key)
+
+    expected = [(1, "v4"), (2, "v3"), (3, "v1")]
+    decision, rows = auto_with()
+    assert decision.strategy == "native" and (decision.delete_files, decision.delete_rows) == (3, 3)
+    assert "< spark.eqdelete.auto.minDataRows=200000" in decision.reason and rows == expected
+
+    decision, rows = auto_with(auto_minDataRows="0")
+    assert decision.strategy == "filter" and "3 delete rows <= spark.eqdelete.auto.filterMaxDeleteRows=2000000" in decision.reason
+    assert rows == expected
+
+    decision, rows = auto_with(auto_minDataRows="0", auto_filterMaxDeleteRows="2")
+    assert decision.strategy == "join" and "3 delete rows > spark.eqdelete.auto.filterMaxDeleteRows=2" in decision.reason
+    assert "broadcast" in decision.reason and rows == expected
+
+    decision, rows = auto_with(auto_minDataRows="0", auto_filterMaxDeleteRows="2", join_broadcastMaxBytes="-1")
+    assert decision.strategy == "join" and "shuffled" in decision.reason and rows == expected
 
 
 def test_disabled_extension_rewrites_nothing(spark: SparkSession, table: str) -> None:

@@ -17,9 +17,8 @@ from typing import Callable
 
 from pyspark.sql import SparkSession
 
-from eqdelete import _jvm
 from eqdelete.cdc import CdcSpec, generate
-from eqdelete.compare import Comparison, _run_once, compare, fingerprint
+from eqdelete.compare import Comparison, Variant, compare_rows, fingerprint, measure
 from eqdelete.config import STRATEGIES
 from eqdelete.toggles import use_strategy
 
@@ -95,17 +94,15 @@ def run_scenario(spark: SparkSession, scenario: Scenario, runs: int, warmup: int
     progress(f"{scenario.name}: generating ({scenario.description})")
     generate(spark, scenario.spec, replace=True, progress=lambda m: progress(f"{scenario.name}: {m}"))
     floor = _floor(spark, scenario.spec.table)
-    comparison: Comparison = compare(spark, QUERY.format(t=scenario.spec.table), STRATEGIES, runs=runs,
-                                     warmup=warmup, progress=lambda m: progress(f"{scenario.name}: {m}"))
-    floor_df = spark.sql(QUERY.format(t=floor))
-    for _ in range(warmup):
-        _run_once(floor_df)
-    _jvm.reset_peak_heap(spark)
-    floor_seconds = [_run_once(floor_df) for _ in range(runs)]
-    floor_peak = _jvm.peak_heap_bytes(spark)
-    identical = comparison.identical and fingerprint(floor_df) == (comparison.runs[0].rows, comparison.runs[0].fingerprint)
+    # Every strategy and the floor, interleaved in one measurement: none gets the warm JVM alone.
+    sql, floor_sql = QUERY.format(t=scenario.spec.table), QUERY.format(t=floor)
+    variants = [Variant(s, s, sql) for s in STRATEGIES] + [Variant("floor", "native", floor_sql)]
+    timings = measure(spark, variants, runs=runs, warmup=warmup, progress=lambda m: progress(f"{scenario.name}: {m}"))
+    comparison: Comparison = compare_rows(spark, sql, STRATEGIES, timings)
+    floor_rows = fingerprint(spark.sql(floor_sql))
+    identical = comparison.identical and floor_rows == (comparison.runs[0].rows, comparison.runs[0].fingerprint)
 
-    medians = {r.strategy: r.median for r in comparison.runs} | {"floor": statistics.median(floor_seconds)}
+    medians = {name: statistics.median(t.seconds) for name, t in timings.items()}
     native, floor_median = medians["native"], medians["floor"]
     result = ScenarioResult(
         name=scenario.name,
@@ -113,7 +110,7 @@ def run_scenario(spark: SparkSession, scenario: Scenario, runs: int, warmup: int
         delete_files=comparison.by_strategy("join").delete_files,
         delete_rows=comparison.by_strategy("join").delete_rows,
         medians=medians,
-        peak_heap_mb={r.strategy: r.peak_heap_bytes / 2**20 for r in comparison.runs} | {"floor": floor_peak / 2**20},
+        peak_heap_mb={name: t.peak_heap_bytes / 2**20 for name, t in timings.items()},
         plans={r.strategy: r.plan for r in comparison.runs},
         identical=identical,
         ratio_to_native={k: v / native for k, v in medians.items()},

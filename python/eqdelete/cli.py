@@ -127,6 +127,27 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0 if all(r.identical for r in results) else 3
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from eqdelete import sweep
+
+    points = sweep.default_points(quick=args.quick)
+    if args.only:
+        axes = set(args.only.split(","))
+        unknown = axes - {p.axis for p in points}
+        if unknown:
+            raise ValueError(f"unknown axis {', '.join(sorted(unknown))}: choose from delete_rows, delete_files, key_columns")
+        points = [p for p in points if p.axis in axes]
+    spark = _session(args, "eqdelete sweep")
+    runs, warmup = (1, 0) if args.quick else (args.runs, 1)
+    base_rows = 20_000 if args.quick else args.base_rows
+    results = sweep.run(spark, points, Path(args.out), base_rows=base_rows, runs=runs, warmup=warmup)
+    print(sweep.markdown(results))
+    print(f"results in {args.out}/sweep.json, sweep.md, sweep.png")
+    return 0
+
+
 def _cmd_docs(args: argparse.Namespace) -> int:
     from eqdelete import _jvm
 
@@ -178,6 +199,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--runs", type=int, default=5, help="timed runs per strategy (default: %(default)s)")
     bench.add_argument("--out", default="bench-results", help="output directory (default: %(default)s)")
     bench.set_defaults(run=_cmd_bench)
+
+    swp = commands.add_parser("sweep", help="where the strategies cross over: delete rows, delete files, key columns")
+    _add_session_args(swp)
+    swp.add_argument("--quick", action="store_true", help="tiny tables, one run: checks rows, not speed (CI)")
+    swp.add_argument("--only", help="comma-separated axes: delete_rows, delete_files, key_columns")
+    swp.add_argument("--base-rows", type=int, default=2_000_000, help="keys in each point's table (default: %(default)s)")
+    swp.add_argument("--runs", type=int, default=3, help="timed runs per variant (default: %(default)s)")
+    swp.add_argument("--out", default="bench-results", help="output directory (default: %(default)s)")
+    swp.set_defaults(run=_cmd_sweep)
 
     docs = commands.add_parser("docs", help="print the configuration reference (docs/configuration.md)")
     docs.set_defaults(run=_cmd_docs)

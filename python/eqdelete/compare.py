@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import random
 import statistics
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from contextlib import contextmanager
+from typing import Callable, Iterator, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -114,6 +116,89 @@ def _run_once(df: DataFrame) -> float:
     return time.perf_counter() - started
 
 
+@dataclass(frozen=True)
+class Variant:
+    """One thing to time: ``sql`` run under ``strategy`` and session settings ``conf``,
+    reported as ``name``."""
+
+    name: str
+    strategy: str
+    sql: str
+    conf: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Timing:
+    seconds: list[float]
+    peak_heap_bytes: int
+
+
+def measure(
+    spark: SparkSession,
+    variants: Sequence[Variant],
+    *,
+    runs: int,
+    warmup: int,
+    progress: Callable[[str], None] = lambda _m: None,
+    seed: int = 0,
+) -> dict[str, Timing]:
+    """Time every variant ``runs`` times after ``warmup`` runs each, interleaved: each round runs
+    every variant once, in a fresh random order, so that JIT warm-up, caches and background
+    noise fall on all of them alike instead of on whichever would run first or last.
+
+    Each run plans the query anew (the strategy is read while optimizing), as a user's would.
+    """
+    order = random.Random(seed)
+    seconds: dict[str, list[float]] = {v.name: [] for v in variants}
+    peaks: dict[str, int] = {v.name: 0 for v in variants}
+
+    def run(variant: Variant) -> float:
+        with use_strategy(spark, variant.strategy), _settings(spark, variant.conf):
+            return _run_once(spark.sql(variant.sql))
+
+    for i in range(warmup):
+        for variant in variants:
+            progress(f"{variant.name}: warm-up {i + 1}/{warmup}")
+            run(variant)
+    for i in range(runs):
+        shuffled = list(variants)
+        order.shuffle(shuffled)
+        for variant in shuffled:
+            _jvm.reset_peak_heap(spark)
+            seconds[variant.name].append(run(variant))
+            peaks[variant.name] = max(peaks[variant.name], _jvm.peak_heap_bytes(spark))
+        progress(f"round {i + 1}/{runs}: " + ", ".join(f"{v.name} {seconds[v.name][-1]:.3f}s" for v in variants))
+    return {name: Timing(values, peaks[name]) for name, values in seconds.items()}
+
+
+def compare_rows(spark: SparkSession, sql: str, strategies: Sequence[str], timings: dict[str, Timing]) -> Comparison:
+    """The comparison of ``timings`` (keyed by strategy), with each strategy's rows fingerprinted
+    and its plan decisions recorded."""
+    results = []
+    for strategy in strategies:
+        with use_strategy(spark, strategy):
+            df = spark.sql(sql)
+            rows, digest = fingerprint(df)
+            timing = timings[strategy]
+            results.append(StrategyRun(strategy, timing.seconds, rows, digest, timing.peak_heap_bytes, decisions(df)))
+    return Comparison(sql, results)
+
+
+@contextmanager
+def _settings(spark: SparkSession, conf: tuple[tuple[str, str], ...]) -> Iterator[None]:
+    previous = {key: spark.conf.get(key, None) for key, _ in conf}
+    for key, value in conf:
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
 def _stderr(message: str) -> None:
     print(f"[eqdelete compare] {message}", file=sys.stderr, flush=True)
 
@@ -128,8 +213,9 @@ def compare(
     progress: Callable[[str], None] | None = _stderr,
     check: bool = True,
 ) -> Comparison:
-    """Run ``sql`` under each strategy (``runs`` timed runs after ``warmup``), check that every
-    strategy returns the same rows, and return the comparison (``render()`` prints a table).
+    """Run ``sql`` under each strategy (``runs`` timed runs after ``warmup``, interleaved: see
+    ``measure``), check that every strategy returns the same rows, and return the comparison
+    (``render()`` prints a table).
 
     Raises NoEqualityDeletesError for a query reading no Iceberg table with equality deletes,
     and ResultsDifferError (after printing the table) when results differ and ``check``.
@@ -151,22 +237,8 @@ def compare(
             f"(Iceberg tables read: {tables})"
         )
 
-    results = []
-    for strategy in strategies:
-        with use_strategy(spark, strategy):
-            df = spark.sql(sql)
-            for i in range(warmup):
-                report(f"{strategy}: warm-up {i + 1}/{warmup}")
-                _run_once(df)
-            seconds = []
-            _jvm.reset_peak_heap(spark)
-            for i in range(runs):
-                seconds.append(_run_once(df))
-                report(f"{strategy}: run {i + 1}/{runs} {seconds[-1]:.3f}s")
-            peak = _jvm.peak_heap_bytes(spark)
-            rows, digest = fingerprint(df)
-            results.append(StrategyRun(strategy, seconds, rows, digest, peak, decisions(df)))
-    comparison = Comparison(sql, results)
+    timings = measure(spark, [Variant(s, s, sql) for s in strategies], runs=runs, warmup=warmup, progress=report)
+    comparison = compare_rows(spark, sql, strategies, timings)
     if check and not comparison.identical:
         report(comparison.render())
         raise ResultsDifferError(f"strategies returned different rows for: {sql}")

@@ -27,19 +27,27 @@ case class DataFileProperty(child: Expression, index: DataFileIndex, property: S
     if (property == DataFileProperty.Sequence) index.sequenceNumber(path) else index.scope(path)
   }
 
-  // Rows of one file arrive together: remember the last path (a copy, since readers reuse
-  // buffers) and its value, so most rows pay a byte comparison instead of a hash lookup.
+  // Rows of one file arrive together: remember the last path (a copy, since readers may reuse
+  // buffers) and its value, so most rows pay a comparison instead of a hash lookup. Iceberg's
+  // vectorized reader hands out one constant UTF8String per file, so the comparison is usually
+  // of the very object seen last, which needs no byte comparison: a UTF8String never changes
+  // what it points to, and the object is held here, so its bytes are those compared before.
   override protected def doGenCode(ctx: CodegenContext, ev: ExprCode): ExprCode = {
     val indexRef = ctx.addReferenceObj("dataFileIndex", index, classOf[DataFileIndex].getName)
     val method = if (property == DataFileProperty.Sequence) "sequenceNumber" else "scope"
-    val lastPath = ctx.addMutableState(classOf[UTF8String].getName, "eqdeleteLastPath", forceInline = true)
+    val utf8 = classOf[UTF8String].getName
+    val lastSeen = ctx.addMutableState(utf8, "eqdeleteLastSeen", forceInline = true)
+    val lastPath = ctx.addMutableState(utf8, "eqdeleteLastPath", forceInline = true)
     val lastValue = ctx.addMutableState("long", "eqdeleteLastValue", forceInline = true)
     val path = child.genCode(ctx)
     ev.copy(code = code"""
       ${path.code}
-      if ($lastPath == null || !$lastPath.equals(${path.value})) {
-        $lastValue = $indexRef.$method(${path.value});
-        $lastPath = ${path.value}.copy();
+      if (${path.value} != $lastSeen) {
+        if ($lastPath == null || !$lastPath.equals(${path.value})) {
+          $lastValue = $indexRef.$method(${path.value});
+          $lastPath = ${path.value}.copy();
+        }
+        $lastSeen = ${path.value};
       }
       long ${ev.value} = $lastValue;""", isNull = FalseLiteral)
   }

@@ -1,7 +1,8 @@
 package eqdelete.expressions
 
-import eqdelete.planning.DeleteKeyIndex
+import eqdelete.planning.{DeleteKeyIndex, GeneralKeyIndex, LongKeyIndex}
 
+import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Expression, NonSQLExpression}
 import org.apache.spark.sql.catalyst.expressions.codegen.{CodeGenerator, CodegenContext, ExprCode, FalseLiteral}
@@ -11,43 +12,66 @@ import org.apache.spark.sql.types.{BooleanType, DataType}
 /**
  * True when the row's key (NULL equal to NULL) is deleted by a delete row of the same scope
  * or a global one, with a larger sequence number than the row's data file: set membership
- * against the delete rows compiled on the driver, for the filter strategy.
+ * against the delete rows indexed on the driver, for the filter strategy. The index travels
+ * as a broadcast, once per executor, not inside every task.
+ *
+ * The key is looked up first; the row's sequence number (and, for global-only deletes, its
+ * scope) is computed only for the few rows whose key has a delete.
  */
-case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequence: Expression, index: DeleteKeyIndex)
+case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequence: Expression, index: Broadcast[DeleteKeyIndex])
   extends Expression with NonSQLExpression {
 
   override def children: Seq[Expression] = keys ++ Seq(scope, sequence)
   override def dataType: DataType = BooleanType
   override def nullable: Boolean = false
   override def prettyName: String = "eqdelete_deleted"
-  override def toString: String =
-    s"$prettyName(${keys.mkString(", ")}; ${index.distinctKeys} delete keys)"
+  override def toString: String = s"$prettyName(${keys.mkString(", ")}; ${index.value.distinctKeys} delete keys)"
 
   override def eval(input: InternalRow): Any = {
-    val values = keys.map(_.eval(input)).toArray[Any]
-    index.isDeleted(scope.eval(input).asInstanceOf[Long], sequence.eval(input).asInstanceOf[Long], values)
+    val scopeValue = scope.eval(input).asInstanceOf[Long]
+    val newest = index.value match {
+      case longs: LongKeyIndex =>
+        val value = keys.head.eval(input)
+        longs.newest(scopeValue, value == null, if (value == null) 0L else value.asInstanceOf[Number].longValue())
+      case general: GeneralKeyIndex => general.newest(scopeValue, keys.map(_.eval(input)).toArray[Any])
+    }
+    newest != DeleteKeyIndex.NoDelete && sequence.eval(input).asInstanceOf[Long] < newest
   }
 
   override protected def doGenCode(ctx: CodegenContext, ev: ExprCode): ExprCode = {
-    val indexRef = ctx.addReferenceObj("deleteKeys", index, classOf[DeleteKeyIndex].getName)
+    val indexClass = index.value.getClass.getName
+    val broadcastRef = ctx.addReferenceObj("deleteKeysBroadcast", index, classOf[Broadcast[_]].getName)
+    val indexRef = ctx.addMutableState(indexClass, "deleteKeys",
+      v => s"$v = ($indexClass) $broadcastRef.value();", forceInline = true)
     val keyCodes = keys.map(_.genCode(ctx))
-    val scopeCode = scope.genCode(ctx)
+    val scopeCode = if (index.value.hasScoped) Some(scope.genCode(ctx)) else None
+    val scopeValue = scopeCode.map(_.value.toString).getOrElse("-1L")
     val seqCode = sequence.genCode(ctx)
-    def boxed(code: ExprCode, dataType: DataType): String =
-      s"(${code.isNull} ? null : (Object) ${CodeGenerator.boxedType(dataType)}.valueOf(${code.value}))"
-    def asObject(code: ExprCode, dataType: DataType): String =
-      if (CodeGenerator.isPrimitiveType(dataType)) boxed(code, dataType) else s"(${code.isNull} ? null : (Object) ${code.value})"
-    val args = keys.zip(keyCodes).map { case (k, c) => asObject(c, k.dataType) }
-    val lookup = if (keys.size == 1) {
-      s"$indexRef.isDeleted(${scopeCode.value}, ${seqCode.value}, ${args.head})"
-    } else {
-      s"$indexRef.isDeleted(${scopeCode.value}, ${seqCode.value}, new Object[] {${args.mkString(", ")}})"
+    val newest = ctx.freshName("newestDelete")
+    val lookup = index.value match {
+      case _: LongKeyIndex =>
+        val k = keyCodes.head
+        s"$indexRef.newest($scopeValue, ${k.isNull}, ${k.isNull} ? 0L : (long) ${k.value})"
+      case _: GeneralKeyIndex =>
+        def asObject(code: ExprCode, dataType: DataType): String =
+          if (CodeGenerator.isPrimitiveType(dataType)) {
+            s"(${code.isNull} ? null : (Object) ${CodeGenerator.boxedType(dataType)}.valueOf(${code.value}))"
+          } else {
+            s"(${code.isNull} ? null : (Object) ${code.value})"
+          }
+        val args = keys.zip(keyCodes).map { case (k, c) => asObject(c, k.dataType) }
+        if (keys.size == 1) s"$indexRef.newest($scopeValue, ${args.head})"
+        else s"$indexRef.newest($scopeValue, new Object[] {${args.mkString(", ")}})"
     }
     ev.copy(code = code"""
       ${keyCodes.map(_.code).mkString("\n")}
-      ${scopeCode.code}
-      ${seqCode.code}
-      boolean ${ev.value} = $lookup;""", isNull = FalseLiteral)
+      ${scopeCode.map(_.code.toString).getOrElse("")}
+      long $newest = $lookup;
+      boolean ${ev.value} = false;
+      if ($newest != ${DeleteKeyIndex.NoDelete}L) {
+        ${seqCode.code}
+        ${ev.value} = ${seqCode.value} < $newest;
+      }""", isNull = FalseLiteral)
   }
 
   override protected def withNewChildrenInternal(newChildren: IndexedSeq[Expression]): EqualityDeleteMatch = {

@@ -11,12 +11,22 @@ final case class EqualityDeleteRef(file: DeleteFile, scope: Int, sequenceNumber:
 final case class EqualityDeleteSet(equalityIds: Seq[Int], keyColumns: Seq[String], files: Seq[EqualityDeleteRef]) {
   def records: Long = files.map(_.file.recordCount()).sum
   def describeKeys: String = keyColumns.mkString("(", ", ", ")")
+
+  /**
+   * Whether some delete row may hold NULL in the i-th key column, from the files' null-value
+   * counts; a file without that metric may. When none can, NULL-safe equality is plain equality.
+   */
+  def keyMayBeNull(i: Int): Boolean = files.exists { ref =>
+    val counts = ref.file.nullValueCounts()
+    val count = if (counts == null) null else counts.get(Integer.valueOf(equalityIds(i)))
+    count == null || count.longValue() > 0
+  }
 }
 
 /**
- * What Iceberg's own planning says about one scan: the data files that carry equality deletes
- * (with their data sequence number and partition scope), how many do not, and the equality
- * delete files grouped by `equality_ids`.
+ * What Iceberg's own planning says about one scan: every planned data file with its data
+ * sequence number and partition scope, how many files and rows carry equality deletes and how
+ * many do not, and the equality delete files grouped by `equality_ids`.
  *
  * The rewrite applies a delete file D to a row of data file F when their keys match (NULL
  * equals NULL), D's scope is F's scope or global, and `seq(F) < seq(D)`: Iceberg's rule,
@@ -24,12 +34,15 @@ final case class EqualityDeleteSet(equalityIds: Seq[Int], keyColumns: Seq[String
  */
 final case class DeletePlan(
     snapshotId: Long,
-    dataFilesWithDeletes: DataFileIndex,
-    dataFilesWithoutDeletes: Int,
+    dataFileIndex: DataFileIndex,
+    dataFilesWithDeletes: Int,
+    rowsWithDeletes: Long,
+    rowsWithoutDeletes: Long,
     deleteSets: Seq[EqualityDeleteSet]) {
   def deleteFiles: Int = deleteSets.map(_.files.size).sum
   def deleteRecords: Long = deleteSets.map(_.records).sum
-  def dataFiles: Int = dataFilesWithDeletes.size + dataFilesWithoutDeletes
+  def dataFiles: Int = dataFileIndex.size
+  def dataFilesWithoutDeletes: Int = dataFiles - dataFilesWithDeletes
 }
 
 object DeletePlan {

@@ -29,21 +29,24 @@ object DeletePlanner {
       filter: IcebergExpression = Expressions.alwaysTrue(),
       caseSensitive: Boolean = false): Option[DeletePlan] = {
     val scopes = new ScopeIds
-    val withDeletes = mutable.HashMap.empty[String, (Long, Int)]
-    var withoutDeletes = 0
+    val files = mutable.HashMap.empty[String, (Long, Int)]
+    var withDeletes, rowsWithDeletes, rowsWithoutDeletes = 0L
     val deletesByPath = mutable.LinkedHashMap.empty[String, EqualityDeleteRef]
 
     val scan = table.newScan().useSnapshot(snapshotId).caseSensitive(caseSensitive).filter(filter)
     Using.resource(scan.planFiles()) { tasks =>
       tasks.asScala.foreach { task =>
         val eqDeletes = task.deletes().asScala.filter(_.content() == FileContent.EQUALITY_DELETES)
+        val data = task.file()
+        val dataSeq: Long = data.dataSequenceNumber()
+        val dataScope = scopes.of(task.spec(), data)
+        // Splits of one file share its entry; rows are counted once per file.
+        val firstSplit = !files.contains(data.location())
+        files.update(data.location(), (dataSeq, dataScope))
         if (eqDeletes.isEmpty) {
-          withoutDeletes += 1
+          if (firstSplit) rowsWithoutDeletes += data.recordCount()
         } else {
-          val data = task.file()
-          val dataSeq: Long = data.dataSequenceNumber()
-          val dataScope = scopes.of(task.spec(), data)
-          withDeletes.update(data.location(), (dataSeq, dataScope))
+          if (firstSplit) { withDeletes += 1; rowsWithDeletes += data.recordCount() }
           eqDeletes.foreach { delete =>
             val ref = deletesByPath.getOrElseUpdate(delete.location(), {
               val spec = table.specs().get(delete.specId())
@@ -55,13 +58,14 @@ object DeletePlanner {
         }
       }
     }
-    if (withDeletes.isEmpty) return None
+    if (withDeletes == 0) return None
 
     val sets = deletesByPath.values.toSeq.groupBy(_.file.equalityFieldIds().asScala.map(_.intValue).toSeq)
     val deleteSets = sets.toSeq.sortBy(_._1.mkString(",")).map { case (ids, refs) =>
       EqualityDeleteSet(ids, ids.map(keyColumn(readSchema, _)), refs)
     }
-    Some(DeletePlan(snapshotId, new DataFileIndex(withDeletes.toMap), withoutDeletes, deleteSets))
+    Some(DeletePlan(snapshotId, new DataFileIndex(files.toMap), withDeletes.toInt, rowsWithDeletes, rowsWithoutDeletes,
+      deleteSets))
   }
 
   /** The rewrite's rule must cover every delete Iceberg assigned, or it could resurrect rows. */

@@ -1,6 +1,6 @@
 package eqdelete.rules
 
-import eqdelete.scan.{EqualityDeleteFreeTable, FileSelection}
+import eqdelete.scan.EqualityDeleteFreeTable
 
 import org.apache.iceberg.spark.source.SparkTable
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
@@ -24,7 +24,7 @@ object Decisions {
     relation.getTagValue(Decision.NativeTag).orElse(relation.table match {
       case table: SparkTable => table.table() match {
         // Both branches of a rewrite carry the decision; count it once.
-        case rewritten: EqualityDeleteFreeTable if rewritten.selection == FileSelection.EqualityDeletesRemoved =>
+        case rewritten: EqualityDeleteFreeTable if rewritten.selection.appliesDeletes =>
           Some(rewritten.decision)
         case _ => None
       }

@@ -11,7 +11,7 @@ import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
 
 /**
  * The part of a rewritten scan both plan builders share: the relation reading the data files
- * that carry equality deletes (with those removed), its columns, and per row the data
+ * eqdelete applies equality deletes to (with Iceberg's removed), its columns, and per row the data
  * sequence number and partition scope of its file.
  *
  * @param relation reads the files with equality deletes; `output` is the original's columns
@@ -26,8 +26,8 @@ final case class DeletedRowsScan(
     table: Table,
     readSchema: Schema) {
 
-  val sequence: Alias = Alias(DataFileProperty(file, plan.dataFilesWithDeletes, DataFileProperty.Sequence), "_eqdelete_data_seq")()
-  val scope: Alias = Alias(DataFileProperty(file, plan.dataFilesWithDeletes, DataFileProperty.Scope), "_eqdelete_data_scope")()
+  val sequence: Alias = Alias(DataFileProperty(file, plan.dataFileIndex, DataFileProperty.Sequence), "_eqdelete_data_seq")()
+  val scope: Alias = Alias(DataFileProperty(file, plan.dataFileIndex, DataFileProperty.Scope), "_eqdelete_data_scope")()
 
   /** The columns of `set`'s key, resolved by field id through the read schema. */
   def keyColumns(set: EqualityDeleteSet): Seq[Attribute] = set.keyColumns.map { name =>

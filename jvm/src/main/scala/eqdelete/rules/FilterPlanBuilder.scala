@@ -1,15 +1,15 @@
 package eqdelete.rules
 
 import eqdelete.expressions.EqualityDeleteMatch
-import eqdelete.planning.DeleteKeyIndex
 
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.expressions.{Expression, Not, Or}
 import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan, Project}
 
 /**
- * filter: reads every delete row once (Spark tasks, keys collected to the driver) and compiles each equality set into a
- * set-membership predicate on the scan:
+ * filter: reads every delete row once (Spark tasks, keys collected to the driver), indexes each
+ * equality set (kept across queries by [[DeleteIndexCache]]), broadcasts it, and filters the
+ * scan with a set-membership predicate:
  * {{{
  *   Project(columns) -> Filter(NOT (eqdelete_deleted(keys of set 1) OR ...)) -> scan
  * }}}
@@ -17,14 +17,10 @@ import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan, Project
  */
 object FilterPlanBuilder {
 
-  /** Builds the plan, reading the delete rows now (Spark tasks in parallel, keys to the driver). */
   def build(session: SparkSession, scan: DeletedRowsScan): LogicalPlan = {
     val matches = scan.plan.deleteSets.map { set =>
-      val index = new DeleteKeyIndex(set.keyColumns.size)
-      scan.deleteRows(session, set, set.files).collect().foreach { case (keys, scope, seq) =>
-        index.add(scope, keys, seq)
-      }
-      EqualityDeleteMatch(scan.keyColumns(set), scan.scope.child, scan.sequence.child, index)
+      EqualityDeleteMatch(scan.keyColumns(set), scan.scope.child, scan.sequence.child,
+        DeleteIndexCache.getOrBuild(session, scan, set))
     }
     val deleted = matches.reduce[Expression](Or(_, _))
     Project(scan.columns, Filter(Not(deleted), scan.relation))

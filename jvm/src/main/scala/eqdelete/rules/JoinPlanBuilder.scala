@@ -13,17 +13,16 @@ import org.apache.spark.sql.classic.{SparkSession => ClassicSession}
 import org.apache.spark.sql.eqdelete.EqDeleteConf
 import org.apache.spark.sql.execution.LogicalRDD
 import org.apache.spark.sql.internal.SQLConf
-import org.apache.spark.sql.types.LongType
+import org.apache.spark.sql.types.{DataType, LongType}
 
 /**
  * join: the delete rows become a relation read by Spark tasks through Iceberg's delete
- * loader, reduced to (key, scope) -> max delete sequence number, and the rows of files with
- * equality deletes are anti-joined against it:
+ * loader, and the rows of files with equality deletes are anti-joined against it:
  * {{{
  *   Project(columns)
- *     Join(LeftAnti, keys <=> keys AND scope = scope AND data_seq < max_seq)
+ *     Join(LeftAnti, keys <=> keys AND scope = scope AND data_seq < seq)
  *       Project(columns, data_seq, scope) -> scan
- *       Aggregate(keys, scope; max(seq)) -> delete rows
+ *       delete rows (key, scope, seq)   -- reduced to max(seq) per (key, scope) when shuffled
  * }}}
  * Global deletes get a join without the scope. The delete side is broadcast when its estimated
  * size is under spark.eqdelete.join.broadcastMaxBytes; above it Spark picks the join.
@@ -48,28 +47,38 @@ object JoinPlanBuilder {
       files: Seq[EqualityDeleteRef],
       byScope: Boolean): LogicalPlan = {
     val dataKeys = scan.keyColumns(set)
-    val deleteKeys = dataKeys.map(k => AttributeReference(s"_eqdelete_${k.name}", k.dataType, nullable = true)())
+    val deleteKeys = dataKeys.zipWithIndex.map { case (k, i) =>
+      AttributeReference(s"_eqdelete_${k.name}", k.dataType, nullable = set.keyMayBeNull(i))()
+    }
     val scope = AttributeReference("_eqdelete_delete_scope", LongType, nullable = false)()
     val seq = AttributeReference("_eqdelete_delete_seq", LongType, nullable = false)()
     val rows = deleteRows(session, scan, set, files, deleteKeys ++ Seq(scope, seq))
 
-    val grouping: Seq[Attribute] = if (byScope) deleteKeys :+ scope else deleteKeys
-    val maxSeq = Alias(Max(seq).toAggregateExpression(), "_eqdelete_max_seq")()
-    val reduced = Aggregate(grouping, grouping ++ Seq(maxSeq), rows)
-
-    val keyMatch = dataKeys.zip(deleteKeys).map { case (d, k) => EqualNullSafe(d, k): Expression }
-    val scopeMatch = if (byScope) Seq(EqualTo(scan.scope.toAttribute, scope)) else Nil
-    val newer = LessThan(scan.sequence.toAttribute, maxSeq.toAttribute)
-    val condition = (keyMatch ++ scopeMatch :+ newer).reduce(And(_, _))
     // Broadcast up to eqdelete's own limit (Spark's default of 10 MB is small for a hash set
     // of keys); above it, Spark chooses, shuffling both sides for sets larger than memory.
-    val limit = EqDeleteConf.joinBroadcastMaxBytes(SQLConf.get)
-    val hint = if (estimate(files, deleteKeys ++ Seq(scope, seq)).sizeInBytes <= limit) {
-      JoinHint(None, Some(HintInfo(strategy = Some(BROADCAST))))
+    val broadcast = broadcasts(files, deleteKeys.map(_.dataType), EqDeleteConf.joinBroadcastMaxBytes(SQLConf.get))
+
+    // A row is deleted when any delete row of its key and scope is newer, so repeated keys
+    // need no reduction for correctness. A broadcast side is built as it is read; a shuffled
+    // one is first reduced to (key, scope) -> max(seq), which shrinks what both sides shuffle.
+    val (deleteSide, newest) = if (broadcast) {
+      (rows, seq)
     } else {
-      JoinHint.NONE
+      val grouping: Seq[Attribute] = if (byScope) deleteKeys :+ scope else deleteKeys
+      val maxSeq = Alias(Max(seq).toAggregateExpression(), "_eqdelete_max_seq")()
+      (Aggregate(grouping, grouping ++ Seq(maxSeq), rows), maxSeq.toAttribute)
     }
-    Join(left, reduced, LeftAnti, Some(condition), hint)
+
+    // NULL keys match only NULL keys, as in Iceberg; plain equality when no delete key is NULL
+    // lets Spark use its single-long hash relation instead of composite keys.
+    val keyMatch = dataKeys.zip(deleteKeys).map { case (d, k) =>
+      if (k.nullable) EqualNullSafe(d, k) else EqualTo(d, k): Expression
+    }
+    val scopeMatch = if (byScope) Seq(EqualTo(scan.scope.toAttribute, scope)) else Nil
+    val newer = LessThan(scan.sequence.toAttribute, newest)
+    val condition = (keyMatch ++ scopeMatch :+ newer).reduce(And(_, _))
+    val hint = if (broadcast) JoinHint(None, Some(HintInfo(strategy = Some(BROADCAST)))) else JoinHint.NONE
+    Join(left, deleteSide, LeftAnti, Some(condition), hint)
   }
 
   /** A relation over the delete rows of `files`, read by Spark tasks, with size statistics. */
@@ -90,9 +99,19 @@ object JoinPlanBuilder {
       classic, Some(estimate(files, output)), None)
   }
 
+  /**
+   * Whether the delete side of `files`, keys of `keyTypes`, is broadcast under `limit` bytes
+   * (-1: never forced; Spark's own join selection decides).
+   */
+  def broadcasts(files: Seq[EqualityDeleteRef], keyTypes: Seq[DataType], limit: Long): Boolean =
+    limit >= 0 && deleteSideBytes(files, keyTypes) <= limit
+
+  /** Rows times width: the keys, scope and sequence number, plus a row's overhead. */
+  private def deleteSideBytes(files: Seq[EqualityDeleteRef], keyTypes: Seq[DataType]): BigInt =
+    BigInt(files.map(_.file.recordCount()).sum) * (keyTypes.map(_.defaultSize).sum + 3 * 8)
+
   private def estimate(files: Seq[EqualityDeleteRef], output: Seq[AttributeReference]): Statistics = {
     val records = files.map(_.file.recordCount()).sum
-    val rowBytes = output.map(_.dataType.defaultSize).sum + 8
-    Statistics(sizeInBytes = BigInt(records) * rowBytes, rowCount = Some(BigInt(records)))
+    Statistics(sizeInBytes = deleteSideBytes(files, output.dropRight(2).map(_.dataType)), rowCount = Some(BigInt(records)))
   }
 }

@@ -58,7 +58,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
     def leaveNative(reason: String, plan: Option[DeletePlan] = None): LogicalPlan = {
       relation.setTagValue(Decision.NativeTag, Decision(table.name(), snapshotId, Strategy.Native, reason,
         plan.map(_.deleteFiles).getOrElse(0), plan.map(_.deleteRecords).getOrElse(0L),
-        plan.map(_.dataFiles).getOrElse(0), plan.map(_.dataFilesWithDeletes.size).getOrElse(0)))
+        plan.map(_.dataFiles).getOrElse(0), plan.map(_.dataFilesWithDeletes).getOrElse(0)))
       relation
     }
     try {
@@ -66,7 +66,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       val filter = condition.map(icebergFilter).getOrElse(Expressions.alwaysTrue())
       DeletePlanner.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis) match {
         case None => leaveNative("no planned data file carries equality deletes")
-        case Some(deletePlan) => chooseStrategy(deletePlan) match {
+        case Some(deletePlan) => chooseStrategy(deletePlan, readSchema) match {
           case (Strategy.Native, reason) => leaveNative(reason, Some(deletePlan))
           case (strategy, reason) => build(relation, sparkTable, table, readSchema, deletePlan, strategy, reason)
         }
@@ -92,15 +92,19 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       reason: String): LogicalPlan = {
     val decision = Decision(
       table.name(), deletePlan.snapshotId, strategy, reason,
-      deletePlan.deleteFiles, deletePlan.deleteRecords, deletePlan.dataFiles, deletePlan.dataFilesWithDeletes.size)
+      deletePlan.deleteFiles, deletePlan.deleteRecords, deletePlan.dataFiles, deletePlan.dataFilesWithDeletes)
 
     val columns = relation.output.map(_.newInstance())
     val existingFile = columns.find(a => a.name == "_file" && MetadataAttribute.isValid(a.metadata))
     val file = existingFile.getOrElse(
       relation.metadataOutput.find(_.name == "_file")
         .getOrElse(throw DeclinedException("the table exposes no _file metadata column")).newInstance())
+    // One scan of every file when files without deletes hold fewer rows than those with: the
+    // lookups it adds cost less than passing every row through a union. Otherwise two scans.
+    val oneScan = deletePlan.dataFilesWithoutDeletes == 0 || deletePlan.rowsWithoutDeletes < deletePlan.rowsWithDeletes
+    val selection = if (oneScan) FileSelection.AllEqualityDeletesRemoved else FileSelection.EqualityDeletesRemoved
     val stripped = relation.copy(
-      table = sameView(sparkTable, EqualityDeleteFreeTable(table, FileSelection.EqualityDeletesRemoved, decision)),
+      table = sameView(sparkTable, EqualityDeleteFreeTable(table, selection, decision)),
       output = if (existingFile.isDefined) columns else columns :+ file)
     val scan = DeletedRowsScan(stripped, columns, file, deletePlan, table, readSchema)
 
@@ -110,7 +114,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
     }
     logInfo(s"eqdelete: ${table.name()} snapshot ${deletePlan.snapshotId}: ${decision.describe}")
 
-    if (deletePlan.dataFilesWithoutDeletes > 0) {
+    if (!oneScan) {
       val plain = relation.copy(
         table = sameView(sparkTable, EqualityDeleteFreeTable(table, FileSelection.WithoutEqualityDeletes, decision)))
       Union(plain, deletesApplied)
@@ -120,19 +124,9 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
     }
   }
 
-  /**
-   * The strategy and why. auto, from the benchmark's measurements: Iceberg's own per-task
-   * sets win or tie below spark.eqdelete.auto.minDeleteRows delete rows, the join wins above.
-   */
-  private def chooseStrategy(plan: DeletePlan): (String, String) = EqDeleteConf.strategy(conf) match {
-    case Strategy.Auto =>
-      val min = EqDeleteConf.autoMinDeleteRows(conf)
-      val key = EqDeleteConf.AUTO_MIN_DELETE_ROWS.key
-      if (plan.deleteRecords >= min) {
-        (Strategy.Join, s"auto: ${plan.deleteRecords} delete rows >= $key=$min")
-      } else {
-        (Strategy.Native, s"auto: ${plan.deleteRecords} delete rows < $key=$min; Iceberg's own is as fast")
-      }
+  /** The strategy and why: the one set, or auto's cost model. */
+  private def chooseStrategy(plan: DeletePlan, readSchema: Schema): (String, String) = EqDeleteConf.strategy(conf) match {
+    case Strategy.Auto => AutoStrategy.choose(plan, readSchema, conf, Runtime.getRuntime.maxMemory())
     case chosen => (chosen, s"${EqDeleteConf.STRATEGY.key}=$chosen")
   }
 

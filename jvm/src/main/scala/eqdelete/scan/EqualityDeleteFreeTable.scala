@@ -14,17 +14,34 @@ import org.apache.iceberg.metrics.MetricsReporter
 /** Which planned files a rewritten scan reads. */
 sealed trait FileSelection extends Serializable {
   def describe: String
+  /** Whether the selected files are read with equality deletes dropped, for eqdelete to apply. */
+  def appliesDeletes: Boolean
+  def selects(task: FileScanTask): Boolean
 }
 
 object FileSelection {
   /** Files with no equality deletes, read exactly as Iceberg plans them. */
   case object WithoutEqualityDeletes extends FileSelection {
     val describe = "files without equality deletes"
+    val appliesDeletes = false
+    def selects(task: FileScanTask): Boolean = !hasEqualityDeletes(task)
   }
 
   /** Files with equality deletes, read with those removed (position deletes and DVs kept). */
   case object EqualityDeletesRemoved extends FileSelection {
     val describe = "files with equality deletes, applied by eqdelete"
+    val appliesDeletes = true
+    def selects(task: FileScanTask): Boolean = hasEqualityDeletes(task)
+  }
+
+  /**
+   * Every planned file, equality deletes removed where there are any: one scan instead of a
+   * union of two, worth it when few rows are in files without deletes.
+   */
+  case object AllEqualityDeletesRemoved extends FileSelection {
+    val describe = "all files, equality deletes applied by eqdelete"
+    val appliesDeletes = true
+    def selects(task: FileScanTask): Boolean = true
   }
 
   def hasEqualityDeletes(task: FileScanTask): Boolean =
@@ -62,10 +79,9 @@ object EqualityDeleteFreeTable {
   def apply(original: Table, selection: FileSelection, decision: Decision): EqualityDeleteFreeTable = {
     val base = original.asInstanceOf[BaseTable]
     val ops = new PinnedTableOperations(base.operations().current(), original.io(), original.locationProvider())
-    val label = selection match {
-      case FileSelection.EqualityDeletesRemoved => s"${original.name()} [${decision.describe}]"
-      case FileSelection.WithoutEqualityDeletes => s"${original.name()} [eqdelete: ${selection.describe}]"
-    }
+    val label =
+      if (selection.appliesDeletes) s"${original.name()} [${decision.describe}]"
+      else s"${original.name()} [eqdelete: ${selection.describe}]"
     new EqualityDeleteFreeTable(ops, label, original, selection, decision)
   }
 
@@ -86,14 +102,14 @@ private[scan] final class SelectingBatchScan(delegate: BatchScan, selection: Fil
   override def planFiles(): CloseableIterable[ScanTask] = {
     val tasks = delegate.planFiles()
     val selected: CloseableIterable[ScanTask] = CloseableIterable.filter(tasks, (task: ScanTask) => task match {
-      case file: FileScanTask => (selection == FileSelection.EqualityDeletesRemoved) == FileSelection.hasEqualityDeletes(file)
+      case file: FileScanTask => selection.selects(file)
       case other => throw new IllegalStateException(s"eqdelete: unexpected Iceberg scan task ${other.getClass.getName}")
     })
-    selection match {
-      case FileSelection.WithoutEqualityDeletes => selected
-      case FileSelection.EqualityDeletesRemoved => CloseableIterable.transform(selected, (task: ScanTask) =>
-        EqualityDeleteFreeTable.withoutEqualityDeletes(task.asInstanceOf[FileScanTask]): ScanTask)
-    }
+    if (!selection.appliesDeletes) selected
+    else CloseableIterable.transform(selected, (task: ScanTask) => task.asInstanceOf[FileScanTask] match {
+      case file if FileSelection.hasEqualityDeletes(file) => EqualityDeleteFreeTable.withoutEqualityDeletes(file): ScanTask
+      case file => file
+    })
   }
 
   override def planTasks(): CloseableIterable[ScanTaskGroup[ScanTask]] =

@@ -39,23 +39,32 @@ object EqDeleteConf {
     .doc("How equality deletes of an Iceberg scan are applied. 'filter': delete rows are read " +
       "once on the driver and compiled into predicates on the scan. 'join': delete rows " +
       "become the build side of a left anti join. 'native': Iceberg applies them itself, " +
-      "task by task. 'auto': chosen per scan from Iceberg metadata: native or join, see " +
-      "spark.eqdelete.auto.minDeleteRows.")
+      "task by task. 'auto': chosen per scan by a cost model on Iceberg metadata (native, filter, " +
+      "broadcast or shuffled join), see the spark.eqdelete.auto.* keys.")
     .version("0.1.0")
     .stringConf
     .transform(_.trim.toLowerCase(Locale.ROOT))
     .checkValues(Strategy.all.toSet)
     .createWithDefault(Strategy.Auto)
 
-  val AUTO_MIN_DELETE_ROWS: ConfigEntry[Long] = buildConf("auto.minDeleteRows")
-    .doc("'auto' rewrites a scan, with the join strategy, only when its equality delete files " +
-      "hold at least this many rows; below it the scan stays native. Measured on the benchmark " +
-      "(PERFORMANCE.md): under about half a million delete rows Iceberg's own per-task delete " +
-      "sets were as fast as or faster than either rewrite, above it the join was faster.")
+  val AUTO_MIN_DATA_ROWS: ConfigEntry[Long] = buildConf("auto.minDataRows")
+    .doc("'auto' leaves a scan native when its data files with equality deletes hold fewer rows " +
+      "than this: a rewrite adds a planning pass and a job reading the delete files, which a small " +
+      "scan does not repay (the delete-rows sweep in PERFORMANCE.md).")
     .version("0.1.0")
     .longConf
     .checkValue(_ >= 0, "must be zero or more")
-    .createWithDefault(500000L)
+    .createWithDefault(200000L)
+
+  val AUTO_FILTER_MAX_DELETE_ROWS: ConfigEntry[Long] = buildConf("auto.filterMaxDeleteRows")
+    .doc("'auto' applies deletes with the filter strategy up to this many equality delete rows " +
+      "(if their index also fits a quarter of the driver's heap), and with the join above it: " +
+      "broadcast while the delete side is under spark.eqdelete.join.broadcastMaxBytes, shuffled " +
+      "beyond. Calibrated by the sweeps in PERFORMANCE.md.")
+    .version("0.1.0")
+    .longConf
+    .checkValue(_ >= 0, "must be zero or more")
+    .createWithDefault(2000000L)
 
   val JOIN_BROADCAST_MAX_BYTES: ConfigEntry[Long] = buildConf("join.broadcastMaxBytes")
     .doc("The join strategy broadcasts the delete rows when their estimated size (rows times " +
@@ -65,16 +74,28 @@ object EqDeleteConf {
     .bytesConf(ByteUnit.BYTE)
     .createWithDefaultString("256m")
 
+  val FILTER_CACHE_MAX_KEYS: ConfigEntry[Long] = buildConf("filter.cacheMaxKeys")
+    .doc("The filter strategy keeps the delete indexes it builds (driver and executor memory, " +
+      "about 50 to 100 bytes per key) for later queries reading the same delete files, up to " +
+      "this many keys in all, dropping the least recently used beyond it. 0 disables the cache.")
+    .version("0.1.0")
+    .longConf
+    .checkValue(_ >= 0, "must be zero or more")
+    .createWithDefault(4000000L)
+
   /** Every key, for docs and for validating a session's values up front. */
-  def all: Seq[ConfigEntry[_]] = Seq(ENABLED, STRATEGY, AUTO_MIN_DELETE_ROWS, JOIN_BROADCAST_MAX_BYTES)
+  def all: Seq[ConfigEntry[_]] = Seq(ENABLED, STRATEGY, AUTO_MIN_DATA_ROWS, AUTO_FILTER_MAX_DELETE_ROWS,
+    JOIN_BROADCAST_MAX_BYTES, FILTER_CACHE_MAX_KEYS)
 
   /** The strategy names, for the Python side (py4j reaches top-level members only). */
   def strategyNames: java.util.List[String] = Strategy.all.asJava
 
   def enabled(conf: SQLConf): Boolean = conf.getConf(ENABLED)
   def strategy(conf: SQLConf): String = conf.getConf(STRATEGY)
-  def autoMinDeleteRows(conf: SQLConf): Long = conf.getConf(AUTO_MIN_DELETE_ROWS)
+  def autoMinDataRows(conf: SQLConf): Long = conf.getConf(AUTO_MIN_DATA_ROWS)
+  def autoFilterMaxDeleteRows(conf: SQLConf): Long = conf.getConf(AUTO_FILTER_MAX_DELETE_ROWS)
   def joinBroadcastMaxBytes(conf: SQLConf): Long = conf.getConf(JOIN_BROADCAST_MAX_BYTES)
+  def filterCacheMaxKeys(conf: SQLConf): Long = conf.getConf(FILTER_CACHE_MAX_KEYS)
 
   /**
    * Reads every key of `conf`, so a bad value given before the session existed
