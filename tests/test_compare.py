@@ -10,7 +10,7 @@ from fixtures import FIXTURES, _create, _insert
 from pyspark.sql import SparkSession
 
 import eqdelete
-from eqdelete import bench
+from eqdelete import bench, sweep
 
 
 def test_compare_checks_rows_and_reports_each_strategy(spark: SparkSession, table_name: str, tmp_path: Path) -> None:
@@ -58,3 +58,13 @@ def test_bench_quick_profile_runs_every_scenario(spark: SparkSession, tmp_path: 
     assert {tuple(sorted(r["medians"])) for r in saved} == {tuple(sorted([*eqdelete.STRATEGIES, "floor"]))}
     assert (tmp_path / "results.md").read_text().startswith("| scenario")
     assert (tmp_path / "results.png").stat().st_size > 0
+
+
+def test_sweep_quick_profile_checks_every_variant(spark: SparkSession, tmp_path: Path) -> None:
+    points = sweep.default_points(quick=True)
+    results = sweep.run(spark, points, tmp_path, base_rows=20_000, runs=1, warmup=0, progress=lambda _m: None)
+    assert [(r.axis, r.value) for r in results] == [(p.axis, p.value) for p in points]
+    assert all(r.identical for r in results)
+    assert [r.delete_files for r in results] == [1, 3, 1]
+    assert all(set(r.medians) == {"native", "filter", "broadcast_join", "shuffled_join", "auto"} for r in results)
+    assert (tmp_path / "sweep.md").read_text().startswith("| axis") and (tmp_path / "sweep.png").stat().st_size > 0

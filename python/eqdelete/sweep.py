@@ -55,10 +55,9 @@ class SweepPoint:
 
 
 def default_points(quick: bool = False) -> list[SweepPoint]:
-    if quick:
-        return ([SweepPoint("delete_rows", d, 1, 1) for d in (100, 2_000)]
-                + [SweepPoint("delete_files", 1_000, f, 1) for f in (1, 4)]
-                + [SweepPoint("key_columns", 1_000, 1, k) for k in (2, 3)])
+    if quick:  # one point per axis, for CI: it checks rows, never timings
+        return [SweepPoint("delete_rows", 2_000, 1, 1), SweepPoint("delete_files", 1_000, 3, 1),
+                SweepPoint("key_columns", 1_000, 1, 3)]
     return ([SweepPoint("delete_rows", d, 1, 1) for d in (100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000)]
             + [SweepPoint("delete_files", 100_000, f, 1) for f in (10, 100, 1_000)]
             + [SweepPoint("key_columns", 100_000, 1, k) for k in (2, 3)])
