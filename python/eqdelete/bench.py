@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
-import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from pyspark.sql import SparkSession
 
+from eqdelete._report import run_each, stderr_reporter
 from eqdelete.cdc import CdcSpec, generate
 from eqdelete.compare import Comparison, Variant, compare_rows, fingerprint, measure
 from eqdelete.config import STRATEGIES
@@ -159,15 +158,14 @@ def chart(results: list[ScenarioResult], path: Path) -> None:
 
 def run(spark: SparkSession, scenarios: list[Scenario], out: Path, runs: int, warmup: int,
         progress: Callable[[str], None] | None = None) -> list[ScenarioResult]:
-    report = progress or (lambda m: print(f"[eqdelete bench] {m}", file=sys.stderr, flush=True))
+    report = progress or stderr_reporter("eqdelete bench")
     out.mkdir(parents=True, exist_ok=True)
     spark.sql("CREATE NAMESPACE IF NOT EXISTS local.bench")
-    started = time.monotonic()
-    results = []
-    for i, scenario in enumerate(scenarios, 1):
-        report(f"scenario {i}/{len(scenarios)}: {scenario.name} ({time.monotonic() - started:.0f}s elapsed)")
-        results.append(run_scenario(spark, scenario, runs, warmup, report))
+
+    def save(results: list[ScenarioResult]) -> None:
         (out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=2))
         (out / "results.md").write_text(markdown(results))
+
+    results = run_each(scenarios, lambda s: run_scenario(spark, s, runs, warmup, report), save, report, "scenario")
     chart(results, out / "results.png")
     return results

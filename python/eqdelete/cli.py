@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from eqdelete.cdc import KEY_TYPES, PARTITIONINGS, CdcSpec, generate
 from eqdelete.compare import ResultsDifferError, compare
@@ -107,18 +108,25 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _only(items: list, only: str | None, name: Callable[[Any], str], noun: str) -> list:
+    """The items named in the comma-separated ``only`` (all when None); unknown names fail."""
+    if not only:
+        return items
+    wanted = {w.strip() for w in only.split(",") if w.strip()}
+    known = list(dict.fromkeys(name(i) for i in items))
+    unknown = wanted - set(known)
+    if unknown:
+        raise ValueError(f"unknown {noun} {', '.join(sorted(unknown))}: choose from {', '.join(known)}")
+    return [i for i in items if name(i) in wanted]
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from eqdelete import bench
 
     scenarios = bench.quick_scenarios() if args.quick else bench.default_scenarios(args.scale)
-    if args.only:
-        wanted = set(args.only.split(","))
-        unknown = wanted - {s.name for s in scenarios}
-        if unknown:
-            raise ValueError(f"unknown scenario(s) {', '.join(sorted(unknown))}: choose from {', '.join(s.name for s in scenarios)}")
-        scenarios = [s for s in scenarios if s.name in wanted]
+    scenarios = _only(scenarios, args.only, lambda s: s.name, "scenario")
     spark = _session(args, "eqdelete bench")
     runs, warmup = (1, 0) if args.quick else (args.runs, 1)
     results = bench.run(spark, scenarios, Path(args.out), runs=runs, warmup=warmup)
@@ -132,13 +140,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     from eqdelete import sweep
 
-    points = sweep.default_points(quick=args.quick)
-    if args.only:
-        axes = set(args.only.split(","))
-        unknown = axes - {p.axis for p in points}
-        if unknown:
-            raise ValueError(f"unknown axis {', '.join(sorted(unknown))}: choose from delete_rows, delete_files, key_columns")
-        points = [p for p in points if p.axis in axes]
+    points = _only(sweep.default_points(quick=args.quick), args.only, lambda p: p.axis, "axis")
     spark = _session(args, "eqdelete sweep")
     runs, warmup = (1, 0) if args.quick else (args.runs, 1)
     base_rows = 20_000 if args.quick else args.base_rows

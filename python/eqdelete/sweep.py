@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -20,6 +18,7 @@ from typing import Callable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from eqdelete._report import run_each, stderr_reporter
 from eqdelete.cdc import CdcSpec, generate
 from eqdelete.compare import ResultsDifferError, Variant, fingerprint, measure
 from eqdelete.decisions import decisions
@@ -126,6 +125,21 @@ def markdown(results: list[PointResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _value(r: PointResult, axis: str) -> int:
+    return {"delete_rows": r.delete_rows, "delete_files": r.delete_files, "key_columns": r.key_columns}[axis]
+
+
+def _series(results: list[PointResult], axis: str) -> list[PointResult]:
+    """The points of ``axis``, plus any other point sharing their two fixed parameters (the
+    delete-rows point at 100,000 rows is also the 1-file and the 1-key point)."""
+    own = [r for r in results if r.axis == axis]
+    others = [a for a in ("delete_rows", "delete_files", "key_columns") if a != axis]
+    fixed = {tuple(_value(r, a) for a in others) for r in own}
+    shared = [r for r in results if r.axis != axis and tuple(_value(r, a) for a in others) in fixed]
+    by_value = {_value(r, axis): r for r in shared + own}
+    return [by_value[v] for v in sorted(by_value)]
+
+
 def chart(results: list[PointResult], path: Path) -> None:
     import matplotlib
 
@@ -135,9 +149,9 @@ def chart(results: list[PointResult], path: Path) -> None:
     axes = [a for a in ("delete_rows", "delete_files", "key_columns") if any(r.axis == a for r in results)]
     fig, plots = plt.subplots(1, len(axes), figsize=(4.5 * len(axes), 3.6), squeeze=False)
     for plot, axis in zip(plots[0], axes):
-        points = [r for r in results if r.axis == axis]
+        points = _series(results, axis)
         for name in points[0].medians:
-            plot.plot([r.value for r in points], [r.ratio_to_native[name] for r in points], marker="o", label=name)
+            plot.plot([_value(r, axis) for r in points], [r.ratio_to_native[name] for r in points], marker="o", label=name)
         if axis != "key_columns":
             plot.set_xscale("log")
         plot.axhline(1.0, color="grey", linewidth=0.8)
@@ -152,15 +166,15 @@ def chart(results: list[PointResult], path: Path) -> None:
 
 def run(spark: SparkSession, points: list[SweepPoint], out: Path, base_rows: int, runs: int, warmup: int,
         progress: Callable[[str], None] | None = None) -> list[PointResult]:
-    report = progress or (lambda m: print(f"[eqdelete sweep] {m}", file=sys.stderr, flush=True))
+    report = progress or stderr_reporter("eqdelete sweep")
     out.mkdir(parents=True, exist_ok=True)
     spark.sql("CREATE NAMESPACE IF NOT EXISTS local.sweep")
-    started = time.monotonic()
-    results = []
-    for i, point in enumerate(points, 1):
-        report(f"point {i}/{len(points)} ({time.monotonic() - started:.0f}s elapsed)")
-        results.append(run_point(spark, point, "local.sweep.point", base_rows, runs, warmup, report))
+
+    def save(results: list[PointResult]) -> None:
         (out / "sweep.json").write_text(json.dumps([asdict(r) for r in results], indent=2))
         (out / "sweep.md").write_text(markdown(results))
+
+    results = run_each(points, lambda p: run_point(spark, p, "local.sweep.point", base_rows, runs, warmup, report),
+                       save, report, "point")
     chart(results, out / "sweep.png")
     return results
