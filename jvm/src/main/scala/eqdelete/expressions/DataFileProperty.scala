@@ -29,9 +29,9 @@ case class DataFileProperty(child: Expression, index: DataFileIndex, property: S
 
   // Rows of one file arrive together: remember the last path (a copy, since readers may reuse
   // buffers) and its value, so most rows pay a comparison instead of a hash lookup. Iceberg's
-  // vectorized reader hands out one constant UTF8String per file, so the comparison is usually
-  // of the very object seen last, which needs no byte comparison: a UTF8String never changes
-  // what it points to, and the object is held here, so its bytes are those compared before.
+  // readers hand out `_file` as one constant UTF8String per file, so the object is usually the
+  // very one seen last and needs no byte comparison; readers that decode a value per row hand
+  // out a new object each time, which is compared by its bytes.
   override protected def doGenCode(ctx: CodegenContext, ev: ExprCode): ExprCode = {
     val indexRef = ctx.addReferenceObj("dataFileIndex", index, classOf[DataFileIndex].getName)
     val method = if (property == DataFileProperty.Sequence) "sequenceNumber" else "scope"
