@@ -1,6 +1,6 @@
 package eqdelete.rules
 
-import eqdelete.scan.EqualityDeleteFreeTable
+import eqdelete.scan.{EqualityDeleteFreeTable, FileSelection}
 
 import org.apache.iceberg.spark.source.SparkTable
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
@@ -23,8 +23,8 @@ object Decisions {
   private def fromRelation(relation: DataSourceV2Relation): Option[Decision] =
     relation.getTagValue(Decision.NativeTag).orElse(relation.table match {
       case table: SparkTable => table.table() match {
-        // Both branches of a rewrite carry the decision; count it once.
-        case rewritten: EqualityDeleteFreeTable if rewritten.selection.appliesDeletes =>
+        // The plain branch of a split rewrite repeats the decision of the other; skip it.
+        case rewritten: EqualityDeleteFreeTable if rewritten.selection != FileSelection.WithoutEqualityDeletes =>
           Some(rewritten.decision)
         case _ => None
       }

@@ -67,7 +67,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       DeletePlanner.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis) match {
         case None => leaveNative("no planned data file carries equality deletes")
         case Some(deletePlan) => chooseStrategy(deletePlan, readSchema) match {
-          case (Strategy.Native, reason) => leaveNative(reason, Some(deletePlan))
+          case (Strategy.Native, reason) => namedNative(relation, sparkTable, table, leaveNative(reason, Some(deletePlan)))
           case (strategy, reason) => build(relation, sparkTable, table, readSchema, deletePlan, strategy, reason)
         }
       }
@@ -79,6 +79,25 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       case NonFatal(e) =>
         logWarning(s"eqdelete: cannot rewrite the scan of ${table.name()}; reading it natively", e)
         leaveNative(s"planning failed: $e")
+    }
+  }
+
+  /**
+   * The scan left native as Iceberg plans it, but named after the decision so EXPLAIN shows
+   * why (auto's cost model chose native); the plain relation if that view cannot be made.
+   */
+  private def namedNative(
+      relation: DataSourceV2Relation,
+      sparkTable: SparkTable,
+      table: Table,
+      tagged: LogicalPlan): LogicalPlan = {
+    val decision = relation.getTagValue(Decision.NativeTag).get
+    Try(sameView(sparkTable, EqualityDeleteFreeTable(table, FileSelection.Unchanged, decision))).toOption match {
+      case Some(view) =>
+        val named = relation.copy(table = view)
+        named.setTagValue(Decision.NativeTag, decision)
+        named
+      case None => tagged
     }
   }
 

@@ -44,6 +44,13 @@ object FileSelection {
     def selects(task: FileScanTask): Boolean = true
   }
 
+  /** Every file exactly as Iceberg plans it: a scan eqdelete left native, named so EXPLAIN says why. */
+  case object Unchanged extends FileSelection {
+    val describe = "read natively"
+    val appliesDeletes = false
+    def selects(task: FileScanTask): Boolean = true
+  }
+
   def hasEqualityDeletes(task: FileScanTask): Boolean =
     task.deletes().asScala.exists(_.content() == FileContent.EQUALITY_DELETES)
 }
@@ -80,7 +87,7 @@ object EqualityDeleteFreeTable {
     val base = original.asInstanceOf[BaseTable]
     val ops = new PinnedTableOperations(base.operations().current(), original.io(), original.locationProvider())
     val label =
-      if (selection.appliesDeletes) s"${original.name()} [${decision.describe}]"
+      if (selection.appliesDeletes || selection == FileSelection.Unchanged) s"${original.name()} [${decision.describe}]"
       else s"${original.name()} [eqdelete: ${selection.describe}]"
     new EqualityDeleteFreeTable(ops, label, original, selection, decision)
   }
