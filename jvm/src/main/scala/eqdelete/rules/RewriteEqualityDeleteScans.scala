@@ -3,7 +3,7 @@ package eqdelete.rules
 import scala.util.Try
 import scala.util.control.NonFatal
 
-import eqdelete.planning.{DeclinedException, DeleteFileReadException, DeletePlan, DeletePlanner}
+import eqdelete.planning.{DeclinedException, DeleteFileReadException, DeletePlan, DeletePlanCache}
 import eqdelete.scan.{EqualityDeleteFreeTable, FileSelection}
 
 import org.apache.iceberg.{Schema, Table}
@@ -64,7 +64,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
     try {
       val readSchema = schemaRead(sparkTable, table)
       val filter = condition.map(icebergFilter).getOrElse(Expressions.alwaysTrue())
-      DeletePlanner.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis) match {
+      DeletePlanCache.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis) match {
         case None => leaveNative("no planned data file carries equality deletes")
         case Some(deletePlan) => chooseStrategy(deletePlan, readSchema) match {
           case (Strategy.Native, reason) => namedNative(relation, sparkTable, table, leaveNative(reason, Some(deletePlan)))
