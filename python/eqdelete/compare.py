@@ -8,8 +8,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from contextlib import contextmanager
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -17,7 +16,7 @@ from pyspark.sql import functions as F
 from eqdelete import _jvm
 from eqdelete.config import STRATEGIES
 from eqdelete.decisions import Decision, decisions
-from eqdelete.toggles import use_strategy
+from eqdelete.toggles import use_conf, use_strategy
 
 
 class NoEqualityDeletesError(ValueError):
@@ -74,10 +73,10 @@ class Comparison:
     def render(self) -> str:
         header = f"{'strategy':<10}{'median s':>10}{'vs native':>11}{'plan':>10}{'delete files':>14}{'delete rows':>13}{'rows':>12}{'peak heap MB':>14}"
         lines = [f"query: {self.sql}", header, "-" * len(header)]
+        # What the query reads: the same for every strategy, though native records no decision.
+        files, rows = max(r.delete_files for r in self.runs), max(r.delete_rows for r in self.runs)
         for r in self.runs:
             speed = self.speedup(r)
-            # What the query reads: the same for every strategy, though native records no decision.
-            files, rows = max(x.delete_files for x in self.runs), max(x.delete_rows for x in self.runs)
             lines.append(
                 f"{r.strategy:<10}{r.median:>10.3f}{(f'{speed:.2f}x' if speed else '-'):>11}{r.plan:>10}"
                 f"{files:>14,}{rows:>13,}{r.rows:>12,}{r.peak_heap_bytes / 2**20:>14,.0f}"
@@ -155,7 +154,7 @@ def measure(
     peaks: dict[str, int] = {v.name: 0 for v in variants}
 
     def run(variant: Variant) -> float:
-        with use_strategy(spark, variant.strategy), _settings(spark, variant.conf):
+        with use_strategy(spark, variant.strategy), use_conf(spark, variant.conf):
             return _run_once(spark.sql(variant.sql))
 
     for i in range(warmup):
@@ -184,21 +183,6 @@ def compare_rows(spark: SparkSession, sql: str, strategies: Sequence[str], timin
             timing = timings[strategy]
             results.append(StrategyRun(strategy, timing.seconds, rows, digest, timing.peak_heap_bytes, decisions(df)))
     return Comparison(sql, results)
-
-
-@contextmanager
-def _settings(spark: SparkSession, conf: tuple[tuple[str, str], ...]) -> Iterator[None]:
-    previous = {key: spark.conf.get(key, None) for key, _ in conf}
-    for key, value in conf:
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def _stderr(message: str) -> None:

@@ -1,9 +1,9 @@
-"""Strategy toggles for a running session: a setter and a context manager."""
+"""Strategy toggles for a running session: setters and context managers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 
 from pyspark.sql import SparkSession
 
@@ -28,14 +28,23 @@ def set_enabled(spark: SparkSession, enabled: bool) -> None:
 
 
 @contextmanager
-def use_strategy(spark: SparkSession, strategy: str) -> Iterator[None]:
-    """Run a block under ``strategy``, then restore the session's previous setting."""
-    previous = spark.conf.get(STRATEGY_KEY, None)
-    set_strategy(spark, strategy)
+def use_conf(spark: SparkSession, settings: Iterable[tuple[str, str]]) -> Iterator[None]:
+    """Run a block with session ``settings`` (key, value pairs), then restore what each key held
+    before (unset if it was unset)."""
+    settings = list(settings)
+    previous = {key: spark.conf.get(key, None) for key, _ in settings}
     try:
+        for key, value in settings:
+            spark.conf.set(key, value)  # a bad value fails here, naming the key
         yield
     finally:
-        if previous is None:
-            spark.conf.unset(STRATEGY_KEY)
-        else:
-            spark.conf.set(STRATEGY_KEY, previous)
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def use_strategy(spark: SparkSession, strategy: str) -> AbstractContextManager[None]:
+    """Run a block under ``strategy``, then restore the session's previous setting."""
+    return use_conf(spark, [(STRATEGY_KEY, strategy)])

@@ -39,9 +39,15 @@ object DeleteKeyIndex {
   val NoDelete: Long = Long.MinValue
 
   /** A primitive table for one integral key column (int, long, date, timestamp), else a general one. */
-  def forKeyTypes(types: Seq[DataType]): DeleteKeyIndex = types match {
-    case Seq(t) if LongKeyIndex.supports(t) => new LongKeyIndex
-    case _ => new GeneralKeyIndex(types.size)
+  def forKeyTypes(types: Seq[DataType]): DeleteKeyIndex =
+    if (primitive(types)) new LongKeyIndex else new GeneralKeyIndex(types.size)
+
+  /** Rough bytes per key of the index `forKeyTypes` builds, for sizing it before reading any. */
+  def estimatedBytesPerKey(types: Seq[DataType]): Long = if (primitive(types)) 64L else 160L
+
+  private def primitive(types: Seq[DataType]): Boolean = types match {
+    case Seq(t) => LongKeyIndex.supports(t)
+    case _ => false
   }
 }
 

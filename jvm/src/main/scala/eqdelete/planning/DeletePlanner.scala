@@ -30,7 +30,8 @@ object DeletePlanner {
       caseSensitive: Boolean = false): Option[DeletePlan] = {
     val scopes = new ScopeIds
     val files = mutable.HashMap.empty[String, (Long, Int)]
-    var withDeletes, rowsWithDeletes, rowsWithoutDeletes = 0L
+    var withDeletes = 0
+    var rowsWithDeletes, rowsWithoutDeletes = 0L
     val deletesByPath = mutable.LinkedHashMap.empty[String, EqualityDeleteRef]
 
     val scan = table.newScan().useSnapshot(snapshotId).caseSensitive(caseSensitive).filter(filter)
@@ -64,8 +65,7 @@ object DeletePlanner {
     val deleteSets = sets.toSeq.sortBy(_._1.mkString(",")).map { case (ids, refs) =>
       EqualityDeleteSet(ids, ids.map(keyColumn(readSchema, _)), refs)
     }
-    Some(DeletePlan(snapshotId, new DataFileIndex(files.toMap), withDeletes.toInt, rowsWithDeletes, rowsWithoutDeletes,
-      deleteSets))
+    Some(DeletePlan(snapshotId, new DataFileIndex(files.toMap), withDeletes, rowsWithDeletes, rowsWithoutDeletes, deleteSets))
   }
 
   /** The rewrite's rule must cover every delete Iceberg assigned, or it could resurrect rows. */

@@ -1,10 +1,9 @@
 package eqdelete.rules
 
-import eqdelete.planning.{DeletePlan, EqualityDeleteSet}
+import eqdelete.planning.{DeleteKeyIndex, DeletePlan, EqualityDeleteSet}
 
 import org.apache.iceberg.Schema
 import org.apache.iceberg.spark.SparkSchemaUtil
-import org.apache.iceberg.types.Type
 import org.apache.spark.sql.eqdelete.EqDeleteConf
 import org.apache.spark.sql.eqdelete.EqDeleteConf.Strategy
 import org.apache.spark.sql.internal.SQLConf
@@ -24,22 +23,15 @@ import org.apache.spark.sql.types.DataType
  */
 object AutoStrategy {
 
-  /** Rough bytes per delete key in the filter's index: a primitive table for one integral key. */
-  private val IntegralIndexBytesPerKey = 64L
-  private val GeneralIndexBytesPerKey = 160L
-
   private def keyTypes(set: EqualityDeleteSet, readSchema: Schema): Seq[DataType] =
     set.equalityIds.map(id => SparkSchemaUtil.convert(readSchema.findType(id)))
-
-  private val integral = Set(Type.TypeID.INTEGER, Type.TypeID.LONG, Type.TypeID.DATE, Type.TypeID.TIMESTAMP)
 
   def choose(plan: DeletePlan, readSchema: Schema, conf: SQLConf, driverHeapBytes: Long): (String, String) = {
     val minRows = EqDeleteConf.autoMinDataRows(conf)
     val maxFilterRows = EqDeleteConf.autoFilterMaxDeleteRows(conf)
     val rows = plan.deleteRecords
     lazy val indexBytes = plan.deleteSets.map { set =>
-      val oneIntegralKey = set.equalityIds.size == 1 && integral.contains(readSchema.findType(set.equalityIds.head).typeId())
-      set.records * (if (oneIntegralKey) IntegralIndexBytesPerKey else GeneralIndexBytesPerKey)
+      set.records * DeleteKeyIndex.estimatedBytesPerKey(keyTypes(set, readSchema))
     }.sum
     val heapShare = driverHeapBytes / 4
 

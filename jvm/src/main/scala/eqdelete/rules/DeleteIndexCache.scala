@@ -4,7 +4,6 @@ import eqdelete.planning.{DeleteFileReadException, DeleteKeyIndex, EqualityDelet
 
 import org.apache.spark.SparkContext
 import org.apache.spark.broadcast.Broadcast
-import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.eqdelete.EqDeleteConf
 import org.apache.spark.sql.internal.SQLConf
@@ -17,7 +16,7 @@ import org.apache.spark.sql.types.DataType
  * every file is still there with its recorded size, so a lost delete file still fails the query.
  * Least recently used indexes are dropped beyond spark.eqdelete.filter.cacheMaxKeys keys.
  */
-object DeleteIndexCache extends Logging {
+object DeleteIndexCache {
 
   private final case class Key(files: Seq[(String, Long, Int, Long)], equalityIds: Seq[Int], types: Seq[DataType])
   private final case class Entry(context: SparkContext, index: Broadcast[DeleteKeyIndex], keys: Long)

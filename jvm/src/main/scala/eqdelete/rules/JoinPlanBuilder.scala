@@ -52,7 +52,7 @@ object JoinPlanBuilder {
     }
     val scope = AttributeReference("_eqdelete_delete_scope", LongType, nullable = false)()
     val seq = AttributeReference("_eqdelete_delete_seq", LongType, nullable = false)()
-    val rows = deleteRows(session, scan, set, files, deleteKeys ++ Seq(scope, seq))
+    val rows = deleteRows(session, scan, set, files, deleteKeys, Seq(scope, seq))
 
     // Broadcast up to eqdelete's own limit (Spark's default of 10 MB is small for a hash set
     // of keys); above it, Spark chooses, shuffling both sides for sets larger than memory.
@@ -87,7 +87,8 @@ object JoinPlanBuilder {
       scan: DeletedRowsScan,
       set: EqualityDeleteSet,
       files: Seq[EqualityDeleteRef],
-      output: Seq[AttributeReference]): LogicalPlan = {
+      keys: Seq[AttributeReference],
+      scopeAndSeq: Seq[AttributeReference]): LogicalPlan = {
     val classic = session.asInstanceOf[ClassicSession]
     val rows = scan.deleteRows(session, set, files)
     val rdd = rows.map { case (keys, scope, seq) =>
@@ -95,8 +96,9 @@ object JoinPlanBuilder {
     }
     // A single task declares it, so the reduction needs no shuffle.
     val partitioning = if (rows.getNumPartitions == 1) SinglePartition else UnknownPartitioning(rows.getNumPartitions)
-    LogicalRDD(output, rdd, partitioning, Nil, isStreaming = false, stream = None)(
-      classic, Some(estimate(files, output)), None)
+    val records = BigInt(files.map(_.file.recordCount()).sum)
+    val stats = Statistics(sizeInBytes = deleteSideBytes(files, keys.map(_.dataType)), rowCount = Some(records))
+    LogicalRDD(keys ++ scopeAndSeq, rdd, partitioning, Nil, isStreaming = false, stream = None)(classic, Some(stats), None)
   }
 
   /**
@@ -109,9 +111,4 @@ object JoinPlanBuilder {
   /** Rows times width: the keys, scope and sequence number, plus a row's overhead. */
   private def deleteSideBytes(files: Seq[EqualityDeleteRef], keyTypes: Seq[DataType]): BigInt =
     BigInt(files.map(_.file.recordCount()).sum) * (keyTypes.map(_.defaultSize).sum + 3 * 8)
-
-  private def estimate(files: Seq[EqualityDeleteRef], output: Seq[AttributeReference]): Statistics = {
-    val records = files.map(_.file.recordCount()).sum
-    Statistics(sizeInBytes = deleteSideBytes(files, output.dropRight(2).map(_.dataType)), rowCount = Some(BigInt(records)))
-  }
 }

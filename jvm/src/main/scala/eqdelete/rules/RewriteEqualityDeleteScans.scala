@@ -56,9 +56,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       condition: Option[Expression]): LogicalPlan = {
     val snapshotId: Long = sparkTable.snapshotId()
     def leaveNative(reason: String, plan: Option[DeletePlan] = None): LogicalPlan = {
-      relation.setTagValue(Decision.NativeTag, Decision(table.name(), snapshotId, Strategy.Native, reason,
-        plan.map(_.deleteFiles).getOrElse(0), plan.map(_.deleteRecords).getOrElse(0L),
-        plan.map(_.dataFiles).getOrElse(0), plan.map(_.dataFilesWithDeletes).getOrElse(0)))
+      relation.setTagValue(Decision.NativeTag, Decision.of(table.name(), snapshotId, Strategy.Native, reason, plan))
       relation
     }
     try {
@@ -67,7 +65,8 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       DeletePlanCache.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis) match {
         case None => leaveNative("no planned data file carries equality deletes")
         case Some(deletePlan) => chooseStrategy(deletePlan, readSchema) match {
-          case (Strategy.Native, reason) => namedNative(relation, sparkTable, table, leaveNative(reason, Some(deletePlan)))
+          case (Strategy.Native, reason) =>
+            namedNative(relation, sparkTable, table, Decision.of(table.name(), snapshotId, Strategy.Native, reason, Some(deletePlan)))
           case (strategy, reason) => build(relation, sparkTable, table, readSchema, deletePlan, strategy, reason)
         }
       }
@@ -90,15 +89,11 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       relation: DataSourceV2Relation,
       sparkTable: SparkTable,
       table: Table,
-      tagged: LogicalPlan): LogicalPlan = {
-    val decision = relation.getTagValue(Decision.NativeTag).get
-    Try(sameView(sparkTable, EqualityDeleteFreeTable(table, FileSelection.Unchanged, decision))).toOption match {
-      case Some(view) =>
-        val named = relation.copy(table = view)
-        named.setTagValue(Decision.NativeTag, decision)
-        named
-      case None => tagged
-    }
+      decision: Decision): LogicalPlan = {
+    val view = Try(sameView(sparkTable, EqualityDeleteFreeTable(table, FileSelection.Unchanged, decision))).toOption
+    val named = view.map(v => relation.copy(table = v)).getOrElse(relation)
+    named.setTagValue(Decision.NativeTag, decision)
+    named
   }
 
   private def build(
@@ -109,9 +104,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       deletePlan: DeletePlan,
       strategy: String,
       reason: String): LogicalPlan = {
-    val decision = Decision(
-      table.name(), deletePlan.snapshotId, strategy, reason,
-      deletePlan.deleteFiles, deletePlan.deleteRecords, deletePlan.dataFiles, deletePlan.dataFilesWithDeletes)
+    val decision = Decision.of(table.name(), deletePlan.snapshotId, strategy, reason, Some(deletePlan))
 
     val columns = relation.output.map(_.newInstance())
     val existingFile = columns.find(a => a.name == "_file" && MetadataAttribute.isValid(a.metadata))

@@ -28,6 +28,10 @@ object EqDeleteConf {
 
   private def buildConf(key: String) = SQLConf.buildConf(s"spark.eqdelete.$key")
 
+  /** A count: a long of zero or more. */
+  private def countConf(key: String, doc: String, default: Long): ConfigEntry[Long] =
+    buildConf(key).doc(doc).version("0.1.0").longConf.checkValue(_ >= 0, "must be zero or more").createWithDefault(default)
+
   val ENABLED: ConfigEntry[Boolean] = buildConf("enabled")
     .doc("Master switch. When false, eqdelete leaves every Iceberg scan exactly as Iceberg " +
       "plans it, whatever the other spark.eqdelete.* keys say.")
@@ -47,24 +51,18 @@ object EqDeleteConf {
     .checkValues(Strategy.all.toSet)
     .createWithDefault(Strategy.Auto)
 
-  val AUTO_MIN_DATA_ROWS: ConfigEntry[Long] = buildConf("auto.minDataRows")
-    .doc("'auto' leaves a scan native when its data files with equality deletes hold fewer rows " +
-      "than this: a rewrite adds a planning pass and a job reading the delete files, which a small " +
-      "scan does not repay (the delete-rows sweep in PERFORMANCE.md).")
-    .version("0.1.0")
-    .longConf
-    .checkValue(_ >= 0, "must be zero or more")
-    .createWithDefault(200000L)
+  val AUTO_MIN_DATA_ROWS: ConfigEntry[Long] = countConf("auto.minDataRows",
+    "'auto' leaves a scan native when its data files with equality deletes hold fewer rows " +
+    "than this: a rewrite adds a planning pass and a job reading the delete files, which a small " +
+    "scan does not repay (the delete-rows sweep in PERFORMANCE.md).",
+    200000L)
 
-  val AUTO_FILTER_MAX_DELETE_ROWS: ConfigEntry[Long] = buildConf("auto.filterMaxDeleteRows")
-    .doc("'auto' applies deletes with the filter strategy up to this many equality delete rows " +
-      "(if their index also fits a quarter of the driver's heap), and with the join above it: " +
-      "broadcast while the delete side is under spark.eqdelete.join.broadcastMaxBytes, shuffled " +
-      "beyond. Calibrated by the sweeps in PERFORMANCE.md.")
-    .version("0.1.0")
-    .longConf
-    .checkValue(_ >= 0, "must be zero or more")
-    .createWithDefault(2000000L)
+  val AUTO_FILTER_MAX_DELETE_ROWS: ConfigEntry[Long] = countConf("auto.filterMaxDeleteRows",
+    "'auto' applies deletes with the filter strategy up to this many equality delete rows " +
+    "(if their index also fits a quarter of the driver's heap), and with the join above it: " +
+    "broadcast while the delete side is under spark.eqdelete.join.broadcastMaxBytes, shuffled " +
+    "beyond. Calibrated by the sweeps in PERFORMANCE.md.",
+    2000000L)
 
   val JOIN_BROADCAST_MAX_BYTES: ConfigEntry[Long] = buildConf("join.broadcastMaxBytes")
     .doc("The join strategy broadcasts the delete rows when their estimated size (rows times " +
@@ -74,14 +72,12 @@ object EqDeleteConf {
     .bytesConf(ByteUnit.BYTE)
     .createWithDefaultString("256m")
 
-  val FILTER_CACHE_MAX_KEYS: ConfigEntry[Long] = buildConf("filter.cacheMaxKeys")
-    .doc("The filter strategy keeps the delete indexes it builds (driver and executor memory, " +
-      "about 50 to 100 bytes per key) for later queries reading the same delete files, up to " +
-      "this many keys in all, dropping the least recently used beyond it. 0 disables the cache.")
-    .version("0.1.0")
-    .longConf
-    .checkValue(_ >= 0, "must be zero or more")
-    .createWithDefault(4000000L)
+  val FILTER_CACHE_MAX_KEYS: ConfigEntry[Long] = countConf("filter.cacheMaxKeys",
+    "The filter strategy keeps the delete indexes it builds (driver and executor memory, " +
+    "about 64 bytes per key for one integral key column, 160 for other keys) for later queries " +
+    "reading the same delete files, up to this many keys in all, dropping the least recently " +
+    "used beyond it. 0 disables the cache.",
+    4000000L)
 
   /** Every key, for docs and for validating a session's values up front. */
   def all: Seq[ConfigEntry[_]] = Seq(ENABLED, STRATEGY, AUTO_MIN_DATA_ROWS, AUTO_FILTER_MAX_DELETE_ROWS,
