@@ -78,7 +78,7 @@ def test_existing_table_is_not_replaced_silently(spark: SparkSession, table_name
         ({"partitioning": "hourly"}, "unknown partitioning"),
         ({"format_version": 1}, "format_version must be 2 or 3"),
         ({"key_types": ("date",), "rows": 5_000_000}, "date key column k1"),
-        ({"table": "nodots"}, "should be qualified"),
+        ({"table": "nodots"}, "should be <catalog>.<namespace>.<table>"),
     ],
 )
 def test_nonsense_parameters_are_refused(changes: dict, message: str) -> None:

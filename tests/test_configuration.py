@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 from conftest import REPO
+from processes import spark_submit
 from pyspark.sql import SparkSession
 
 import eqdelete
 from eqdelete import _jvm
-from eqdelete._jars import jar_paths
 from eqdelete.cli import DOCS_HEADER
 from eqdelete.config import EXTENSION, ICEBERG_EXTENSION
 
@@ -55,7 +51,7 @@ def test_a_user_catalog_is_left_untouched(tmp_path: Path) -> None:
 def test_configure_rejects_bad_arguments() -> None:
     with pytest.raises(TypeError, match="SparkSession.Builder"):
         eqdelete.configure("not a builder")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="unknown strategy 'fast'.*auto, filter, join, native"):
+    with pytest.raises(ValueError, match="invalid value 'fast' for spark.eqdelete.strategy: must be one of auto, filter, join, native"):
         eqdelete.configure(SparkSession.Builder(), strategy="fast")
 
 
@@ -104,18 +100,9 @@ def test_use_strategy_restores_the_previous_value(spark: SparkSession) -> None:
 def test_config_reference_is_current(spark: SparkSession) -> None:
     committed = (REPO / "docs" / "configuration.md").read_text()
     generated = _jvm.conf_reference(spark)
-    assert committed == DOCS_HEADER + generated, "docs/configuration.md is stale: run python -m eqdelete docs > docs/configuration.md"
-
-
-def _spark_submit(script: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    path = tmp_path / "job.py"
-    path.write_text(textwrap.dedent(script))
-    submit = Path(sys.executable).parent / "spark-submit"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    return subprocess.run(
-        [str(submit), "--master", "local[1]", "--jars", ",".join(jar_paths()), *args, str(path)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, timeout=300, cwd=tmp_path,
-    )
+    assert committed == DOCS_HEADER + generated, "docs/configuration.md is stale: run python -m eqdelete docs --write"
+    rules = (REPO / "python" / "eqdelete" / "conf_rules.json").read_text()
+    assert rules == _jvm.conf_rules_json(spark), "conf_rules.json is stale: run python -m eqdelete docs --write"
 
 
 def test_spark_defaults_conf_turns_the_extension_on(tmp_path: Path) -> None:
@@ -126,8 +113,8 @@ def test_spark_defaults_conf_turns_the_extension_on(tmp_path: Path) -> None:
         print("VERSION", spark.sql("SELECT eqdelete_version()").first()[0])
         print("STRATEGY", spark.conf.get("spark.eqdelete.strategy"))
     """
-    result = _spark_submit(script, tmp_path, "--properties-file", str(REPO / "conf" / "spark-defaults.conf"))
-    assert result.returncode == 0, result.stdout[-3000:]
+    result = spark_submit(script, tmp_path, "--properties-file", str(REPO / "conf" / "spark-defaults.conf"))
+    assert result.returncode == 0, result.stderr[-3000:]
     assert f"VERSION {eqdelete.__version__}" in result.stdout
     assert "STRATEGY auto" in result.stdout
     assert "eqdelete.EqualityDeleteExtensions" in result.stdout
@@ -139,6 +126,7 @@ def test_without_the_switch_the_extension_is_absent(tmp_path: Path) -> None:
         spark = SparkSession.builder.getOrCreate()
         spark.sql("SELECT eqdelete_version()").collect()
     """
-    result = _spark_submit(script, tmp_path)
+    result = spark_submit(script, tmp_path)
     assert result.returncode != 0
-    assert "UNRESOLVED_ROUTINE" in result.stdout and "eqdelete_version" in result.stdout
+    output = result.stdout + result.stderr  # spark-submit passes the job's stderr to its stdout
+    assert "UNRESOLVED_ROUTINE" in output and "eqdelete_version" in output

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from fixtures import FIXTURES, _create, _insert, sorted_rows
@@ -176,30 +175,6 @@ def test_unsupported_key_type_stays_native_with_reason(spark: SparkSession, tabl
     for records in decisions.values():
         (decision,) = records
         assert decision.strategy == "native" and "has type double" in decision.reason
-
-
-def _eq_delete_paths(spark: SparkSession, table: str) -> list[str]:
-    return [r[0] for r in spark.sql(f"SELECT file_path FROM {table}.delete_files WHERE content = 2").collect()]
-
-
-@pytest.mark.parametrize("damage", ["missing", "corrupt"])
-@pytest.mark.parametrize("strategy", ["filter", "join", "native"])
-def test_damaged_delete_file_fails_the_query(spark: SparkSession, table_name: str, damage: str, strategy: str) -> None:
-    FIXTURES["single_key"](spark, table_name)
-    path = Path(_eq_delete_paths(spark, table_name)[0].removeprefix("file:"))
-    if strategy == "filter":
-        # Read once intact: the filter strategy keeps its index, and must still notice the damage.
-        # (Not native: Iceberg's executor cache keeps delete sets too, and does not look again.)
-        with eqdelete.use_strategy(spark, strategy):
-            spark.table(table_name).collect()
-    if damage == "missing":
-        path.unlink()
-    else:
-        path.write_bytes(b"not a parquet file" * 10)
-    with eqdelete.use_strategy(spark, strategy):
-        with pytest.raises(Exception) as error:
-            spark.table(table_name).collect()
-    assert path.name in str(error.value)
 
 
 @pytest.mark.parametrize(

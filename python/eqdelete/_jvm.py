@@ -26,6 +26,11 @@ def conf_reference(spark: SparkSession) -> str:
     return _jvm(spark).org.apache.spark.sql.eqdelete.EqDeleteConf.markdownReference()
 
 
+def conf_rules_json(spark: SparkSession) -> str:
+    """Every spark.eqdelete.* key's value rule as JSON (python/eqdelete/conf_rules.json)."""
+    return _jvm(spark).org.apache.spark.sql.eqdelete.EqDeleteConf.rulesJson()
+
+
 def effective_strategy(spark: SparkSession) -> str:
     """spark.eqdelete.strategy as the extension reads it (validated, trimmed, lower case)."""
     conf = _jsession(spark).sessionState().conf()

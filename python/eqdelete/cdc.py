@@ -53,8 +53,8 @@ class CdcSpec:
 
     def validate(self) -> None:
         problems = []
-        if self.table.count(".") < 1:
-            problems.append(f"table {self.table!r} should be qualified, e.g. local.db.cdc")
+        if self.table.count(".") < 2:
+            problems.append(f"table {self.table!r} should be <catalog>.<namespace>.<table>, e.g. local.db.cdc")
         if self.rows < 1:
             problems.append(f"rows must be at least 1, not {self.rows}")
         if self.data_files < 1:
@@ -210,6 +210,21 @@ def _stderr_progress(message: str) -> None:
     print(f"[eqdelete generate] {message}", file=sys.stderr, flush=True)
 
 
+def _check_iceberg_catalog(spark: SparkSession, table: str) -> None:
+    catalog = table.split(".", 1)[0]
+    implementation = spark.conf.get(f"spark.sql.catalog.{catalog}", None)
+    if implementation is None or not implementation.startswith("org.apache.iceberg."):
+        configured = sorted(
+            key.split(".")[3] for key, _ in spark.sparkContext.getConf().getAll()
+            if key.startswith("spark.sql.catalog.") and key.count(".") == 3
+        )
+        what = "is not configured" if implementation is None else f"is {implementation}, not an Iceberg catalog"
+        raise ValueError(
+            f"cannot create {table}: catalog '{catalog}' {what} in this session "
+            f"(catalogs configured: {', '.join(configured) or 'none'})"
+        )
+
+
 def generate(
     spark: SparkSession,
     spec: CdcSpec,
@@ -217,8 +232,13 @@ def generate(
     replace: bool = False,
     progress: Callable[[str], None] | None = _stderr_progress,
 ) -> CdcSpec:
-    """Create ``spec.table`` and write its base load and CDC commits; returns ``spec``."""
+    """Create ``spec.table`` and write its base load and CDC commits; returns ``spec``.
+
+    The table's catalog must be an Iceberg catalog of the session: checked before anything is
+    created, so a wrong name leaves nothing behind (not even Spark's own spark-warehouse/).
+    """
     spec.validate()
+    _check_iceberg_catalog(spark, spec.table)
     report = progress or (lambda _message: None)
     if spark.catalog.tableExists(spec.table):
         if not replace:

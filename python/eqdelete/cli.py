@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -151,17 +152,27 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_docs(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from eqdelete import _jvm
 
     spark = session("eqdelete docs", master="local[1]", catalog=None, conf={"spark.ui.enabled": "false"})
-    print(DOCS_HEADER + _jvm.conf_reference(spark), end="")
+    reference = DOCS_HEADER + _jvm.conf_reference(spark)
+    if not args.write:
+        print(reference, end="")
+        return 0
+    root = Path(__file__).resolve().parents[2]
+    for path, text in ((root / "docs" / "configuration.md", reference),
+                       (Path(__file__).resolve().parent / "conf_rules.json", _jvm.conf_rules_json(spark))):
+        path.write_text(text)
+        print(f"wrote {path}")
     return 0
 
 
 DOCS_HEADER = """# Configuration
 
 Every `spark.eqdelete.*` key, generated from the extension's own declarations
-(`EqDeleteConf.scala`) by `python -m eqdelete docs`; a test fails when this copy is stale.
+(`EqDeleteConf.scala`) by `python -m eqdelete docs --write`; a test fails when this copy is stale.
 Keys can be set in spark-defaults.conf, on a session builder, or at run time with
 `SET key=value` / `spark.conf.set`; a bad value fails naming the key and the allowed values.
 
@@ -170,6 +181,7 @@ Keys can be set in spark-defaults.conf, on a session builder, or at run time wit
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m eqdelete", description=__doc__)
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     commands = parser.add_subparsers(dest="command", required=True)
 
     gen = commands.add_parser("generate", help="create a CDC table with equality deletes")
@@ -212,14 +224,39 @@ def build_parser() -> argparse.ArgumentParser:
     swp.set_defaults(run=_cmd_sweep)
 
     docs = commands.add_parser("docs", help="print the configuration reference (docs/configuration.md)")
+    docs.add_argument("--write", action="store_true",
+                      help="in a checkout, write docs/configuration.md and python/eqdelete/conf_rules.json")
     docs.set_defaults(run=_cmd_docs)
     return parser
 
 
+def _one_line(error: BaseException) -> str:
+    """What went wrong, in one line: the JVM exception's own message for errors from Spark."""
+    from py4j.protocol import Py4JJavaError
+
+    if isinstance(error, Py4JJavaError):
+        text = str(error.java_exception.toString())
+    else:
+        text = str(error)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Errors print one line and a non-zero exit code (2: bad input, such as
+    arguments, SQL or a table that does not exist; 1: anything else); --debug adds the traceback."""
+    from pyspark.errors import AnalysisException, IllegalArgumentException
+
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except ValueError as error:
-        print(f"eqdelete: {error}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("eqdelete: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # noqa: BLE001 - the one place errors become exit codes
+        if args.debug:
+            traceback.print_exc()
+        user_error = isinstance(error, (ValueError, FileNotFoundError, AnalysisException, IllegalArgumentException))
+        hint = "" if args.debug or user_error else " (run with --debug for the traceback)"
+        print(f"eqdelete: {_one_line(error)}{hint}", file=sys.stderr)
+        return 2 if user_error else 1

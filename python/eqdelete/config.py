@@ -6,14 +6,15 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from eqdelete import _jvm
+from eqdelete import _conf, _jvm
 from eqdelete._jars import jar_paths
 
 EXTENSION = "eqdelete.EqualityDeleteExtensions"
 ICEBERG_EXTENSION = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 DEFAULT_CATALOG = "local"
 DEFAULT_WAREHOUSE = "warehouse"
-STRATEGIES = ("auto", "filter", "join", "native")
+#: The values spark.eqdelete.strategy accepts, from the extension's own declarations.
+STRATEGIES: tuple[str, ...] = tuple(_conf.rules()["spark.eqdelete.strategy"]["values"])
 
 
 def _append(options: dict, key: str, values: list[str], sep: str = ",") -> str:
@@ -58,17 +59,18 @@ def configure(
     Hive, Hadoop, JDBC elsewhere, which is then left untouched) or ``catalog`` is None, an
     Iceberg JDBC catalog named ``catalog`` is added on an embedded SQLite file in
     ``warehouse``.
+
+    Every ``spark.eqdelete.*`` value on the builder is checked here, with the extension's own
+    rules: a bad one raises ValueError naming the key, the value and what is allowed, before
+    any JVM starts. (Values added to the builder later, or from spark-defaults.conf, are
+    checked by the extension when the session starts, with the same message.)
     """
     if not isinstance(builder, SparkSession.Builder):
         raise TypeError(f"configure() takes a SparkSession.Builder, not {type(builder).__name__}")
-    if strategy is not None and strategy not in STRATEGIES:
-        raise ValueError(
-            f"unknown strategy {strategy!r} for spark.eqdelete.strategy: "
-            f"choose one of {', '.join(STRATEGIES)}"
-        )
     # Spark keeps builder options in this dict; Delta's configure_spark_with_delta_pip reads
     # it the same way, to extend rather than overwrite the user's values.
     options: dict = builder._options  # noqa: SLF001
+    _conf.check({**options, **({"spark.eqdelete.strategy": strategy} if strategy is not None else {})})
     extensions = ([ICEBERG_EXTENSION] if iceberg_extensions else []) + [EXTENSION]
     builder.config("spark.jars", _append(options, "spark.jars", jar_paths()))
     builder.config("spark.sql.extensions", _append(options, "spark.sql.extensions", extensions))
@@ -92,8 +94,9 @@ def session(
 ) -> SparkSession:
     """A ready session: ``configure`` on a fresh builder, extra ``conf`` applied first.
 
-    Every ``spark.eqdelete.*`` value is checked once the session is up, so a bad value in
-    ``conf`` or in spark-defaults.conf fails here, naming the key.
+    A bad ``spark.eqdelete.*`` value in ``conf`` raises ValueError before a JVM starts; one in
+    spark-defaults.conf fails when the session starts; both name the key, the value and what
+    is allowed.
     """
     builder = SparkSession.builder.appName(app_name)
     if master is not None:

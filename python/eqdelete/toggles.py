@@ -7,14 +7,15 @@ from contextlib import AbstractContextManager, contextmanager
 
 from pyspark.sql import SparkSession
 
-from eqdelete import _jvm
+from eqdelete import _conf, _jvm
 
 ENABLED_KEY = "spark.eqdelete.enabled"
 STRATEGY_KEY = "spark.eqdelete.strategy"
 
 
 def set_strategy(spark: SparkSession, strategy: str) -> None:
-    """Set spark.eqdelete.strategy; the JVM rejects an unknown value, naming the allowed ones."""
+    """Set spark.eqdelete.strategy; an unknown value raises ValueError naming the allowed ones."""
+    _conf.check({STRATEGY_KEY: strategy})
     spark.conf.set(STRATEGY_KEY, strategy)
 
 
@@ -32,10 +33,11 @@ def use_conf(spark: SparkSession, settings: Iterable[tuple[str, str]]) -> Iterat
     """Run a block with session ``settings`` (key, value pairs), then restore what each key held
     before (unset if it was unset)."""
     settings = list(settings)
+    _conf.check(dict(settings))  # a bad value fails before anything is changed
     previous = {key: spark.conf.get(key, None) for key, _ in settings}
     try:
         for key, value in settings:
-            spark.conf.set(key, value)  # a bad value fails here, naming the key
+            spark.conf.set(key, value)
         yield
     finally:
         for key, value in previous.items():

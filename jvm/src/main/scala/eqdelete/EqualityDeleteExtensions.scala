@@ -14,8 +14,10 @@ import org.apache.spark.sql.eqdelete.EqDeleteConf
  */
 class EqualityDeleteExtensions extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
-    // Registers the spark.eqdelete.* keys so SET validates them from the first statement on.
-    EqDeleteConf.all
+    // Registers the spark.eqdelete.* keys so SET validates them from the first statement on,
+    // and fails now, with one line, on a bad value in the application's configuration: found
+    // later, while Spark builds the session state, it would break every access to that state.
+    EqDeleteConf.validateSparkConf()
 
     // Before Spark's scan push-down, so the new scans get its filter and column pruning.
     extensions.injectOptimizerRule(session => RewriteEqualityDeleteScans(session))

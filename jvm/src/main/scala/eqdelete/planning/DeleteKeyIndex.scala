@@ -1,6 +1,5 @@
 package eqdelete.planning
 
-import java.nio.ByteBuffer
 import java.util.{ArrayList => JArrayList, HashMap => JHashMap}
 
 import org.apache.spark.sql.types.{DataType, DateType, IntegerType, LongType, TimestampNTZType, TimestampType}
@@ -38,12 +37,21 @@ object DeleteKeyIndex {
   /** What `newest` returns when no delete row has the key. */
   val NoDelete: Long = Long.MinValue
 
-  /** A primitive table for one integral key column (int, long, date, timestamp), else a general one. */
-  def forKeyTypes(types: Seq[DataType]): DeleteKeyIndex =
-    if (primitive(types)) new LongKeyIndex else new GeneralKeyIndex(types.size)
+  /**
+   * A primitive table for one integral key column (int, long, date, timestamp), sized up front
+   * for `records` delete rows (an upper bound of its keys), else a general one.
+   */
+  def forKeyTypes(types: Seq[DataType], records: Long): DeleteKeyIndex =
+    if (primitive(types)) new LongKeyIndex(records) else new GeneralKeyIndex(types.size)
 
-  /** Rough bytes per key of the index `forKeyTypes` builds, for sizing it before reading any. */
-  def estimatedBytesPerKey(types: Seq[DataType]): Long = if (primitive(types)) 64L else 160L
+  /**
+   * Bytes the index `forKeyTypes` builds for `records` delete rows takes at most, for sizing it
+   * before reading any: exact for the primitive table, a rough per-key figure for Java maps.
+   */
+  def estimatedBytes(types: Seq[DataType], records: Long): Long =
+    if (primitive(types)) LongKeyIndex.bytesFor(records) else records * GeneralKeyIndex.BytesPerKey
+
+  def isPrimitive(types: Seq[DataType]): Boolean = primitive(types)
 
   private def primitive(types: Seq[DataType]): Boolean = types match {
     case Seq(t) => LongKeyIndex.supports(t)
@@ -60,9 +68,10 @@ object DeleteKeyIndex {
  * as its largest cost. So a sealed index first checks a small blocked Bloom filter (16 bits
  * per key, two bits in one 64-bit word, about 2% false positives) that stays in cache.
  */
-final class LongKeyIndex extends DeleteKeyIndex {
-  private var slots = new Array[Long](3 * 1024)
-  private var mask = 1023
+final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
+  // Sized once for every key it may get, so building it never holds two tables at a time.
+  private var slots = new Array[Long](3 * LongKeyIndex.capacityFor(expectedKeys))
+  private var mask = slots.length / 3 - 1
   private var used = 0
   private val nullKeys = new JHashMap[java.lang.Long, java.lang.Long]()
   private var bloom: Array[Long] = _
@@ -163,6 +172,22 @@ final class LongKeyIndex extends DeleteKeyIndex {
 }
 
 object LongKeyIndex {
+  /** Slots for `keys` keys: a power of two, at most half full. */
+  private def slotsFor(keys: Long): Long = {
+    var capacity = 1024L
+    while (capacity < 2 * keys) capacity *= 2
+    capacity
+  }
+
+  private[planning] def capacityFor(keys: Long): Int = {
+    val capacity = slotsFor(keys)
+    require(3 * capacity <= Int.MaxValue - 8, s"$keys keys are too many for one index")
+    capacity.toInt
+  }
+
+  /** The table for `keys` keys (three longs a slot) and its Bloom filter, in bytes. */
+  def bytesFor(keys: Long): Long = 24 * slotsFor(keys) + 2 * keys + 64
+
   private def bloomHash(key: Long): Long = {
     val h = key * 0x9E3779B97F4A7C15L
     h ^ (h >>> 31)
@@ -208,8 +233,11 @@ final class GeneralKeyIndex(val columns: Int) extends DeleteKeyIndex {
 }
 
 object GeneralKeyIndex {
+  /** Rough heap bytes per key: a map entry, the boxed sequence number and the key object. */
+  val BytesPerKey = 160L
+
   private def normalize(value: Any): Any = value match {
-    case bytes: Array[Byte] => ByteBuffer.wrap(bytes) // arrays compare by reference
+    case bytes: Array[Byte] => BinaryKey(bytes) // arrays compare by reference
     case other => other
   }
 
@@ -220,4 +248,16 @@ object GeneralKeyIndex {
       values.foreach(v => list.add(normalize(v)))
       list
     }
+}
+
+/**
+ * A BINARY key value compared by content. (Not a `ByteBuffer`: the index is broadcast with
+ * Java serialization, which buffers do not support.)
+ */
+final case class BinaryKey(bytes: Array[Byte]) {
+  override def equals(other: Any): Boolean = other match {
+    case that: BinaryKey => java.util.Arrays.equals(bytes, that.bytes)
+    case _ => false
+  }
+  override def hashCode(): Int = java.util.Arrays.hashCode(bytes)
 }

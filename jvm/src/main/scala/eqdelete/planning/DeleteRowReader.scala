@@ -84,5 +84,11 @@ object DeleteRowReader {
 }
 
 /** A delete file that cannot be read fails the query, as it does natively. */
-final class DeleteFileReadException(path: String, cause: Throwable)
+final class DeleteFileReadException(val path: String, cause: Throwable)
   extends RuntimeException(s"eqdelete: cannot read equality delete file $path: ${cause.getMessage}", cause)
+
+object DeleteFileReadException {
+  /** The DeleteFileReadException in `e`'s chain of causes (Spark wraps task failures), if any. */
+  def in(e: Throwable): Option[DeleteFileReadException] =
+    Iterator.iterate(e)(_.getCause).takeWhile(_ != null).take(32).collectFirst { case d: DeleteFileReadException => d }
+}

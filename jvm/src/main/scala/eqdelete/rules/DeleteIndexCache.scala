@@ -1,6 +1,12 @@
 package eqdelete.rules
 
+import java.nio.charset.StandardCharsets
+
+import scala.util.control.NonFatal
+
 import eqdelete.planning.{DeleteFileReadException, DeleteKeyIndex, EqualityDeleteSet}
+
+import org.apache.iceberg.FileFormat
 
 import org.apache.spark.SparkContext
 import org.apache.spark.broadcast.Broadcast
@@ -13,7 +19,8 @@ import org.apache.spark.sql.types.DataType
  * The filter strategy's broadcast delete indexes, kept across queries. Delete files are
  * immutable, so the same files with the same scopes and sequence numbers give the same index:
  * a dashboard re-running its queries reads each delete file once, not per query. A hit checks
- * every file is still there with its recorded size, so a lost delete file still fails the query.
+ * every file is still there with its recorded size and format (see `verify`), so a lost or
+ * overwritten delete file still fails the query.
  * Least recently used indexes are dropped beyond spark.eqdelete.filter.cacheMaxKeys keys.
  */
 object DeleteIndexCache {
@@ -34,10 +41,8 @@ object DeleteIndexCache {
         set.files.foreach(ref => verify(scan, ref.file))
         index
       case None =>
-        val index = DeleteKeyIndex.forKeyTypes(types)
-        scan.deleteRows(session, set, set.files).collect().foreach { case (keys, scope, seq) => index.add(scope, keys, seq) }
-        val broadcast = context.broadcast[DeleteKeyIndex](index.seal())
-        store(key, Entry(context, broadcast, index.distinctKeys.toLong), EqDeleteConf.filterCacheMaxKeys(SQLConf.get))
+        val broadcast = DeleteIndexBuilder.build(session, scan, set, types)
+        store(key, Entry(context, broadcast, broadcast.value.distinctKeys.toLong), EqDeleteConf.filterCacheMaxKeys(SQLConf.get))
         broadcast
     }
   }
@@ -63,14 +68,43 @@ object DeleteIndexCache {
 
   private def remove(key: Key): Unit = Option(entries.remove(key)).foreach(e => cachedKeys -= e.keys)
 
-  /** The file is where the metadata says, with the size it says: else the query fails. */
+  /**
+   * The file is where the metadata says, with the size it says, and still looks like its format
+   * (the magic bytes Parquet, Avro and ORC files start or end with): else the query fails.
+   * Beyond that the cache trusts that delete files are immutable, as Iceberg's spec says they
+   * are; a file rewritten in place with the same size and magic bytes is not noticed.
+   */
   private def verify(scan: DeletedRowsScan, file: org.apache.iceberg.DeleteFile): Unit = {
-    val length = try scan.table.io().newInputFile(file.location()).getLength catch {
-      case e: Exception => throw new DeleteFileReadException(file.location(), e)
-    }
-    if (length != file.fileSizeInBytes()) {
-      throw new DeleteFileReadException(file.location(),
-        new IllegalStateException(s"file has $length bytes, the table's metadata says ${file.fileSizeInBytes()}"))
+    def fail(problem: String) = throw new DeleteFileReadException(file.location(), new IllegalStateException(problem))
+    try {
+      val input = scan.table.io().newInputFile(file.location())
+      val length = input.getLength
+      if (length != file.fileSizeInBytes()) fail(s"file has $length bytes, the table's metadata says ${file.fileSizeInBytes()}")
+      val (offset, magic) = file.format() match {
+        case FileFormat.PARQUET => (length - 4, "PAR1")
+        case FileFormat.AVRO => (0L, "Obj\u0001")
+        case FileFormat.ORC => (0L, "ORC")
+        case _ => (0L, "")
+      }
+      if (magic.nonEmpty) {
+        val found = new Array[Byte](magic.length)
+        val stream = input.newStream()
+        try {
+          stream.seek(offset)
+          var read = 0
+          while (read < found.length) {
+            val n = stream.read(found, read, found.length - read)
+            if (n < 0) fail("file ends early")
+            read += n
+          }
+        } finally stream.close()
+        if (!java.util.Arrays.equals(found, magic.getBytes(StandardCharsets.ISO_8859_1))) {
+          fail(s"not a ${file.format()} file any more (it was when its index was cached)")
+        }
+      }
+    } catch {
+      case e: DeleteFileReadException => throw e
+      case NonFatal(e) => throw new DeleteFileReadException(file.location(), e)
     }
   }
 }

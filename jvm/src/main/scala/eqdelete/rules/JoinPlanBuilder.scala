@@ -10,7 +10,6 @@ import org.apache.spark.sql.catalyst.plans.LeftAnti
 import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, BROADCAST, HintInfo, Join, JoinHint, LogicalPlan, Project, Statistics}
 import org.apache.spark.sql.catalyst.plans.physical.{SinglePartition, UnknownPartitioning}
 import org.apache.spark.sql.classic.{SparkSession => ClassicSession}
-import org.apache.spark.sql.eqdelete.EqDeleteConf
 import org.apache.spark.sql.execution.LogicalRDD
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{DataType, LongType}
@@ -55,8 +54,9 @@ object JoinPlanBuilder {
     val rows = deleteRows(session, scan, set, files, deleteKeys, Seq(scope, seq))
 
     // Broadcast up to eqdelete's own limit (Spark's default of 10 MB is small for a hash set
-    // of keys); above it, Spark chooses, shuffling both sides for sets larger than memory.
-    val broadcast = broadcasts(files, deleteKeys.map(_.dataType), EqDeleteConf.joinBroadcastMaxBytes(SQLConf.get))
+    // of keys) and the driver's heap share; above it, Spark chooses, shuffling both sides for
+    // sets larger than memory.
+    val broadcast = broadcasts(files, deleteKeys.map(_.dataType), DriverMemory.broadcastLimit(SQLConf.get, DriverMemory.heapBytes))
 
     // A row is deleted when any delete row of its key and scope is newer, so repeated keys
     // need no reduction for correctness. A broadcast side is built as it is read; a shuffled

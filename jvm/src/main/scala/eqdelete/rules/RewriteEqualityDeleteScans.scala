@@ -55,27 +55,37 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       table: Table,
       condition: Option[Expression]): LogicalPlan = {
     val snapshotId: Long = sparkTable.snapshotId()
-    def leaveNative(reason: String, plan: Option[DeletePlan] = None): LogicalPlan = {
-      relation.setTagValue(Decision.NativeTag, Decision.of(table.name(), snapshotId, Strategy.Native, reason, plan))
-      relation
-    }
+    def leaveNative(reason: String, plan: Option[DeletePlan] = None): LogicalPlan =
+      namedNative(relation, sparkTable, table, Decision.of(table.name(), snapshotId, Strategy.Native, reason, plan))
     try {
       val readSchema = schemaRead(sparkTable, table)
       val filter = condition.map(icebergFilter).getOrElse(Expressions.alwaysTrue())
       DeletePlanCache.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis) match {
-        case None => leaveNative("no planned data file carries equality deletes")
+        case None =>
+          // Nothing to do: the relation stays exactly as it was, only marked as looked at.
+          relation.setTagValue(Decision.NativeTag,
+            Decision.of(table.name(), snapshotId, Strategy.Native, "no planned data file carries equality deletes", None))
+          relation
         case Some(deletePlan) => chooseStrategy(deletePlan, readSchema) match {
-          case (Strategy.Native, reason) =>
-            namedNative(relation, sparkTable, table, Decision.of(table.name(), snapshotId, Strategy.Native, reason, Some(deletePlan)))
-          case (strategy, reason) => build(relation, sparkTable, table, readSchema, deletePlan, strategy, reason)
+          case (Strategy.Native, reason) => leaveNative(reason, Some(deletePlan))
+          case (strategy, reason) =>
+            try build(relation, sparkTable, table, readSchema, deletePlan, strategy, reason) catch {
+              case e: FilterIndexMemoryException if !EqDeleteConf.filterForce(conf) =>
+                logWarning(s"eqdelete: ${e.getMessage}; applying the deletes of ${table.name()} with a join instead")
+                build(relation, sparkTable, table, readSchema, deletePlan, Strategy.Join,
+                  s"$reason, but the driver ran out of memory building the filter's index: join instead")
+            }
         }
       }
     } catch {
       case DeclinedException(reason) =>
         logWarning(s"eqdelete: cannot rewrite the scan of ${table.name()}: $reason; reading it natively")
         leaveNative(reason)
-      case e: DeleteFileReadException => throw e
-      case NonFatal(e) =>
+      // A delete file that cannot be read fails the query, as natively, whether the rule read
+      // it itself or through Spark tasks (which wrap it): a native fallback would read it again.
+      case e: Throwable if DeleteFileReadException.in(e).isDefined => throw DeleteFileReadException.in(e).get
+      case e: FilterIndexMemoryException => throw e
+      case e @ (NonFatal(_) | _: LinkageError) =>
         logWarning(s"eqdelete: cannot rewrite the scan of ${table.name()}; reading it natively", e)
         leaveNative(s"planning failed: $e")
     }
@@ -83,14 +93,17 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
 
   /**
    * The scan left native as Iceberg plans it, but named after the decision so EXPLAIN shows
-   * why (auto's cost model chose native); the plain relation if that view cannot be made.
+   * why (auto's cost model chose native, or the rewrite was declined); the plain relation, with
+   * the decision in its tag, if that view cannot be made.
    */
   private def namedNative(
       relation: DataSourceV2Relation,
       sparkTable: SparkTable,
       table: Table,
       decision: Decision): LogicalPlan = {
-    val view = Try(sameView(sparkTable, EqualityDeleteFreeTable(table, FileSelection.Unchanged, decision))).toOption
+    val view = try Some(sameView(sparkTable, EqualityDeleteFreeTable(table, FileSelection.Unchanged, decision))) catch {
+      case NonFatal(_) | _: LinkageError => None
+    }
     val named = view.map(v => relation.copy(table = v)).getOrElse(relation)
     named.setTagValue(Decision.NativeTag, decision)
     named
@@ -136,11 +149,9 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
     }
   }
 
-  /** The strategy and why: the one set, or auto's cost model. */
-  private def chooseStrategy(plan: DeletePlan, readSchema: Schema): (String, String) = EqDeleteConf.strategy(conf) match {
-    case Strategy.Auto => AutoStrategy.choose(plan, readSchema, conf, Runtime.getRuntime.maxMemory())
-    case chosen => (chosen, s"${EqDeleteConf.STRATEGY.key}=$chosen")
-  }
+  /** The strategy and why: the one set (bounded by the driver's memory), or auto's cost model. */
+  private def chooseStrategy(plan: DeletePlan, readSchema: Schema): (String, String) =
+    AutoStrategy.choose(plan, readSchema, conf, DriverMemory.heapBytes)
 
   /** The Iceberg schema Spark reads: the current one or the snapshot's (time travel). */
   private def schemaRead(sparkTable: SparkTable, table: Table): Schema = {

@@ -8,6 +8,7 @@ import scala.util.Try
 import eqdelete.rules.{Decision, Decisions}
 
 import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.catalyst.plans.logical.CommandResult
 import org.apache.spark.sql.execution.QueryExecution
 import org.apache.spark.sql.util.QueryExecutionListener
 
@@ -48,8 +49,11 @@ object DecisionLog {
     }.asJava
 
   private final class Listener(session: SparkSession) extends QueryExecutionListener {
-    private def record(qe: QueryExecution): Unit =
+    // Collecting or showing the result of a command Spark already ran (DELETE, UPDATE, MERGE)
+    // runs nothing: the decisions of that command stay the last ones.
+    private def record(qe: QueryExecution): Unit = if (!qe.optimizedPlan.isInstanceOf[CommandResult]) {
       Try(Decisions.of(qe.optimizedPlan)).foreach(decisions => last.put(session, decisions))
+    }
     override def onSuccess(funcName: String, qe: QueryExecution, durationNs: Long): Unit = record(qe)
     override def onFailure(funcName: String, qe: QueryExecution, exception: Exception): Unit = record(qe)
   }

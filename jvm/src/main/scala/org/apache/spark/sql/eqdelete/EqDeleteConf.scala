@@ -3,17 +3,22 @@ package org.apache.spark.sql.eqdelete
 import java.util.Locale
 
 import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
 
+import org.apache.spark.{SparkConf, SparkContext}
 import org.apache.spark.internal.config.ConfigEntry
 import org.apache.spark.network.util.ByteUnit
 import org.apache.spark.sql.internal.SQLConf
 
 /**
- * Every `spark.eqdelete.*` key, declared once with its doc string and default.
+ * Every `spark.eqdelete.*` key, declared once with its doc string, default and what values it
+ * accepts.
  *
  * Declared through `SQLConf.buildConf` (hence this package: the builder is Spark-private) so
  * that `SET key=value` validates values, `SET -v` lists the keys with their docs, and a bad
- * value fails with a message naming the key, the value and what is allowed.
+ * value fails with a message naming the key, the value and what is allowed. Each key's
+ * [[EqDeleteConf.ValueRule]] is also exported (`rulesJson`) so the Python package checks a
+ * session builder's values with the same rules before it starts a JVM.
  */
 object EqDeleteConf {
 
@@ -26,30 +31,75 @@ object EqDeleteConf {
     val all: Seq[String] = Seq(Auto, Filter, Join, Native)
   }
 
-  private def buildConf(key: String) = SQLConf.buildConf(s"spark.eqdelete.$key")
+  /** What a key accepts. `describe` completes "must be ...". */
+  sealed trait ValueRule { def kind: String; def describe: String }
+  final case class BooleanRule() extends ValueRule { val kind = "boolean"; val describe = "true or false" }
+  final case class ChoiceRule(values: Seq[String]) extends ValueRule {
+    val kind = "choice"
+    def describe: String = s"one of ${values.mkString(", ")}"
+  }
+  /** A whole number of at least `min`. */
+  final case class CountRule(min: Long) extends ValueRule {
+    val kind = "count"
+    def describe: String = s"a whole number of at least $min"
+  }
+  /** A byte size such as 256m or 1g (plain numbers are bytes), or exactly -1 when `minusOne` says what -1 means. */
+  final case class BytesRule(minusOne: String) extends ValueRule {
+    val kind = "bytes"
+    def describe: String = s"a size of zero or more bytes (such as 512k, 256m, 1g), or -1 ($minusOne)"
+  }
+  /** A number in (0, 1]. */
+  final case class FractionRule() extends ValueRule {
+    val kind = "fraction"
+    val describe = "a number above 0 and at most 1"
+  }
 
-  /** A count: a long of zero or more. */
-  private def countConf(key: String, doc: String, default: Long): ConfigEntry[Long] =
-    buildConf(key).doc(doc).version("0.1.0").longConf.checkValue(_ >= 0, "must be zero or more").createWithDefault(default)
+  private val declared = scala.collection.mutable.LinkedHashMap.empty[String, (ConfigEntry[_], ValueRule)]
 
-  val ENABLED: ConfigEntry[Boolean] = buildConf("enabled")
-    .doc("Master switch. When false, eqdelete leaves every Iceberg scan exactly as Iceberg " +
-      "plans it, whatever the other spark.eqdelete.* keys say.")
-    .version("0.1.0")
-    .booleanConf
-    .createWithDefault(true)
+  private def buildConf(key: String) = SQLConf.buildConf(s"spark.eqdelete.$key").version("0.1.0")
 
-  val STRATEGY: ConfigEntry[String] = buildConf("strategy")
+  private def declare[T](rule: ValueRule)(entry: ConfigEntry[T]): ConfigEntry[T] = {
+    declared(entry.key) = (entry, rule)
+    entry
+  }
+
+  private def mustBe(rule: ValueRule): String = s"must be ${rule.describe}"
+
+  private def booleanConf(key: String, doc: String, default: Boolean): ConfigEntry[Boolean] =
+    declare(BooleanRule())(buildConf(key).doc(doc).booleanConf.createWithDefault(default))
+
+  private def countConf(key: String, doc: String, default: Long): ConfigEntry[Long] = {
+    val rule = CountRule(0)
+    declare(rule)(buildConf(key).doc(doc).longConf.checkValue(_ >= rule.min, mustBe(rule)).createWithDefault(default))
+  }
+
+  private def bytesConf(key: String, doc: String, default: String, minusOne: String): ConfigEntry[Long] = {
+    val rule = BytesRule(minusOne)
+    declare(rule)(buildConf(key).doc(doc).bytesConf(ByteUnit.BYTE).checkValue(v => v >= 0 || v == -1, mustBe(rule))
+      .createWithDefaultString(default))
+  }
+
+  private def fractionConf(key: String, doc: String, default: Double): ConfigEntry[Double] = {
+    val rule = FractionRule()
+    declare(rule)(buildConf(key).doc(doc).doubleConf.checkValue(v => v > 0 && v <= 1, mustBe(rule)).createWithDefault(default))
+  }
+
+  val ENABLED: ConfigEntry[Boolean] = booleanConf("enabled",
+    "Master switch. When false, eqdelete leaves every Iceberg scan exactly as Iceberg " +
+      "plans it, whatever the other spark.eqdelete.* keys say.",
+    default = true)
+
+  val STRATEGY: ConfigEntry[String] = declare(ChoiceRule(Strategy.all))(buildConf("strategy")
     .doc("How equality deletes of an Iceberg scan are applied. 'filter': delete rows are read " +
-      "once on the driver and compiled into predicates on the scan. 'join': delete rows " +
+      "once on the driver and compiled into predicates on the scan (or the join, when their index " +
+      "would not fit spark.eqdelete.filter.maxHeapFraction). 'join': delete rows " +
       "become the build side of a left anti join. 'native': Iceberg applies them itself, " +
       "task by task. 'auto': chosen per scan by a cost model on Iceberg metadata (native, filter, " +
       "broadcast or shuffled join), see the spark.eqdelete.auto.* keys.")
-    .version("0.1.0")
     .stringConf
     .transform(_.trim.toLowerCase(Locale.ROOT))
     .checkValues(Strategy.all.toSet)
-    .createWithDefault(Strategy.Auto)
+    .createWithDefault(Strategy.Auto))
 
   val AUTO_MIN_DATA_ROWS: ConfigEntry[Long] = countConf("auto.minDataRows",
     "'auto' leaves a scan native when its data files with equality deletes hold fewer rows " +
@@ -59,18 +109,30 @@ object EqDeleteConf {
 
   val AUTO_FILTER_MAX_DELETE_ROWS: ConfigEntry[Long] = countConf("auto.filterMaxDeleteRows",
     "'auto' applies deletes with the filter strategy up to this many equality delete rows " +
-    "(if their index also fits a quarter of the driver's heap), and with the join above it: " +
-    "broadcast while the delete side is under spark.eqdelete.join.broadcastMaxBytes, shuffled " +
-    "beyond. Calibrated by the sweeps in PERFORMANCE.md.",
+    "(if their index also fits spark.eqdelete.filter.maxHeapFraction of the driver's heap), and " +
+    "with the join above it: broadcast while the delete side is under " +
+    "spark.eqdelete.join.broadcastMaxBytes, shuffled beyond. Calibrated by the sweeps in PERFORMANCE.md.",
     2000000L)
 
-  val JOIN_BROADCAST_MAX_BYTES: ConfigEntry[Long] = buildConf("join.broadcastMaxBytes")
-    .doc("The join strategy broadcasts the delete rows when their estimated size (rows times " +
-      "key width) is at most this; above it Spark's own join selection decides, shuffling " +
-      "both sides when the delete set is too large to broadcast. -1 always leaves it to Spark.")
-    .version("0.1.0")
-    .bytesConf(ByteUnit.BYTE)
-    .createWithDefaultString("256m")
+  val JOIN_BROADCAST_MAX_BYTES: ConfigEntry[Long] = bytesConf("join.broadcastMaxBytes",
+    "The join strategy broadcasts the delete rows when their estimated size (rows times " +
+      "key width) is at most this and at most spark.eqdelete.filter.maxHeapFraction of the driver's " +
+      "heap; above it Spark's own join selection decides, shuffling both sides when the delete set " +
+      "is too large to broadcast. -1 always leaves it to Spark.",
+    default = "256m", minusOne = "always leave the choice to Spark")
+
+  val FILTER_MAX_HEAP_FRACTION: ConfigEntry[Double] = fractionConf("filter.maxHeapFraction",
+    "The share of the driver's heap the filter strategy's delete index may take, estimated from " +
+      "the delete files' record counts before any is read (counting the index and its broadcast " +
+      "copy). A scan whose index would not fit is read with the join strategy instead, also " +
+      "under strategy=filter, and its decision says why. Also caps the join's broadcast side.",
+    0.25)
+
+  val FILTER_FORCE: ConfigEntry[Boolean] = booleanConf("filter.force",
+    "With strategy=filter, build the delete index even when its estimate exceeds " +
+      "spark.eqdelete.filter.maxHeapFraction of the driver's heap. If the driver then runs out " +
+      "of memory the query fails with an error saying so; the session stays up.",
+    default = false)
 
   val FILTER_CACHE_MAX_KEYS: ConfigEntry[Long] = countConf("filter.cacheMaxKeys",
     "The filter strategy keeps the delete indexes it builds (driver and executor memory, " +
@@ -80,8 +142,7 @@ object EqDeleteConf {
     4000000L)
 
   /** Every key, for docs and for validating a session's values up front. */
-  def all: Seq[ConfigEntry[_]] = Seq(ENABLED, STRATEGY, AUTO_MIN_DATA_ROWS, AUTO_FILTER_MAX_DELETE_ROWS,
-    JOIN_BROADCAST_MAX_BYTES, FILTER_CACHE_MAX_KEYS)
+  def all: Seq[ConfigEntry[_]] = declared.values.map(_._1).toSeq
 
   /** The strategy names, for the Python side (py4j reaches top-level members only). */
   def strategyNames: java.util.List[String] = Strategy.all.asJava
@@ -91,6 +152,8 @@ object EqDeleteConf {
   def autoMinDataRows(conf: SQLConf): Long = conf.getConf(AUTO_MIN_DATA_ROWS)
   def autoFilterMaxDeleteRows(conf: SQLConf): Long = conf.getConf(AUTO_FILTER_MAX_DELETE_ROWS)
   def joinBroadcastMaxBytes(conf: SQLConf): Long = conf.getConf(JOIN_BROADCAST_MAX_BYTES)
+  def filterMaxHeapFraction(conf: SQLConf): Double = conf.getConf(FILTER_MAX_HEAP_FRACTION)
+  def filterForce(conf: SQLConf): Boolean = conf.getConf(FILTER_FORCE)
   def filterCacheMaxKeys(conf: SQLConf): Long = conf.getConf(FILTER_CACHE_MAX_KEYS)
 
   /**
@@ -99,12 +162,55 @@ object EqDeleteConf {
    */
   def validate(conf: SQLConf): Unit = all.foreach(entry => conf.getConf(entry))
 
+  /** One line naming the key, the value and what it accepts; None when the value is fine. */
+  def problem(key: String, value: String): Option[String] = declared.get(key).flatMap { case (entry, rule) =>
+    val valid = try { entry.valueConverter(value); true } catch { case NonFatal(_) => false }
+    if (valid) None else Some(s"invalid value '$value' for $key: ${mustBe(rule)}")
+  }
+
+  /**
+   * Checks the spark.eqdelete.* values of the running SparkContext's configuration
+   * (spark-defaults.conf, --conf, a builder's options), throwing one clear line for a bad one.
+   * Called when the extension is applied, before the session's own configuration is built:
+   * a bad value found later, while Spark builds the session state, fails every access to that
+   * state, and PySpark's error reporting, which reads it, then never returns.
+   */
+  def validateSparkConf(): Unit = SparkContext.getActive.foreach(sc => validateSparkConf(sc.conf))
+
+  def validateSparkConf(conf: SparkConf): Unit =
+    conf.getAll.iterator.filter(_._1.startsWith("spark.eqdelete.")).flatMap { case (k, v) => problem(k, v) }
+      .toSeq.headOption.foreach(message => throw new IllegalArgumentException(s"eqdelete: $message"))
+
   /** The config reference as Markdown, generated so docs cannot drift from the code. */
   def markdownReference: String = {
-    val rows = all.map { entry =>
+    val rows = declared.values.map { case (entry, rule) =>
       val doc = entry.doc.replace("|", "\\|")
-      s"| `${entry.key}` | `${entry.defaultValueString}` | $doc |"
+      s"| `${entry.key}` | `${entry.defaultValueString}` | ${rule.describe.capitalize}. $doc |"
     }
-    ("| Key | Default | Meaning |" +: "| --- | --- | --- |" +: rows).mkString("", "\n", "\n")
+    ("| Key | Default | Meaning |" +: "| --- | --- | --- |" +: rows.toSeq).mkString("", "\n", "\n")
+  }
+
+  /**
+   * Every key's rule as JSON, for the Python package (python/eqdelete/conf_rules.json),
+   * generated so the two sides cannot drift: `{"key": {"kind", "describe", "default", ...}}`.
+   */
+  def rulesJson: String = {
+    def str(s: String): String = "\"" + s.flatMap {
+      case '"' => "\\\""
+      case '\\' => "\\\\"
+      case c if c < ' ' => f"\\u${c.toInt}%04x"
+      case c => c.toString
+    } + "\""
+    val entries = declared.values.map { case (entry, rule) =>
+      val extra = rule match {
+        case ChoiceRule(values) => Seq("values" -> values.map(str).mkString("[", ", ", "]"))
+        case CountRule(min) => Seq("min" -> min.toString)
+        case _ => Nil
+      }
+      val fields = Seq("kind" -> str(rule.kind), "describe" -> str(rule.describe),
+        "default" -> str(entry.defaultValueString)) ++ extra
+      s"  ${str(entry.key)}: " + fields.map { case (k, v) => s"${str(k)}: $v" }.mkString("{", ", ", "}")
+    }
+    entries.mkString("{\n", ",\n", "\n}\n")
   }
 }

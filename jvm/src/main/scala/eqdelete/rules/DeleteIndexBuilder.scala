@@ -1,0 +1,94 @@
+package eqdelete.rules
+
+import scala.collection.mutable.ArrayBuilder
+
+import eqdelete.planning.{DeleteKeyIndex, EqualityDeleteSet, LongKeyIndex}
+
+import org.apache.spark.broadcast.Broadcast
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.types.DataType
+
+/**
+ * Builds the filter strategy's index of one equality set with bounded driver memory: Spark
+ * tasks read the delete files and each ships its rows in a compact [[DeleteRowBatch]], which
+ * the driver adds to the index as that task finishes and then drops, so the driver never holds
+ * every delete row at once (a `collect()` would, several times over as boxed objects).
+ *
+ * Running out of memory while adding a batch is caught before it reaches Spark's scheduler
+ * thread, where it would stop the SparkContext, and reported as [[FilterIndexMemoryException]].
+ */
+object DeleteIndexBuilder {
+
+  /** The index of `set`, built and broadcast. */
+  def build(session: SparkSession, scan: DeletedRowsScan, set: EqualityDeleteSet, types: Seq[DataType]): Broadcast[DeleteKeyIndex] = {
+    val estimate = DeleteKeyIndex.estimatedBytes(types, set.records)
+    def outOfMemory(e: OutOfMemoryError) = new FilterIndexMemoryException(set, estimate, e)
+    val index = try buildIndex(session, scan, set, types) catch { case e: OutOfMemoryError => throw outOfMemory(e) }
+    try session.sparkContext.broadcast(index) catch { case e: OutOfMemoryError => throw outOfMemory(e) }
+  }
+
+  private def buildIndex(session: SparkSession, scan: DeletedRowsScan, set: EqualityDeleteSet, types: Seq[DataType]): DeleteKeyIndex = {
+    var index = DeleteKeyIndex.forKeyTypes(types, set.records)
+    val integral = index.isInstanceOf[LongKeyIndex]
+    val batches = scan.deleteRows(session, set, set.files).mapPartitions(rows => Iterator(DeleteRowBatch(rows, integral)))
+    var failure: OutOfMemoryError = null
+    // Spark calls the handler on one thread at a time, as each task's result arrives.
+    session.sparkContext.runJob(batches, (rows: Iterator[DeleteRowBatch]) => rows.next(), (_: Int, batch: DeleteRowBatch) =>
+      if (failure == null) {
+        try batch.addTo(index) catch {
+          case e: OutOfMemoryError =>
+            index = null // let the collector have it back before anything else needs memory
+            failure = e
+        }
+      })
+    if (failure != null) throw failure
+    index.seal()
+  }
+}
+
+/**
+ * The delete rows one task read, as it ships them: for one integral key, (key, scope, seq)
+ * triples in a long array (24 bytes a row) and NULL keys as (scope, seq) pairs; for other keys,
+ * the rows themselves.
+ */
+final class DeleteRowBatch private (triples: Array[Long], nullKeys: Array[Long], rows: Array[(Array[Any], Long, Long)])
+  extends Serializable {
+
+  def addTo(index: DeleteKeyIndex): Unit = {
+    var i = 0
+    while (i < triples.length) {
+      index.add(triples(i + 1), Array[Any](triples(i)), triples(i + 2))
+      i += 3
+    }
+    i = 0
+    while (i < nullKeys.length) {
+      index.add(nullKeys(i), Array[Any](null), nullKeys(i + 1))
+      i += 2
+    }
+    rows.foreach { case (keys, scope, seq) => index.add(scope, keys, seq) }
+  }
+}
+
+object DeleteRowBatch {
+  def apply(rows: Iterator[(Array[Any], Long, Long)], integral: Boolean): DeleteRowBatch =
+    if (!integral) new DeleteRowBatch(Array.emptyLongArray, Array.emptyLongArray, rows.toArray)
+    else {
+      val triples = new ArrayBuilder.ofLong
+      val nulls = new ArrayBuilder.ofLong
+      rows.foreach { case (keys, scope, seq) =>
+        keys(0) match {
+          case null => nulls.addOne(scope).addOne(seq)
+          case key: Number => triples.addOne(key.longValue()).addOne(scope).addOne(seq)
+          case other => throw new IllegalArgumentException(s"not an integral key: $other")
+        }
+      }
+      new DeleteRowBatch(triples.result(), nulls.result(), Array.empty)
+    }
+}
+
+/** The driver ran out of memory building a filter index; the query fails, the session stays. */
+final class FilterIndexMemoryException(set: EqualityDeleteSet, estimatedBytes: Long, cause: OutOfMemoryError)
+  extends RuntimeException(
+    s"eqdelete: the driver ran out of memory building the filter strategy's index of ${set.records} delete " +
+      s"row(s) on ${set.describeKeys} (estimated ${estimatedBytes >> 20} MB); use spark.eqdelete.strategy=join, " +
+      "unset spark.eqdelete.filter.force, or give the driver more memory", cause)
