@@ -1,31 +1,47 @@
 #!/usr/bin/env bash
-# Idempotent set-up on a machine with Java 17, Maven, Python 3.11 and pip:
-#   1. a virtualenv in .venv with the eqdelete package (editable) and its dependencies;
-#   2. the Iceberg Spark runtime and SQLite JDBC jars in build/deps, fetched by coordinates;
+# Idempotent set-up on a machine with Java 17, Maven, Python 3.11 and pip, for every Spark line
+# of the support matrix (python/eqdelete/matrix.txt):
+#   1. a virtualenv per line with that line's pyspark, the eqdelete package (editable) and the
+#      test dependencies: .venv for the primary line (the newest), build/venvs/spark-<line> else;
+#   2. Iceberg's Spark runtime of every tested release for every line, and SQLite's JDBC
+#      driver, in build/deps, fetched by Maven coordinates;
 #   3. sbt's launcher from Maven Central, resolving from Maven Central only;
-#   4. the extension jar build/jars/eqdelete.jar, rebuilt only when a source changed.
+#   4. one extension jar per line, build/jars/eqdelete-spark-<line>_<scala>-<version>.jar,
+#      compiled against that line's pyspark jars and the oldest tested Iceberg release,
+#      rebuilt only when a source changed.
 # A second run does nothing heavy.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
-ICEBERG_RUNTIME=org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0
 SQLITE_JDBC=org.xerial:sqlite-jdbc:3.50.3.0
 SBT_LAUNCHER=org.scala-sbt:sbt-launch:1.11.7
+MATRIX=python/eqdelete/matrix.txt
+PRIMARY_LINE=$(sed 's/#.*//' "$MATRIX" | awk 'NF {line=$1} END {print line}')
 
 log() { echo "[setup] $*" >&2; }
 
-# 1. Python.
-if [ ! -x .venv/bin/python ]; then
-  log "creating .venv"
-  python3 -m venv .venv
-fi
-if [ ! -f .venv/.installed ] || [ pyproject.toml -nt .venv/.installed ]; then
-  log "installing the eqdelete package and its dependencies"
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[test,bench]"
-  touch .venv/.installed
-fi
+venv_of() { # Spark line -> its virtualenv
+  if [ "$1" = "$PRIMARY_LINE" ]; then echo .venv; else echo "build/venvs/spark-$1"; fi
+}
+
+# 1. Python, one virtualenv per Spark line.
+while read -r line scala icebergs; do
+  venv=$(venv_of "$line")
+  if [ ! -x "$venv/bin/python" ]; then
+    log "creating $venv (Spark $line)"
+    mkdir -p "$(dirname "$venv")"
+    python3 -m venv "$venv"
+  fi
+  if [ ! -f "$venv/.installed" ] || [ pyproject.toml -nt "$venv/.installed" ]; then
+    log "installing pyspark $line.x, the eqdelete package and its dependencies into $venv"
+    "$venv/bin/python" -m pip install --quiet --upgrade pip
+    extras="test"
+    [ "$line" = "$PRIMARY_LINE" ] && extras="test,bench"
+    "$venv/bin/python" -m pip install --quiet "pyspark==$line.*" -e ".[$extras]"
+    touch "$venv/.installed"
+  fi
+done < <(sed 's/#.*//' "$MATRIX" | awk 'NF')
 
 # 2. Maven jars, by coordinates.
 fetch_jar() { # coordinates, output directory
@@ -38,22 +54,32 @@ fetch_jar() { # coordinates, output directory
       -Dmdep.overWriteIfNewer=true >&2
   fi
 }
-fetch_jar "$ICEBERG_RUNTIME" build/deps
+while read -r line scala icebergs; do
+  for iceberg in $icebergs; do
+    fetch_jar "org.apache.iceberg:iceberg-spark-runtime-${line}_${scala}:$iceberg" build/deps
+  done
+done < <(sed 's/#.*//' "$MATRIX" | awk 'NF')
 fetch_jar "$SQLITE_JDBC" build/deps
 fetch_jar "$SBT_LAUNCHER" build/tools
 
-# 3 + 4. The extension jar, through sbt, only when a source is newer than the jar.
-jar=build/jars/eqdelete.jar
-if [ ! -f "$jar" ] || [ -n "$(find jvm build.sbt project/build.properties -newer "$jar" -type f 2>/dev/null | head -1)" ]; then
-  log "building $jar with sbt"
-  spark_jars=$(.venv/bin/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+# 3 + 4. The extension jars, through sbt, only when a source is newer than the oldest jar.
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+jars=()
+while read -r line scala icebergs; do jars+=("build/jars/eqdelete-spark-${line}_${scala}-$version.jar"); done \
+  < <(sed 's/#.*//' "$MATRIX" | awk 'NF')
+stale=
+for jar in "${jars[@]}"; do
+  if [ ! -f "$jar" ] || [ -n "$(find jvm build.sbt project/build.properties "$MATRIX" -newer "$jar" -type f 2>/dev/null | head -1)" ]; then
+    stale=1
+  fi
+done
+if [ -n "$stale" ]; then
+  log "building ${jars[*]} with sbt"
   java -Xmx2g -Xss4m \
     -Dsbt.repository.config="$root/project/repositories" \
     -Dsbt.override.build.repos=true \
     -Dsbt.server.autostart=false -Dsbt.ci=true -Dsbt.log.noformat=true -Dsbt.supershell=false \
-    -Deqdelete.sparkJars="$spark_jars" \
-    -Deqdelete.icebergJars="$root/build/deps" \
     -jar "build/tools/sbt-launch-${SBT_LAUNCHER##*:}.jar" package </dev/null >&2
-  touch "$jar"
+  touch "${jars[@]}"
 fi
 log "ready"

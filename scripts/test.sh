@@ -1,7 +1,70 @@
 #!/usr/bin/env bash
-# Set up (idempotent) and run every test. Extra arguments go to pytest.
+# Set up (idempotent) and run the tests of every pair of the support matrix
+# (python/eqdelete/matrix.txt): the full suite on the primary pair (the newest Spark line with
+# its newest Iceberg release), then the smoke suite (tests/test_smoke.py) on every other pair,
+# each in its Spark line's own virtualenv; the oldest pair also runs the multi-process test.
+#
+#   ./scripts/test.sh                    every pair (what CI runs)
+#   ./scripts/test.sh --pair 3.5:1.11    one pair: the full suite for the primary, else the smoke suite
+#   ./scripts/test.sh -k faults          other arguments go to pytest, on the primary pair only
+#                                        (unless --pair names another)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-"$root/scripts/setup.sh"
 cd "$root"
-exec .venv/bin/python -m pytest "$@"
+
+only=
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --pair) only=$2; shift 2 ;;
+    --pair=*) only=${1#--pair=}; shift ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+
+"$root/scripts/setup.sh"
+
+MATRIX=python/eqdelete/matrix.txt
+rows=$(sed 's/#.*//' "$MATRIX" | awk 'NF')
+primary_line=$(echo "$rows" | tail -1 | awk '{print $1}')
+primary_iceberg=$(echo "$rows" | tail -1 | awk '{print $NF}')
+oldest="$(echo "$rows" | head -1 | awk '{print $1 ":" $3}')"
+primary="$primary_line:$primary_iceberg"
+if [ -z "$only" ] && [ ${#args[@]} -gt 0 ]; then only=$primary; fi
+
+pairs=()
+while read -r line scala icebergs; do
+  for iceberg in $icebergs; do
+    version=${iceberg%.0}  # 1.11.0 -> 1.11, as --pair names it
+    pairs+=("$line:$iceberg:$version")
+  done
+done <<< "$rows"
+
+ran=0
+status=0
+for entry in "${pairs[@]}"; do
+  IFS=: read -r line iceberg short <<< "$entry"
+  pair="$line:$short"
+  if [ -n "$only" ] && [ "$only" != "$pair" ] && [ "$only" != "$line:$iceberg" ]; then continue; fi
+  ran=$((ran + 1))
+  venv=.venv
+  [ "$line" = "$primary_line" ] || venv="build/venvs/spark-$line"
+  if [ "$line:$iceberg" = "$primary_line:$primary_iceberg" ]; then
+    tests=()  # everything under tests/
+    kind="full suite"
+  else
+    tests=(tests/test_smoke.py)
+    [ "$line:$short" = "${oldest%.0}" ] && tests+=(tests/test_multiprocess.py)
+    kind="smoke suite"
+  fi
+  echo "[test] Spark $line + Iceberg $iceberg: $kind" >&2
+  if ! EQDELETE_TEST_ICEBERG=$iceberg "$venv/bin/python" -m pytest "${tests[@]}" "${args[@]}"; then
+    status=1
+    echo "[test] FAILED: Spark $line + Iceberg $iceberg" >&2
+  fi
+done
+if [ "$ran" = 0 ]; then
+  echo "[test] no pair $only in the support matrix: $(printf '%s ' "${pairs[@]}" | sed 's/:[0-9.]*:/:/g')" >&2
+  exit 2
+fi
+exit $status

@@ -13,6 +13,8 @@ import eqdelete
 
 REPO = Path(__file__).resolve().parents[1]
 CATALOG = "local"
+#: The Iceberg release the tests run with (scripts/test.sh --pair sets it); None: the default.
+ICEBERG_VERSION = os.environ.get("EQDELETE_TEST_ICEBERG") or None
 
 
 @pytest.fixture(scope="session")
@@ -34,6 +36,7 @@ def spark(warehouse: Path) -> SparkSession:
             "spark.driver.memory": os.environ.get("EQDELETE_TEST_DRIVER_MEMORY", "4g"),
             "spark.sql.session.timeZone": "UTC",
         },
+        iceberg_version=ICEBERG_VERSION,
     )
     session.sparkContext.setLogLevel("ERROR")
     yield session

@@ -9,27 +9,29 @@ import sys
 import textwrap
 from pathlib import Path
 
-from eqdelete._jars import jar_paths
+from eqdelete import _jars
 
 TESTS = Path(__file__).resolve().parent
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+def _env(python: Path, extra: dict[str, str] | None) -> dict[str, str]:
+    return {**os.environ, "PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python),
+            "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]), **(extra or {})}
 
 
-def run(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+def run(args: list[str], cwd: Path, timeout: float = 300, *, python: Path | None = None,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run a command; stdout and stderr apart, so tests can tell a one-line error from a traceback."""
-    return subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
-                          timeout=timeout, cwd=cwd)
+    return subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=_env(python or Path(sys.executable), env), timeout=timeout, cwd=cwd)
 
 
-def python_job(script: str, tmp_path: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``script`` (dedented) run by this interpreter, in ``tmp_path``."""
+def python_job(script: str, tmp_path: Path, *args: str, timeout: float = 300, python: Path | None = None,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``script`` (dedented) run in ``tmp_path`` by ``python`` (this interpreter by default), with ``env`` added."""
     path = tmp_path / "job.py"
     path.write_text(textwrap.dedent(script))
-    return run([sys.executable, str(path), *args], tmp_path, timeout)
+    return run([str(python or sys.executable), str(path), *args], tmp_path, timeout, python=python, env=env)
 
 
 def spark_submit(script: str, tmp_path: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -37,7 +39,11 @@ def spark_submit(script: str, tmp_path: Path, *args: str, timeout: float = 300) 
     path = tmp_path / "job.py"
     path.write_text(textwrap.dedent(script))
     submit = Path(sys.executable).parent / "spark-submit"
-    return run([str(submit), "--master", "local[1]", "--jars", ",".join(jar_paths()), *args, str(path)], tmp_path, timeout)
+    line = _jars.supported_line()
+    needed = _jars.session_jars({}, line, os.environ.get("EQDELETE_TEST_ICEBERG") or line.default_iceberg, sqlite=True)
+    packages = ["--packages", ",".join(needed.packages)] if needed.packages else []
+    return run([str(submit), "--master", "local[1]", "--jars", ",".join(needed.jars), *packages, *args, str(path)],
+               tmp_path, timeout)
 
 
 def eqdelete_cli(tmp_path: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import pyspark
 import pytest
 from conftest import REPO
 from processes import spark_submit
 from pyspark.sql import SparkSession
 
 import eqdelete
-from eqdelete import _jvm
+from eqdelete import _jars, _jvm
 from eqdelete.cli import DOCS_HEADER
 from eqdelete.config import EXTENSION, ICEBERG_EXTENSION
 
@@ -20,7 +22,12 @@ def test_configure_adds_jars_extensions_and_default_catalog(tmp_path: Path) -> N
     assert eqdelete.configure(builder, warehouse=tmp_path) is builder
     options = builder._options
     assert options["spark.jars"].split(",")[0] == "/opt/mine.jar"
-    assert any(j.endswith("eqdelete.jar") for j in options["spark.jars"].split(","))
+    line = _jars.supported_line()
+    jars = options["spark.jars"].split(",")
+    assert any(j.endswith(line.extension_jar_name(eqdelete.__version__)) for j in jars)
+    # In a checkout, Iceberg's runtime (the newest supported release) and SQLite's driver come from build/deps.
+    assert any(j.endswith(f"iceberg-spark-runtime-{line.spark}_{line.scala}-{line.default_iceberg}.jar") for j in jars)
+    assert any("sqlite-jdbc" in j for j in jars) and "spark.jars.packages" not in options
     assert options["spark.sql.extensions"] == f"my.Ext,{ICEBERG_EXTENSION},{EXTENSION}"
     assert options["spark.sql.catalog.local"] == "org.apache.iceberg.spark.SparkCatalog"
     assert options["spark.sql.catalog.local.uri"] == f"jdbc:sqlite:{tmp_path.resolve() / 'catalog.db'}"
@@ -29,7 +36,22 @@ def test_configure_adds_jars_extensions_and_default_catalog(tmp_path: Path) -> N
 def test_configure_is_idempotent(tmp_path: Path) -> None:
     builder = eqdelete.configure(eqdelete.configure(SparkSession.Builder(), warehouse=tmp_path), warehouse=tmp_path)
     assert builder._options["spark.sql.extensions"].count(EXTENSION) == 1
-    assert builder._options["spark.jars"].count("eqdelete.jar") == 1
+    assert builder._options["spark.jars"].count("eqdelete-spark-") == 1
+
+
+def test_iceberg_release_is_chosen_or_left_to_the_user(tmp_path: Path) -> None:
+    line = _jars.supported_line()
+    oldest = line.iceberg[0]
+    builder = eqdelete.configure(SparkSession.Builder(), warehouse=tmp_path, iceberg_version=oldest)
+    assert f"iceberg-spark-runtime-{line.spark}_{line.scala}-{oldest}.jar" in builder._options["spark.jars"]
+    with pytest.raises(ValueError, match=f"Iceberg 0.9.0 is not supported with Spark {line.spark}: choose one of"):
+        eqdelete.configure(SparkSession.Builder(), iceberg_version="0.9.0")
+    # A runtime the user already put on the session is left alone, as coordinates or as a jar.
+    builder = eqdelete.configure(
+        SparkSession.Builder().config("spark.jars.packages", "org.apache.iceberg:iceberg-spark-runtime-x:1"), warehouse=tmp_path
+    )
+    assert "iceberg-spark-runtime" not in builder._options["spark.jars"]
+    assert builder._options["spark.jars.packages"] == "org.apache.iceberg:iceberg-spark-runtime-x:1"
 
 
 def test_a_user_catalog_is_left_untouched(tmp_path: Path) -> None:
@@ -60,7 +82,9 @@ def test_python_and_jvm_agree_on_strategies(spark: SparkSession) -> None:
 
 
 def test_extension_is_loaded(spark: SparkSession) -> None:
-    assert spark.sql("SELECT eqdelete_version()").first()[0] == eqdelete.__version__
+    described = spark.sql("SELECT eqdelete_version()").first()[0]
+    expected = rf"{re.escape(eqdelete.__version__)} \(Spark {re.escape(pyspark.__version__)}, Iceberg 1\.1[12]\.\d+\)"
+    assert re.fullmatch(expected, described), described
     keys = {r["key"] for r in spark.sql("SET -v").collect()}
     assert {"spark.eqdelete.enabled", "spark.eqdelete.strategy"} <= keys
 
@@ -115,7 +139,7 @@ def test_spark_defaults_conf_turns_the_extension_on(tmp_path: Path) -> None:
     """
     result = spark_submit(script, tmp_path, "--properties-file", str(REPO / "conf" / "spark-defaults.conf"))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert f"VERSION {eqdelete.__version__}" in result.stdout
+    assert f"VERSION {eqdelete.__version__} (Spark {pyspark.__version__}, Iceberg " in result.stdout
     assert "STRATEGY auto" in result.stdout
     assert "eqdelete.EqualityDeleteExtensions" in result.stdout
 

@@ -19,14 +19,19 @@ import eqdelete
 from fixtures import FIXTURES
 from oracle import check_against_native
 
+import os
 spark = eqdelete.session(
     "eqdelete-local-cluster", master="local-cluster[2,1,1024]", warehouse={warehouse!r},
+    iceberg_version=os.environ.get("EQDELETE_TEST_ICEBERG") or None,
     conf={{"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
            "spark.sql.session.timeZone": "UTC", "spark.sql.adaptive.enabled": "false"}},
 )
 spark.sparkContext.setLogLevel("ERROR")
 spark.sql("CREATE NAMESPACE IF NOT EXISTS local.mp")
-executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
+import time
+deadline = time.monotonic() + 120  # executor JVMs register a while after the session starts
+while (executors := spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1) < 2 and time.monotonic() < deadline:
+    time.sleep(1)
 assert executors == 2, f"expected 2 executor JVMs, got {{executors}}"
 for name in ("null_keys", "global_after_spec_change", "two_equality_sets"):
     fixture = FIXTURES[name](spark, f"local.mp.{{name}}")

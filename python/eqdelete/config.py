@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
+import pyspark
 from pyspark.sql import SparkSession
 
-from eqdelete import _conf, _jvm
-from eqdelete._jars import jar_paths
+from eqdelete import _conf, _jars, _jvm
 
 EXTENSION = "eqdelete.EqualityDeleteExtensions"
 ICEBERG_EXTENSION = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
@@ -48,12 +49,20 @@ def configure(
     warehouse: str | Path = DEFAULT_WAREHOUSE,
     strategy: str | None = None,
     iceberg_extensions: bool = True,
+    iceberg_version: str | None = None,
 ) -> SparkSession.Builder:
     """Add eqdelete to a session builder and return the builder.
 
-    Adds the extension, Iceberg's runtime and the SQLite JDBC driver to ``spark.jars``, and
+    Adds eqdelete's extension jar for the installed Spark line to ``spark.jars`` and
     ``eqdelete.EqualityDeleteExtensions`` (after Iceberg's own extensions) to
-    ``spark.sql.extensions``, keeping whatever the builder already had in both.
+    ``spark.sql.extensions``, keeping whatever the builder already had in both. Iceberg's
+    Spark runtime (release ``iceberg_version``, by default the newest supported for this Spark
+    line) and the SQLite JDBC driver are added unless the session already has them
+    (``spark.jars``, ``spark.jars.packages`` or ``$SPARK_HOME/jars``): from a checkout's
+    ``build/deps``, or else as Maven coordinates in ``spark.jars.packages``.
+
+    On a Spark line eqdelete does not support (no Iceberg runtime exists for it), the builder
+    is returned as it was, with a warning.
 
     Unless the builder already configures a catalog (any ``spark.sql.catalog.*`` key: REST,
     Hive, Hadoop, JDBC elsewhere, which is then left untouched) or ``catalog`` is None, an
@@ -71,11 +80,28 @@ def configure(
     # it the same way, to extend rather than overwrite the user's values.
     options: dict = builder._options  # noqa: SLF001
     _conf.check({**options, **({"spark.eqdelete.strategy": strategy} if strategy is not None else {})})
+    line = _jars.supported_line()
+    if line is None:
+        warnings.warn(
+            f"eqdelete supports Spark {', '.join(_jars.matrix())}, not pyspark {pyspark.__version__} "
+            "(Iceberg publishes no Spark runtime for it): the session is left without eqdelete",
+            stacklevel=2,
+        )
+        return builder
+    version = iceberg_version or line.default_iceberg
+    if version not in line.iceberg:
+        raise ValueError(
+            f"eqdelete: Iceberg {version} is not supported with Spark {line.spark}: "
+            f"choose one of {', '.join(line.iceberg)}"
+        )
+    add_catalog = catalog is not None and not any(k.startswith("spark.sql.catalog.") for k in options)
+    needed = _jars.session_jars(options, line, version, sqlite=add_catalog)
     extensions = ([ICEBERG_EXTENSION] if iceberg_extensions else []) + [EXTENSION]
-    builder.config("spark.jars", _append(options, "spark.jars", jar_paths()))
+    builder.config("spark.jars", _append(options, "spark.jars", list(needed.jars)))
+    if needed.packages:
+        builder.config("spark.jars.packages", _append(options, "spark.jars.packages", list(needed.packages)))
     builder.config("spark.sql.extensions", _append(options, "spark.sql.extensions", extensions))
-    user_catalog = any(k.startswith("spark.sql.catalog.") for k in options)
-    if catalog is not None and not user_catalog:
+    if add_catalog:
         for key, value in catalog_options(catalog, warehouse).items():
             builder.config(key, value)
     if strategy is not None:
@@ -91,6 +117,7 @@ def session(
     warehouse: str | Path = DEFAULT_WAREHOUSE,
     strategy: str | None = None,
     conf: dict[str, str] | None = None,
+    iceberg_version: str | None = None,
 ) -> SparkSession:
     """A ready session: ``configure`` on a fresh builder, extra ``conf`` applied first.
 
@@ -103,6 +130,8 @@ def session(
         builder = builder.master(master)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    spark = configure(builder, catalog=catalog, warehouse=warehouse, strategy=strategy).getOrCreate()
-    _jvm.validate_conf(spark)
+    configure(builder, catalog=catalog, warehouse=warehouse, strategy=strategy, iceberg_version=iceberg_version)
+    spark = builder.getOrCreate()
+    if _jars.supported_line() is not None:
+        _jvm.validate_conf(spark)
     return spark

@@ -1,9 +1,9 @@
 package eqdelete
 
-import org.apache.spark.sql.SparkSessionExtensions
-import eqdelete.rules.RewriteEqualityDeleteScans
+import java.util.concurrent.atomic.AtomicBoolean
 
-import org.apache.spark.sql.eqdelete.EqDeleteConf
+import org.apache.spark.sql.SparkSessionExtensions
+import org.slf4j.LoggerFactory
 
 /**
  * Entry point of eqdelete. Enable it with one line (see conf/spark-defaults.conf):
@@ -11,18 +11,25 @@ import org.apache.spark.sql.eqdelete.EqDeleteConf
  *   spark.sql.extensions  eqdelete.EqualityDeleteExtensions
  * }}}
  * together with Iceberg's own `IcebergSparkSessionExtensions` if you use that.
+ *
+ * On a Spark or Iceberg version the jar was not built and tested for, it injects nothing and
+ * logs one warning: every query then runs exactly as it would without eqdelete.
  */
 class EqualityDeleteExtensions extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
-    // Registers the spark.eqdelete.* keys so SET validates them from the first statement on,
-    // and fails now, with one line, on a bad value in the application's configuration: found
-    // later, while Spark builds the session state, it would break every access to that state.
-    EqDeleteConf.validateSparkConf()
+    // Checked first, touching nothing version-specific: a mismatched pair could fail to link.
+    SupportedVersions.unsupported match {
+      case Some(why) => EqualityDeleteExtensions.standAside(why)
+      case None => Injections(extensions)
+    }
+  }
+}
 
-    // Before Spark's scan push-down, so the new scans get its filter and column pruning.
-    extensions.injectOptimizerRule(session => RewriteEqualityDeleteScans(session))
+object EqualityDeleteExtensions {
+  private val warned = new AtomicBoolean(false)
 
-    // Lets anyone check, from plain SQL, that the extension is loaded and which build it is.
-    extensions.injectFunction(VersionFunction.description)
+  private def standAside(why: String): Unit = if (warned.compareAndSet(false, true)) {
+    LoggerFactory.getLogger(classOf[EqualityDeleteExtensions]).warn(
+      s"eqdelete ${SupportedVersions.eqdelete} stands aside: $why. Queries run without it.")
   }
 }

@@ -7,8 +7,9 @@ import scala.collection.mutable.ArrayBuffer
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
+import eqdelete.compat.IcebergInternals
+
 import org.apache.iceberg.{DeleteFile, FileFormat, InternalData, Schema, StructLike}
-import org.apache.iceberg.data.BaseDeleteLoader
 import org.apache.iceberg.io.FileIO
 import org.apache.iceberg.types.{Type, TypeUtil, Types}
 import org.apache.iceberg.util.DateTimeUtil
@@ -43,8 +44,7 @@ final class DeleteRowReader(io: FileIO, readSchema: Schema, equalityIds: Seq[Int
           rows.close()
         }
       case _ =>
-        val loader = new BaseDeleteLoader((f: DeleteFile) => io.newInputFile(f.location(), f.fileSizeInBytes()))
-        loader.loadEqualityDeletes(java.util.List.of(file), projection).asScala.iterator.map(keyValues).toArray.iterator
+        IcebergInternals.loadEqualityDeletes(io, file, projection).asScala.iterator.map(keyValues(_)).toArray.iterator
     }
   } catch {
     case NonFatal(e) => throw new DeleteFileReadException(file.location(), e)

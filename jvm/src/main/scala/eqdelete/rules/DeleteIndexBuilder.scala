@@ -77,8 +77,8 @@ object DeleteRowBatch {
       val nulls = new ArrayBuilder.ofLong
       rows.foreach { case (keys, scope, seq) =>
         keys(0) match {
-          case null => nulls.addOne(scope).addOne(seq)
-          case key: Number => triples.addOne(key.longValue()).addOne(scope).addOne(seq)
+          case null => nulls += scope += seq
+          case key: Number => triples += key.longValue() += scope += seq
           case other => throw new IllegalArgumentException(s"not an integral key: $other")
         }
       }

@@ -1,5 +1,6 @@
 package eqdelete.rules
 
+import eqdelete.compat.IcebergSparkShim
 import eqdelete.scan.EqualityDeleteFreeTable
 
 import org.apache.iceberg.{BaseTable, Table}
@@ -13,14 +14,18 @@ import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
  * MERGE read their target through, and never a scan eqdelete already rewrote).
  */
 object IcebergScanWithEqDeletes {
-  def unapply(plan: LogicalPlan): Option[(DataSourceV2Relation, SparkTable, Table)] = plan match {
-    case relation @ DataSourceV2Relation(table: SparkTable, _, _, _, _, _)
-        if table.getClass == classOf[SparkTable] &&
-          !table.table().isInstanceOf[EqualityDeleteFreeTable] &&
-          table.table().isInstanceOf[BaseTable] &&
-          relation.getTagValue(Decision.NativeTag).isEmpty &&
-          table.snapshotId() != null =>
-      Some((relation, table, table.table()))
+  /** The relation, Iceberg's SparkTable, the Iceberg table and the snapshot the scan reads. */
+  def unapply(plan: LogicalPlan): Option[(DataSourceV2Relation, SparkTable, Table, Long)] = plan match {
+    // By type, not by its fields: their number differs between Spark lines.
+    case relation: DataSourceV2Relation => relation.table match {
+      case table: SparkTable
+          if table.getClass == classOf[SparkTable] &&
+            !table.table().isInstanceOf[EqualityDeleteFreeTable] &&
+            table.table().isInstanceOf[BaseTable] &&
+            relation.getTagValue(Decision.NativeTag).isEmpty =>
+        IcebergSparkShim.snapshotId(table).map(snapshot => (relation, table, table.table(), snapshot))
+      case _ => None
+    }
     case _ => None
   }
 }

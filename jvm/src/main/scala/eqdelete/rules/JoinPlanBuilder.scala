@@ -1,5 +1,6 @@
 package eqdelete.rules
 
+import eqdelete.compat.SparkShim
 import eqdelete.planning.{EqualityDeleteRef, EqualityDeleteSet}
 
 import org.apache.spark.sql.{SparkSession => ApiSession}
@@ -9,8 +10,6 @@ import org.apache.spark.sql.catalyst.expressions.aggregate.Max
 import org.apache.spark.sql.catalyst.plans.LeftAnti
 import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, BROADCAST, HintInfo, Join, JoinHint, LogicalPlan, Project, Statistics}
 import org.apache.spark.sql.catalyst.plans.physical.{SinglePartition, UnknownPartitioning}
-import org.apache.spark.sql.classic.{SparkSession => ClassicSession}
-import org.apache.spark.sql.execution.LogicalRDD
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{DataType, LongType}
 
@@ -89,7 +88,6 @@ object JoinPlanBuilder {
       files: Seq[EqualityDeleteRef],
       keys: Seq[AttributeReference],
       scopeAndSeq: Seq[AttributeReference]): LogicalPlan = {
-    val classic = session.asInstanceOf[ClassicSession]
     val rows = scan.deleteRows(session, set, files)
     val rdd = rows.map { case (keys, scope, seq) =>
       new GenericInternalRow((keys :+ scope :+ seq).asInstanceOf[Array[Any]]): InternalRow
@@ -98,7 +96,7 @@ object JoinPlanBuilder {
     val partitioning = if (rows.getNumPartitions == 1) SinglePartition else UnknownPartitioning(rows.getNumPartitions)
     val records = BigInt(files.map(_.file.recordCount()).sum)
     val stats = Statistics(sizeInBytes = deleteSideBytes(files, keys.map(_.dataType)), rowCount = Some(records))
-    LogicalRDD(keys ++ scopeAndSeq, rdd, partitioning, Nil, isStreaming = false, stream = None)(classic, Some(stats), None)
+    SparkShim.logicalRDD(keys ++ scopeAndSeq, rdd, partitioning, session, stats)
   }
 
   /**

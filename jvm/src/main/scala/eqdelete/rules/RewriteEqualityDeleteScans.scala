@@ -1,14 +1,15 @@
 package eqdelete.rules
 
 import scala.util.Try
-import scala.util.control.NonFatal
+import scala.util.control.{ControlThrowable, NonFatal}
 
+import eqdelete.compat.{IcebergInternals, IcebergSparkShim}
 import eqdelete.planning.{DeclinedException, DeleteFileReadException, DeletePlan, DeletePlanCache}
 import eqdelete.scan.{EqualityDeleteFreeTable, FileSelection}
 
 import org.apache.iceberg.{Schema, Table}
 import org.apache.iceberg.expressions.{Expression => IcebergExpression, Expressions}
-import org.apache.iceberg.spark.{SparkFilters, SparkSchemaUtil, TimeTravel}
+import org.apache.iceberg.spark.SparkSchemaUtil
 import org.apache.iceberg.spark.source.SparkTable
 import org.apache.iceberg.util.SnapshotUtil
 import org.apache.spark.internal.Logging
@@ -42,10 +43,10 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
     if (!EqDeleteConf.enabled(conf) || EqDeleteConf.strategy(conf) == Strategy.Native) return plan
     DecisionLog.register(session)
     plan.transformDown {
-      case filter @ Filter(condition, IcebergScanWithEqDeletes(relation, sparkTable, table)) =>
-        filter.copy(child = rewrite(relation, sparkTable, table, Some(condition)))
-      case IcebergScanWithEqDeletes(relation, sparkTable, table) =>
-        rewrite(relation, sparkTable, table, None)
+      case filter @ Filter(condition, IcebergScanWithEqDeletes(relation, sparkTable, table, snapshotId)) =>
+        filter.copy(child = rewrite(relation, sparkTable, table, snapshotId, Some(condition)))
+      case IcebergScanWithEqDeletes(relation, sparkTable, table, snapshotId) =>
+        rewrite(relation, sparkTable, table, snapshotId, None)
     }
   }
 
@@ -53,12 +54,12 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       relation: DataSourceV2Relation,
       sparkTable: SparkTable,
       table: Table,
+      snapshotId: Long,
       condition: Option[Expression]): LogicalPlan = {
-    val snapshotId: Long = sparkTable.snapshotId()
     def leaveNative(reason: String, plan: Option[DeletePlan] = None): LogicalPlan =
       namedNative(relation, sparkTable, table, Decision.of(table.name(), snapshotId, Strategy.Native, reason, plan))
     try {
-      val readSchema = schemaRead(sparkTable, table)
+      val readSchema = schemaRead(sparkTable, table, snapshotId)
       val filter = condition.map(icebergFilter).getOrElse(Expressions.alwaysTrue())
       DeletePlanCache.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis) match {
         case None =>
@@ -85,7 +86,9 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       // it itself or through Spark tasks (which wrap it): a native fallback would read it again.
       case e: Throwable if DeleteFileReadException.in(e).isDefined => throw DeleteFileReadException.in(e).get
       case e: FilterIndexMemoryException => throw e
-      case e @ (NonFatal(_) | _: LinkageError) =>
+      // Anything else (a LinkageError on a class path eqdelete was not built for, too) leaves
+      // the scan as Iceberg plans it: never the user's session taken down.
+      case e: Throwable if !e.isInstanceOf[InterruptedException] && !e.isInstanceOf[ControlThrowable] =>
         logWarning(s"eqdelete: cannot rewrite the scan of ${table.name()}; reading it natively", e)
         leaveNative(s"planning failed: $e")
     }
@@ -154,18 +157,16 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
     AutoStrategy.choose(plan, readSchema, conf, DriverMemory.heapBytes)
 
   /** The Iceberg schema Spark reads: the current one or the snapshot's (time travel). */
-  private def schemaRead(sparkTable: SparkTable, table: Table): Schema = {
-    val candidates = Seq(table.schema()) ++
-      Try(SnapshotUtil.schemaFor(table, sparkTable.snapshotId().longValue())).toOption
+  private def schemaRead(sparkTable: SparkTable, table: Table, snapshotId: Long): Schema = {
+    val candidates = Seq(table.schema()) ++ Try(SnapshotUtil.schemaFor(table, snapshotId)).toOption
     candidates.find(s => SparkSchemaUtil.convert(s) == sparkTable.schema()).getOrElse(
       throw DeclinedException("cannot tell which Iceberg schema the scan reads"))
   }
 
   /** A SparkTable over `wrapper` showing exactly the snapshot and schema `original` shows. */
   private def sameView(original: SparkTable, wrapper: Table): SparkTable = {
-    val candidates: Seq[() => SparkTable] = Option(original.branch()).toSeq.map(b => () => SparkTable.create(wrapper, b)) ++
-      Seq(() => new SparkTable(wrapper),
-        () => SparkTable.create(wrapper, TimeTravel.version(original.snapshotId().toString)))
+    val snapshot = IcebergSparkShim.snapshotId(original).getOrElse(throw DeclinedException("the scan reads no snapshot"))
+    val candidates = IcebergSparkShim.views(wrapper, Option(original.branch()), snapshot)
     candidates.iterator.flatMap(c => Try(c()).toOption).find { candidate =>
       candidate.snapshotId() == original.snapshotId() && candidate.schema() == original.schema()
     }.getOrElse(throw DeclinedException("cannot reproduce the scan's snapshot and schema"))
@@ -176,6 +177,6 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
     splitConjunctivePredicates(condition)
       .filterNot(_.references.exists(a => MetadataAttribute.isValid(a.metadata)))
       .flatMap(FilterTranslation.toSourceFilter)
-      .flatMap(f => Try(Option(SparkFilters.convert(f))).toOption.flatten)
+      .flatMap(IcebergInternals.icebergFilter)
       .foldLeft(Expressions.alwaysTrue(): IcebergExpression)((a, b) => Expressions.and(a, b))
 }

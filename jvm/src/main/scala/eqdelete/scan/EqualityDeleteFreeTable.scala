@@ -4,10 +4,11 @@ import java.util
 
 import scala.jdk.CollectionConverters._
 
+import eqdelete.compat.IcebergInternals
 import eqdelete.rules.Decision
 
-import org.apache.iceberg.{BaseFileScanTask, BaseTable, BatchScan, DeleteFile, FileContent, FileScanTask, PartitionSpecParser, ScanTask, ScanTaskGroup, Schema, SchemaParser, Snapshot, Table, TableProperties}
-import org.apache.iceberg.expressions.{Expression, ResidualEvaluator}
+import org.apache.iceberg.{BaseTable, BatchScan, DeleteFile, FileContent, FileScanTask, ScanTask, ScanTaskGroup, Schema, Snapshot, Table, TableProperties}
+import org.apache.iceberg.expressions.Expression
 import org.apache.iceberg.io.CloseableIterable
 import org.apache.iceberg.metrics.MetricsReporter
 
@@ -94,9 +95,7 @@ object EqualityDeleteFreeTable {
 
   private[scan] def withoutEqualityDeletes(task: FileScanTask): FileScanTask = {
     val kept = task.deletes().asScala.filter(_.content() != FileContent.EQUALITY_DELETES).toArray[DeleteFile]
-    new BaseFileScanTask(
-      task.file(), kept, SchemaParser.toJson(task.schema()), PartitionSpecParser.toJson(task.spec()),
-      ResidualEvaluator.unpartitioned(task.residual()))
+    IcebergInternals.withDeletes(task, kept)
   }
 }
 

@@ -1,0 +1,22 @@
+package eqdelete
+
+import eqdelete.rules.RewriteEqualityDeleteScans
+
+import org.apache.spark.sql.SparkSessionExtensions
+import org.apache.spark.sql.eqdelete.EqDeleteConf
+
+/** What eqdelete adds to a session, on a Spark and Iceberg it supports. */
+private[eqdelete] object Injections {
+  def apply(extensions: SparkSessionExtensions): Unit = {
+    // Registers the spark.eqdelete.* keys so SET validates them from the first statement on,
+    // and fails now, with one line, on a bad value in the application's configuration: found
+    // later, while Spark builds the session state, it would break every access to that state.
+    EqDeleteConf.validateSparkConf()
+
+    // Before Spark's scan push-down, so the new scans get its filter and column pruning.
+    extensions.injectOptimizerRule(session => RewriteEqualityDeleteScans(session))
+
+    // Lets anyone check, from plain SQL, that the extension is loaded and which versions run.
+    extensions.injectFunction(VersionFunction.description)
+  }
+}
