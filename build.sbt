@@ -7,7 +7,7 @@
 // line at the oldest tested release, fetched by the same script into build/deps.
 //
 // Shared code lives in jvm/src/main/scala and never names a Spark version; what differs between
-// lines is in jvm/src/main/spark-<line> (tiny shims behind eqdelete.compat).
+// lines is in small shim folders of the compat package, org.apache.spark.sql.eqdelete.compat.
 
 
 val version0 = {

@@ -18,28 +18,28 @@ def _jsession(spark: SparkSession) -> Any:
 def validate_conf(spark: SparkSession) -> None:
     """Read every spark.eqdelete.* key so a bad value fails now, naming the key."""
     conf = _jsession(spark).sessionState().conf()
-    _jvm(spark).org.apache.spark.sql.eqdelete.EqDeleteConf.validate(conf)
+    _jvm(spark).org.apache.spark.sql.eqdelete.compat.EqDeleteConf.validate(conf)
 
 
 def conf_reference(spark: SparkSession) -> str:
     """The Markdown table of every spark.eqdelete.* key, generated from the JVM side."""
-    return _jvm(spark).org.apache.spark.sql.eqdelete.EqDeleteConf.markdownReference()
+    return _jvm(spark).org.apache.spark.sql.eqdelete.compat.EqDeleteConf.markdownReference()
 
 
 def conf_rules_json(spark: SparkSession) -> str:
     """Every spark.eqdelete.* key's value rule as JSON (python/eqdelete/conf_rules.json)."""
-    return _jvm(spark).org.apache.spark.sql.eqdelete.EqDeleteConf.rulesJson()
+    return _jvm(spark).org.apache.spark.sql.eqdelete.compat.EqDeleteConf.rulesJson()
 
 
 def effective_strategy(spark: SparkSession) -> str:
     """spark.eqdelete.strategy as the extension reads it (validated, trimmed, lower case)."""
     conf = _jsession(spark).sessionState().conf()
-    return _jvm(spark).org.apache.spark.sql.eqdelete.EqDeleteConf.strategy(conf)
+    return _jvm(spark).org.apache.spark.sql.eqdelete.compat.EqDeleteConf.strategy(conf)
 
 
 def strategy_names(spark: SparkSession) -> list[str]:
     """The values spark.eqdelete.strategy accepts, as the JVM declares them."""
-    return list(_jvm(spark).org.apache.spark.sql.eqdelete.EqDeleteConf.strategyNames())
+    return list(_jvm(spark).org.apache.spark.sql.eqdelete.compat.EqDeleteConf.strategyNames())
 
 
 def commit_equality_deletes(
@@ -79,7 +79,7 @@ def _decision_dicts(jdecisions: Any) -> list[dict[str, Any]]:
 
 def last_query_decisions(spark: SparkSession) -> list[dict[str, Any]]:
     """Decisions of the last query the session ran (waits for Spark's listener bus)."""
-    log = _jvm(spark).org.apache.spark.sql.eqdelete.DecisionLog
+    log = _jvm(spark).eqdelete.rules.DecisionLog
     return _decision_dicts(log.lastQueryAsJava(_jsession(spark)))
 
 
@@ -87,7 +87,7 @@ def plan_decisions(df: DataFrame) -> list[dict[str, Any]]:
     """Decisions in a DataFrame's optimized plan, without running it."""
     spark = df.sparkSession
     plan = df._jdf.queryExecution().optimizedPlan()  # noqa: SLF001
-    return _decision_dicts(_jvm(spark).org.apache.spark.sql.eqdelete.DecisionLog.ofPlanAsJava(plan))
+    return _decision_dicts(_jvm(spark).eqdelete.rules.DecisionLog.ofPlanAsJava(plan))
 
 
 def current_snapshot_id(spark: SparkSession, table: str) -> int | None:

@@ -3,7 +3,7 @@ package eqdelete
 import eqdelete.rules.RewriteEqualityDeleteScans
 
 import org.apache.spark.sql.SparkSessionExtensions
-import org.apache.spark.sql.eqdelete.EqDeleteConf
+import org.apache.spark.sql.eqdelete.compat.EqDeleteConf
 
 /** What eqdelete adds to a session, on a Spark and Iceberg it supports. */
 private[eqdelete] object Injections {

@@ -7,12 +7,12 @@ import scala.collection.mutable.ArrayBuffer
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import eqdelete.compat.IcebergInternals
 
 import org.apache.iceberg.{DeleteFile, FileFormat, InternalData, Schema, StructLike}
 import org.apache.iceberg.io.FileIO
 import org.apache.iceberg.types.{Type, TypeUtil, Types}
 import org.apache.iceberg.util.DateTimeUtil
+import org.apache.spark.sql.eqdelete.compat.IcebergInternals
 import org.apache.spark.sql.types.Decimal
 import org.apache.spark.unsafe.types.UTF8String
 

@@ -3,8 +3,8 @@ package eqdelete.rules
 import eqdelete.planning.DeletePlan
 
 import org.apache.iceberg.Schema
-import org.apache.spark.sql.eqdelete.EqDeleteConf
-import org.apache.spark.sql.eqdelete.EqDeleteConf.Strategy
+import org.apache.spark.sql.eqdelete.compat.EqDeleteConf
+import org.apache.spark.sql.eqdelete.compat.EqDeleteConf.Strategy
 import org.apache.spark.sql.internal.SQLConf
 
 /**

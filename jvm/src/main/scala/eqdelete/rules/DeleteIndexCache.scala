@@ -11,7 +11,7 @@ import org.apache.iceberg.FileFormat
 import org.apache.spark.SparkContext
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.sql.SparkSession
-import org.apache.spark.sql.eqdelete.EqDeleteConf
+import org.apache.spark.sql.eqdelete.compat.EqDeleteConf
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.DataType
 

@@ -4,7 +4,7 @@ import eqdelete.planning.{DeleteKeyIndex, DeletePlan, EqualityDeleteSet}
 
 import org.apache.iceberg.Schema
 import org.apache.iceberg.spark.SparkSchemaUtil
-import org.apache.spark.sql.eqdelete.EqDeleteConf
+import org.apache.spark.sql.eqdelete.compat.EqDeleteConf
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.DataType
 

@@ -1,11 +1,11 @@
 package eqdelete.rules
 
-import eqdelete.compat.IcebergSparkShim
 import eqdelete.scan.EqualityDeleteFreeTable
 
 import org.apache.iceberg.{BaseTable, Table}
 import org.apache.iceberg.spark.source.SparkTable
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
+import org.apache.spark.sql.eqdelete.compat.IcebergSparkShim
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
 
 /**

@@ -1,6 +1,5 @@
 package eqdelete.rules
 
-import eqdelete.compat.SparkShim
 import eqdelete.planning.{EqualityDeleteRef, EqualityDeleteSet}
 
 import org.apache.spark.sql.{SparkSession => ApiSession}
@@ -10,6 +9,7 @@ import org.apache.spark.sql.catalyst.expressions.aggregate.Max
 import org.apache.spark.sql.catalyst.plans.LeftAnti
 import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, BROADCAST, HintInfo, Join, JoinHint, LogicalPlan, Project, Statistics}
 import org.apache.spark.sql.catalyst.plans.physical.{SinglePartition, UnknownPartitioning}
+import org.apache.spark.sql.eqdelete.compat.SparkShim
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{DataType, LongType}
 

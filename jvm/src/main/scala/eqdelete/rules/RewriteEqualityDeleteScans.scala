@@ -3,7 +3,6 @@ package eqdelete.rules
 import scala.util.Try
 import scala.util.control.{ControlThrowable, NonFatal}
 
-import eqdelete.compat.{IcebergInternals, IcebergSparkShim}
 import eqdelete.planning.{DeclinedException, DeleteFileReadException, DeletePlan, DeletePlanCache}
 import eqdelete.scan.{EqualityDeleteFreeTable, FileSelection}
 
@@ -17,8 +16,8 @@ import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.expressions.{Alias, Expression, MetadataAttribute, PredicateHelper}
 import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan, Project, Union}
 import org.apache.spark.sql.catalyst.rules.Rule
-import org.apache.spark.sql.eqdelete.{DecisionLog, EqDeleteConf, FilterTranslation}
-import org.apache.spark.sql.eqdelete.EqDeleteConf.Strategy
+import org.apache.spark.sql.eqdelete.compat.{EqDeleteConf, FilterTranslation, IcebergInternals, IcebergSparkShim}
+import org.apache.spark.sql.eqdelete.compat.EqDeleteConf.Strategy
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
 
 /**

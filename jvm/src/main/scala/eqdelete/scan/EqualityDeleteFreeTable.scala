@@ -4,13 +4,13 @@ import java.util
 
 import scala.jdk.CollectionConverters._
 
-import eqdelete.compat.IcebergInternals
 import eqdelete.rules.Decision
 
 import org.apache.iceberg.{BaseTable, BatchScan, DeleteFile, FileContent, FileScanTask, ScanTask, ScanTaskGroup, Schema, Snapshot, Table, TableProperties}
 import org.apache.iceberg.expressions.Expression
 import org.apache.iceberg.io.CloseableIterable
 import org.apache.iceberg.metrics.MetricsReporter
+import org.apache.spark.sql.eqdelete.compat.IcebergInternals
 
 /** Which planned files a rewritten scan reads. */
 sealed trait FileSelection extends Serializable {

@@ -1,4 +1,4 @@
-package eqdelete.compat
+package org.apache.spark.sql.eqdelete.compat
 
 import org.apache.iceberg.Table
 import org.apache.iceberg.spark.TimeTravel

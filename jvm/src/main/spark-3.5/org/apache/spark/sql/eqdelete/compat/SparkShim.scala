@@ -1,4 +1,4 @@
-package eqdelete.compat
+package org.apache.spark.sql.eqdelete.compat
 
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.SparkSession

@@ -1,21 +1,17 @@
-package org.apache.spark.sql.eqdelete
+package eqdelete.rules
 
 import java.util.{Collections, WeakHashMap}
 
 import scala.jdk.CollectionConverters._
 import scala.util.Try
 
-import eqdelete.rules.{Decision, Decisions}
-
 import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.eqdelete.compat.SparkInternals
 import org.apache.spark.sql.catalyst.plans.logical.CommandResult
 import org.apache.spark.sql.execution.QueryExecution
 import org.apache.spark.sql.util.QueryExecutionListener
 
-/**
- * The decisions of the last query each session ran, kept by a query execution listener.
- * (In Spark's package to wait for its listener bus, so a caller sees its own last query.)
- */
+/** The decisions of the last query each session ran, kept by a query execution listener. */
 object DecisionLog {
   private val last = Collections.synchronizedMap(new WeakHashMap[SparkSession, Seq[Decision]]())
   private val listening = Collections.synchronizedMap(new WeakHashMap[SparkSession, java.lang.Boolean]())
@@ -29,7 +25,7 @@ object DecisionLog {
   }
 
   def lastQuery(session: SparkSession): Seq[Decision] = {
-    session.sparkContext.listenerBus.waitUntilEmpty()
+    SparkInternals.waitForListeners(session) // so a caller sees its own last query
     Option(last.get(session)).getOrElse(Nil)
   }
 

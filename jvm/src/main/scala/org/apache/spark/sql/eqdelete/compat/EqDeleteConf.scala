@@ -1,11 +1,11 @@
-package org.apache.spark.sql.eqdelete
+package org.apache.spark.sql.eqdelete.compat
 
 import java.util.Locale
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import org.apache.spark.{SparkConf, SparkContext}
+import org.apache.spark.SparkConf
 import org.apache.spark.internal.config.ConfigEntry
 import org.apache.spark.network.util.ByteUnit
 import org.apache.spark.sql.internal.SQLConf
@@ -175,7 +175,7 @@ object EqDeleteConf {
    * a bad value found later, while Spark builds the session state, fails every access to that
    * state, and PySpark's error reporting, which reads it, then never returns.
    */
-  def validateSparkConf(): Unit = SparkContext.getActive.foreach(sc => validateSparkConf(sc.conf))
+  def validateSparkConf(): Unit = SparkInternals.activeContext.foreach(sc => validateSparkConf(sc.conf))
 
   def validateSparkConf(conf: SparkConf): Unit =
     conf.getAll.iterator.filter(_._1.startsWith("spark.eqdelete.")).flatMap { case (k, v) => problem(k, v) }

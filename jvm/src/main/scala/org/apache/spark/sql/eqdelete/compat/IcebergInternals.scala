@@ -1,4 +1,4 @@
-package eqdelete.compat
+package org.apache.spark.sql.eqdelete.compat
 
 import scala.util.Try
 
@@ -7,7 +7,6 @@ import org.apache.iceberg.data.BaseDeleteLoader
 import org.apache.iceberg.expressions.{Expression, ResidualEvaluator}
 import org.apache.iceberg.io.FileIO
 import org.apache.iceberg.spark.SparkV2Filters
-import org.apache.spark.sql.eqdelete.FilterTranslation
 import org.apache.spark.sql.sources.Filter
 
 /**

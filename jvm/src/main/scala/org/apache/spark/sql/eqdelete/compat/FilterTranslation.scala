@@ -1,4 +1,4 @@
-package org.apache.spark.sql.eqdelete
+package org.apache.spark.sql.eqdelete.compat
 
 import org.apache.spark.sql.catalyst.expressions.Expression
 import org.apache.spark.sql.execution.datasources.DataSourceStrategy
