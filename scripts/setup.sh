@@ -14,7 +14,6 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
-SQLITE_JDBC=org.xerial:sqlite-jdbc:3.50.3.0
 SBT_LAUNCHER=org.scala-sbt:sbt-launch:1.11.7
 MATRIX=python/eqdelete/matrix.txt
 PRIMARY_LINE=$(sed 's/#.*//' "$MATRIX" | awk 'NF {line=$1} END {print line}')
@@ -59,7 +58,8 @@ while read -r line scala icebergs; do
     fetch_jar "org.apache.iceberg:iceberg-spark-runtime-${line}_${scala}:$iceberg" build/deps
   done
 done < <(sed 's/#.*//' "$MATRIX" | awk 'NF')
-fetch_jar "$SQLITE_JDBC" build/deps
+# The SQLite driver's coordinates are the Python package's (sessions name the same release).
+fetch_jar "$(.venv/bin/python -c 'from eqdelete._jars import SQLITE_JDBC; print(SQLITE_JDBC)')" build/deps
 fetch_jar "$SBT_LAUNCHER" build/tools
 
 # 3 + 4. The extension jars, through sbt, only when a source is newer than the oldest jar.

@@ -86,10 +86,6 @@ def extension_jar(line: SparkLine) -> Path:
     )
 
 
-def _has(values: str, artifact: str) -> bool:
-    return artifact in values
-
-
 def _spark_home_jars() -> str:
     home = os.environ.get("SPARK_HOME")
     jars = Path(home) / "jars" if home else None
@@ -121,7 +117,7 @@ def session_jars(options: dict, line: SparkLine, iceberg_version: str, *, sqlite
     if sqlite:
         wanted.append((SQLITE_JDBC, "sqlite-jdbc"))
     for coordinates, artifact in wanted:
-        if _has(present, artifact):
+        if artifact in present:
             continue  # the user's own copy
         _, name, version = coordinates.split(":")
         built = _CHECKOUT_BUILD / "deps" / f"{name}-{version}.jar"
