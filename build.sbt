@@ -78,6 +78,18 @@ def lineProject(id: String, line: String): Project = {
       Compile / packageBin / packageOptions +=
         Package.ManifestAttributes("Implementation-Version" -> version0),
       target := root / "build" / "sbt-target" / s"spark-$line",
+      // The Scala unit-test tier: scalatest against the same provided Spark and Iceberg, in a
+      // forked JVM opened up as Spark's own launcher opens it on Java 17.
+      libraryDependencies += "org.scalatest" %% "scalatest" % "3.2.19" % Test,
+      Test / unmanagedSourceDirectories := Seq(root / "jvm" / "src" / "test" / "scala"),
+      Test / fork := true,
+      Test / baseDirectory := root,
+      Test / javaOptions ++= Seq("-Xmx2g", "-XX:+IgnoreUnrecognizedVMOptions", "-Djdk.reflect.useDirectMethodHandle=false",
+        "-Dio.netty.tryReflectionSetAccessible=true") ++
+        Seq("java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net", "java.nio", "java.util",
+          "java.util.concurrent", "java.util.concurrent.atomic", "sun.nio.ch", "sun.nio.cs", "sun.security.action",
+          "sun.util.calendar").map(p => s"--add-opens=java.base/$p=ALL-UNNAMED"),
+      Test / testOptions += Tests.Argument(TestFrameworks.ScalaTest, "-oD"),
     )
 }
 

@@ -69,17 +69,13 @@ while read -r line scala icebergs; do jars+=("build/jars/eqdelete-spark-${line}_
   < <(sed 's/#.*//' "$MATRIX" | awk 'NF')
 stale=
 for jar in "${jars[@]}"; do
-  if [ ! -f "$jar" ] || [ -n "$(find jvm build.sbt project/build.properties "$MATRIX" -newer "$jar" -type f 2>/dev/null | head -1)" ]; then
+  if [ ! -f "$jar" ] || [ -n "$(find jvm/src/main build.sbt project/build.properties "$MATRIX" -newer "$jar" -type f 2>/dev/null | head -1)" ]; then
     stale=1
   fi
 done
 if [ -n "$stale" ]; then
   log "building ${jars[*]} with sbt"
-  java -Xmx2g -Xss4m \
-    -Dsbt.repository.config="$root/project/repositories" \
-    -Dsbt.override.build.repos=true \
-    -Dsbt.server.autostart=false -Dsbt.ci=true -Dsbt.log.noformat=true -Dsbt.supershell=false \
-    -jar "build/tools/sbt-launch-${SBT_LAUNCHER##*:}.jar" package </dev/null >&2
+  "$root/scripts/sbt.sh" package >&2
   touch "${jars[@]}"
 fi
 log "ready"

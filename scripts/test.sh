@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Set up (idempotent) and run the tests of every pair of the support matrix
-# (python/eqdelete/matrix.txt): the full suite on the primary pair (the newest Spark line with
-# its newest Iceberg release), then the smoke suite (tests/test_smoke.py) on every other pair,
-# each in its Spark line's own virtualenv; the oldest pair also runs the multi-process test.
+# (python/eqdelete/matrix.txt): on the primary pair (the newest Spark line with its newest
+# Iceberg release) the Scala unit tests (jvm/src/test, through sbt) and the full pytest suite,
+# then the smoke suite (tests/test_smoke.py) on every other pair, each in its Spark line's own
+# virtualenv; the oldest pair also runs the multi-process test.
 #
 #   ./scripts/test.sh                    every pair (what CI runs)
 #   ./scripts/test.sh --pair 3.5:1.11    one pair: the full suite for the primary, else the smoke suite
 #   ./scripts/test.sh -k faults          other arguments go to pytest, on the primary pair only
-#                                        (unless --pair names another)
+#                                        (unless --pair names another), without the Scala
+#                                        tests (scripts/sbt.sh spark41/test runs those)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -52,6 +54,13 @@ for entry in "${pairs[@]}"; do
   if [ "$line:$iceberg" = "$primary_line:$primary_iceberg" ]; then
     tests=()  # everything under tests/
     kind="full suite"
+    if [ ${#args[@]} -eq 0 ]; then
+      echo "[test] Spark $line: Scala unit tests" >&2
+      if ! "$root/scripts/sbt.sh" "spark${line//./}/test" >&2; then
+        status=1
+        echo "[test] FAILED: Scala unit tests of Spark $line" >&2
+      fi
+    fi
   else
     tests=(tests/test_smoke.py)
     [ "$line:$short" = "${oldest%.0}" ] && tests+=(tests/test_multiprocess.py)

@@ -7,7 +7,7 @@ from fixtures import sorted_rows
 from pyspark.sql import SparkSession
 
 import eqdelete
-from eqdelete import CdcSpec
+from eqdelete.cdc import CdcSpec, generate
 
 
 @pytest.mark.parametrize(
@@ -25,7 +25,7 @@ def test_generated_table_matches_expected_rows(spark: SparkSession, table_name: 
         upsert_fraction=0.1, key_types=keys, partitioning=partitioning, format_version=version, seed=7,
     )
     messages: list[str] = []
-    eqdelete.generate(spark, spec, progress=messages.append)
+    generate(spark, spec, progress=messages.append)
     assert len(messages) == 1 + spec.commits, "a progress line for the base load and each commit"
 
     with eqdelete.use_strategy(spark, "native"):
@@ -52,16 +52,16 @@ def test_generation_is_deterministic(spark: SparkSession) -> None:
 def test_reinserted_keys_after_delete(spark: SparkSession, table_name: str) -> None:
     # With many commits and large fractions, some keys are deleted and later upserted again.
     spec = CdcSpec(table=table_name, rows=400, data_files=1, commits=6, delete_fraction=0.3, upsert_fraction=0.3, seed=1)
-    eqdelete.generate(spark, spec, progress=None)
+    generate(spark, spec, progress=None)
     with eqdelete.use_strategy(spark, "native"):
         assert sorted_rows(spark.table(table_name).collect()) == sorted_rows(spec.expected(spark).collect())
 
 
 def test_existing_table_is_not_replaced_silently(spark: SparkSession, table_name: str) -> None:
     spec = CdcSpec(table=table_name, rows=10, commits=0)
-    eqdelete.generate(spark, spec, progress=None)
+    generate(spark, spec, progress=None)
     with pytest.raises(ValueError, match="already exists"):
-        eqdelete.generate(spark, spec, progress=None)
+        generate(spark, spec, progress=None)
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 
 import eqdelete
 from eqdelete import _conf, write_equality_deletes
+from eqdelete.cdc import CdcSpec, generate
 
 # --- 1. Bad session settings -------------------------------------------------------------------
 
@@ -287,13 +288,13 @@ def test_generate_checks_the_catalog_before_creating_anything(spark: SparkSessio
     result = eqdelete_cli(tmp_path, "generate", "--table", "db.cdc2", "--rows", "10")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "eqdelete: invalid CDC table parameters: table 'db.cdc2' should be <catalog>.<namespace>.<table>, e.g. local.db.cdc" in result.stderr
-    spec = eqdelete.CdcSpec(table="nocatalog.db.cdc2", rows=10, commits=1)
+    spec = CdcSpec(table="nocatalog.db.cdc2", rows=10, commits=1)
     with pytest.raises(ValueError, match="cannot create nocatalog.db.cdc2: catalog 'nocatalog' is not configured in this session "
                                          r"\(catalogs configured: local\)"):
-        eqdelete.generate(spark, spec)
-    spec = eqdelete.CdcSpec(table="spark_catalog.db.cdc2", rows=10, commits=1)
+        generate(spark, spec)
+    spec = CdcSpec(table="spark_catalog.db.cdc2", rows=10, commits=1)
     with pytest.raises(ValueError, match="catalog 'spark_catalog' is not configured"):
-        eqdelete.generate(spark, spec)
+        generate(spark, spec)
     assert not (tmp_path / "spark-warehouse").exists() and not Path("spark-warehouse").exists()
 
 

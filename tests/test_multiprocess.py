@@ -1,6 +1,7 @@
 """The rewrite on a multi-process Spark (local-cluster: executors in their own JVMs), so the
-data file index, the filter's delete keys, the delete-row reader and the broadcast delete
-side all cross JVM boundaries by serialization."""
+data file index, the filter's delete keys (its broadcast handle too, read by interpreted
+evaluation on the executors), the delete-row reader and the broadcast delete side all cross JVM
+boundaries by serialization."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})
 import eqdelete
-from fixtures import FIXTURES
+from fixtures import FIXTURES, sorted_rows
 from oracle import check_against_native
 
 import os
@@ -36,6 +37,11 @@ assert executors == 2, f"expected 2 executor JVMs, got {{executors}}"
 for name in ("null_keys", "global_after_spec_change", "two_equality_sets"):
     fixture = FIXTURES[name](spark, f"local.mp.{{name}}")
     check_against_native(spark, lambda: spark.sql(f"SELECT * FROM {{fixture.table}}"), expect_rewrites=1)
+    # Interpreted evaluation: each executor reads the index's broadcast handle itself.
+    interpreted = [("spark.eqdelete.strategy", "filter"), ("spark.sql.codegen.wholeStage", "false"),
+                   ("spark.sql.codegen.factoryMode", "NO_CODEGEN")]
+    with eqdelete.use_conf(spark, interpreted):
+        assert sorted_rows(spark.table(fixture.table).collect()) == sorted_rows(fixture.expected), name
     print("checked", name)
 with eqdelete.use_strategy(spark, "join"):
     plan = spark.sql("EXPLAIN SELECT * FROM local.mp.null_keys").first()[0]

@@ -82,13 +82,13 @@ def test_a_class_missing_from_the_jar_leaves_the_scan_native(tmp_path: Path) -> 
     broken = tmp_path / "eqdelete-broken.jar"
     with zipfile.ZipFile(_jars.extension_jar(line)) as source, zipfile.ZipFile(broken, "w") as target:
         for item in source.infolist():
-            if not item.filename.startswith("eqdelete/rules/JoinPlanBuilder"):
+            if not item.filename.startswith("eqdelete/join/ApplyDeletesWithJoin"):
                 target.writestr(item, source.read(item))
     result = _run(tmp_path, [broken, *_deps(line, line.default_iceberg)])
     assert result.returncode == 0, result.stderr[-3000:]
     rows = {line_.split()[1]: line_ for line_ in result.stdout.splitlines() if line_.startswith("ROWS")}
     assert rows["join"].startswith("ROWS join ['a', 'c'] [('native', 'planning failed: java.lang.NoClassDefFoundError: "
-                                   "eqdelete/rules/JoinPlanBuilder"), rows
+                                   "eqdelete/join/ApplyDeletesWithJoin"), rows
     assert rows["filter"].startswith("ROWS filter ['a', 'c'] [('filter',"), rows
     assert "ALIVE 42 True" in result.stdout
 

@@ -7,6 +7,7 @@ import re
 import pytest
 from fixtures import FIXTURES, _create, _insert, sorted_rows
 from oracle import check_against_native
+from plans import node_names, optimized
 from pyspark.sql import SparkSession
 
 import eqdelete
@@ -103,13 +104,12 @@ def test_explain_names_the_rewrite(spark: SparkSession, table: str) -> None:
     for strategy in ("filter", "join"):
         with eqdelete.use_strategy(spark, strategy):
             plan = spark.sql(f"EXPLAIN SELECT * FROM {table}").first()[0]
+            names = node_names(optimized(spark.table(table)))
         assert f"eqdelete {strategy}: 3 equality delete file(s), 3 delete row(s)" in plan
         # Files without deletes hold fewer rows than those with: one scan, no union.
-        assert "files without equality deletes" not in plan and "Union" not in plan
-    with eqdelete.use_strategy(spark, "filter"):
-        assert "eqdelete_deleted(k" in spark.sql(f"EXPLAIN SELECT * FROM {table}").first()[0]
-    with eqdelete.use_strategy(spark, "join"):
-        assert "LeftAnti" in spark.sql(f"EXPLAIN SELECT * FROM {table}").first()[0]
+        assert "files without equality deletes" not in plan and names["Union"] == 0, names
+        # filter: one index subquery and no join; join: one anti join and no index.
+        assert (names["BuildDeleteKeyIndex"], names["Join"]) == ((1, 0) if strategy == "filter" else (0, 1)), names
 
 
 def test_last_decisions_describe_the_last_query(spark: SparkSession, table: str, other: str) -> None:
@@ -127,16 +127,10 @@ def test_last_decisions_describe_the_last_query(spark: SparkSession, table: str,
 
 def test_auto_cost_model_picks_native_filter_broadcast_or_shuffled_join(spark: SparkSession, table: str) -> None:
     def auto_with(**settings: str) -> tuple[eqdelete.Decision, list]:
-        keys = {f"spark.eqdelete.{k.replace('_', '.', 1)}": v for k, v in settings.items()}
-        for key, value in keys.items():
-            spark.conf.set(key, value)
-        try:
-            with eqdelete.use_strategy(spark, "auto"):
-                (decision,) = eqdelete.decisions(spark.table(table))
-                return decision, sorted_rows(spark.table(table).collect())
-        finally:
-            for key in keys:
-                spark.conf.unset(key)
+        keys = [(f"spark.eqdelete.{k.replace('_', '.', 1)}", v) for k, v in settings.items()]
+        with eqdelete.use_conf(spark, [("spark.eqdelete.strategy", "auto"), *keys]):
+            (decision,) = eqdelete.decisions(spark.table(table))
+            return decision, sorted_rows(spark.table(table).collect())
 
     expected = [(1, "v4"), (2, "v3"), (3, "v1")]
     decision, rows = auto_with()
@@ -144,7 +138,8 @@ def test_auto_cost_model_picks_native_filter_broadcast_or_shuffled_join(spark: S
     assert "< spark.eqdelete.auto.minDataRows=200000" in decision.reason and rows == expected
     with eqdelete.use_strategy(spark, "auto"):
         plan = spark.sql(f"EXPLAIN SELECT * FROM {table}").first()[0]
-    assert "[eqdelete native: auto: " in plan and "LeftAnti" not in plan and "eqdelete_deleted" not in plan
+        names = node_names(optimized(spark.table(table)))
+    assert "[eqdelete native: auto: " in plan and names["Join"] == 0 and names["BuildDeleteKeyIndex"] == 0
 
     decision, rows = auto_with(auto_minDataRows="0")
     assert decision.strategy == "filter" and "3 delete rows <= spark.eqdelete.auto.filterMaxDeleteRows=2000000" in decision.reason

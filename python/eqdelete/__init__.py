@@ -3,19 +3,21 @@
 >>> import eqdelete
 >>> spark = eqdelete.session()                       # or:
 >>> spark = eqdelete.configure(SparkSession.builder).getOrCreate()
+
+The CDC table generator (``eqdelete.cdc``), the benchmark (``eqdelete.bench``) and the sweeps
+(``eqdelete.sweep``) are modules and ``python -m eqdelete`` commands, not part of this API.
 """
 
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from eqdelete.cdc import CdcSpec, generate
 from eqdelete.compare import Comparison, NoEqualityDeletesError, ResultsDifferError, compare
 from eqdelete.config import STRATEGIES, configure, session
 from eqdelete.decisions import Decision, decisions, last_decisions
 from eqdelete.deletes import Commit, write_equality_deletes
 from eqdelete.summary import TableSummary, summarize
-from eqdelete.toggles import get_strategy, set_enabled, set_strategy, use_strategy
+from eqdelete.toggles import get_strategy, set_enabled, set_strategy, use_conf, use_strategy
 
 try:
     __version__ = version("eqdelete")
@@ -24,7 +26,6 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 
 __all__ = [
     "STRATEGIES",
-    "CdcSpec",
     "Commit",
     "Comparison",
     "Decision",
@@ -35,13 +36,13 @@ __all__ = [
     "compare",
     "configure",
     "decisions",
-    "generate",
     "get_strategy",
     "last_decisions",
     "session",
     "set_enabled",
     "set_strategy",
     "summarize",
+    "use_conf",
     "use_strategy",
     "write_equality_deletes",
 ]

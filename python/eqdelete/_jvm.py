@@ -79,7 +79,7 @@ def _decision_dicts(jdecisions: Any) -> list[dict[str, Any]]:
 
 def last_query_decisions(spark: SparkSession) -> list[dict[str, Any]]:
     """Decisions of the last query the session ran (waits for Spark's listener bus)."""
-    log = _jvm(spark).eqdelete.rules.DecisionLog
+    log = _jvm(spark).eqdelete.explain.DecisionLog
     return _decision_dicts(log.lastQueryAsJava(_jsession(spark)))
 
 
@@ -87,7 +87,7 @@ def plan_decisions(df: DataFrame) -> list[dict[str, Any]]:
     """Decisions in a DataFrame's optimized plan, without running it."""
     spark = df.sparkSession
     plan = df._jdf.queryExecution().optimizedPlan()  # noqa: SLF001
-    return _decision_dicts(_jvm(spark).eqdelete.rules.DecisionLog.ofPlanAsJava(plan))
+    return _decision_dicts(_jvm(spark).eqdelete.explain.DecisionLog.ofPlanAsJava(plan))
 
 
 def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
@@ -112,3 +112,14 @@ def peak_heap_bytes(spark: SparkSession) -> int:
         if str(pool.getType().toString()) == "Heap memory":
             total += int(pool.getPeakUsage().getUsed())
     return total
+
+
+def seconds_to_plan(df: DataFrame) -> float:
+    """Seconds the JVM takes to plan ``df`` fully (its scans' files included), without running it."""
+    timer = _jvm(df.sparkSession).eqdelete.explain.PlanningTime
+    return float(timer.seconds(df._jdf.queryExecution()))  # noqa: SLF001
+
+
+def forget_delete_plans(spark: SparkSession) -> None:
+    """Drop eqdelete's kept delete plans, so the next query plans its deletes cold."""
+    _jvm(spark).eqdelete.explain.PlanningTime.forgetDeletePlans()

@@ -15,6 +15,7 @@ from typing import Callable
 
 from pyspark.sql import SparkSession
 
+from eqdelete import _jvm
 from eqdelete._report import run_each, stderr_reporter
 from eqdelete.cdc import CdcSpec, generate
 from eqdelete.compare import Comparison, Variant, compare_rows, fingerprint, measure
@@ -56,6 +57,13 @@ def default_scenarios(scale: float = 1.0) -> list[Scenario]:
                  _spec("partitioned", rows=n(2_000_000), data_files=4, commits=10, delete_fraction=0.001,
                        upsert_fraction=0.005, partitioning="identity")),
     ]
+
+
+def streaming_upsert(scale: float = 1.0) -> Scenario:
+    """Many small commits, as a streaming upsert sink makes them: the planning benchmark's table."""
+    return Scenario("streaming_upsert", "streaming upserts: 4M keys, 120 commits of 16 delete files each",
+                    _spec("streaming_upsert", rows=max(1_000, int(4_000_000 * scale)), data_files=8, commits=120,
+                          files_per_commit=16, delete_fraction=0.0002, upsert_fraction=0.001))
 
 
 def quick_scenarios() -> list[Scenario]:
@@ -169,3 +177,52 @@ def run(spark: SparkSession, scenarios: list[Scenario], out: Path, runs: int, wa
     results = run_each(scenarios, lambda s: run_scenario(spark, s, runs, warmup, report), save, report, "scenario")
     chart(results, out / "results.png")
     return results
+
+
+@dataclass
+class PlanningResult:
+    """Seconds to plan one query (its scans' files included), cold and warm, per strategy."""
+
+    scenario: str
+    description: str
+    query: str
+    cold: dict[str, float]
+    warm: dict[str, float]
+
+    def markdown(self) -> str:
+        lines = [f"Planning `{self.query}` on {self.scenario} ({self.description}); medians, x native:", "",
+                 "| strategy | cold s | cold x native | warm s | warm x native |", "|---|---|---|---|---|"]
+        for s in self.cold:
+            lines.append(f"| {s} | {self.cold[s]:.3f} | {self.cold[s] / self.cold['native']:.2f} | "
+                         f"{self.warm[s]:.3f} | {self.warm[s] / self.warm['native']:.2f} |")
+        return "\n".join(lines) + "\n"
+
+
+def planning(spark: SparkSession, scenario: Scenario, runs: int, out: Path,
+             progress: Callable[[str], None] | None = None) -> PlanningResult:
+    """How long a query takes to plan under each strategy, cold (eqdelete's delete plans
+    forgotten first) and warm (planned again right after), interleaved, one warm-up round."""
+    report = progress or stderr_reporter("eqdelete bench --planning")
+    out.mkdir(parents=True, exist_ok=True)
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS local.bench")
+    report(f"{scenario.name}: generating ({scenario.description})")
+    generate(spark, scenario.spec, replace=True, progress=lambda m: report(f"{scenario.name}: {m}"))
+    sql = QUERY.format(t=scenario.spec.table)
+    cold: dict[str, list[float]] = {s: [] for s in STRATEGIES}
+    warm: dict[str, list[float]] = {s: [] for s in STRATEGIES}
+    for round_ in range(runs + 1):
+        for strategy in STRATEGIES:
+            with use_strategy(spark, strategy):
+                _jvm.forget_delete_plans(spark)
+                first = _jvm.seconds_to_plan(spark.sql(sql))
+                again = _jvm.seconds_to_plan(spark.sql(sql))
+            if round_ > 0:  # the first round warms the JVM up
+                cold[strategy].append(first)
+                warm[strategy].append(again)
+        report(f"{scenario.name}: planning round {round_}/{runs} done")
+    result = PlanningResult(scenario.name, scenario.description, sql,
+                            {s: statistics.median(v) for s, v in cold.items()},
+                            {s: statistics.median(v) for s, v in warm.items()})
+    (out / "planning.json").write_text(json.dumps(asdict(result), indent=2))
+    (out / "planning.md").write_text(result.markdown())
+    return result

@@ -126,6 +126,14 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     from eqdelete import bench
 
+    if args.planning:
+        spark = _session(args, "eqdelete bench --planning")
+        scenario = bench.streaming_upsert(0.005 if args.quick else args.scale)
+        result = bench.planning(spark, scenario, runs=1 if args.quick else args.runs, out=Path(args.out))
+        print(result.markdown())
+        print(f"results in {args.out}/planning.json, planning.md")
+        return 0
+
     scenarios = bench.quick_scenarios() if args.quick else bench.default_scenarios(args.scale)
     scenarios = _only(scenarios, args.only, lambda s: s.name, "scenario")
     spark = _session(args, "eqdelete bench")
@@ -212,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--only", help="comma-separated scenario names")
     bench.add_argument("--runs", type=int, default=5, help="timed runs per strategy (default: %(default)s)")
     bench.add_argument("--out", default="bench-results", help="output directory (default: %(default)s)")
+    bench.add_argument("--planning", action="store_true",
+                       help="instead: seconds to plan a query, cold and warm, per strategy, on a streaming-upsert "
+                            "table of many small commits")
     bench.set_defaults(run=_cmd_bench)
 
     swp = commands.add_parser("sweep", help="where the strategies cross over: delete rows, delete files, key columns")

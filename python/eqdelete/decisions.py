@@ -12,12 +12,17 @@ from eqdelete import _jvm
 
 @dataclass(frozen=True)
 class Decision:
-    """One Iceberg scan eqdelete looked at. ``strategy`` is 'native' when it left the scan alone."""
+    """One Iceberg scan eqdelete looked at. ``strategy`` is 'native' when it left the scan alone.
+
+    ``plan`` says how the scan is read: its layout and, for each delete part, the index or
+    join that applies it with its read tasks (the same plan EXPLAIN shows).
+    """
 
     table: str
     snapshot_id: int
     strategy: str
     reason: str
+    plan: str
     delete_files: int
     delete_rows: int
     data_files: int

@@ -1,6 +1,7 @@
 package eqdelete
 
-import eqdelete.rules.RewriteEqualityDeleteScans
+import eqdelete.filter.PlanDeleteKeyIndexes
+import eqdelete.rule.RewriteEqualityDeleteScans
 
 import org.apache.spark.sql.SparkSessionExtensions
 import org.apache.spark.sql.eqdelete.compat.EqDeleteConf
@@ -13,8 +14,12 @@ private[eqdelete] object Injections {
     // later, while Spark builds the session state, it would break every access to that state.
     EqDeleteConf.validateSparkConf()
 
-    // Before Spark's scan push-down, so the new scans get its filter and column pruning.
-    extensions.injectOptimizerRule(session => RewriteEqualityDeleteScans(session))
+    // Once, after the operator optimizations have put each read's filters and columns right
+    // above it, and before Spark's scan push-down, so the new scans get that push-down.
+    extensions.injectPreCBORule(session => RewriteEqualityDeleteScans(session))
+
+    // Plans the filter strategy's index subqueries, so indexes are built during execution.
+    extensions.injectPlannerStrategy(_ => PlanDeleteKeyIndexes)
 
     // Lets anyone check, from plain SQL, that the extension is loaded and which versions run.
     extensions.injectFunction(VersionFunction.description)

@@ -38,7 +38,8 @@ final case class DeletePlan(
     dataFilesWithDeletes: Int,
     rowsWithDeletes: Long,
     rowsWithoutDeletes: Long,
-    deleteSets: Seq[EqualityDeleteSet]) {
+    deleteSets: Seq[EqualityDeleteSet],
+    scan: PlannedScan) {
   def deleteFiles: Int = deleteSets.map(_.files.size).sum
   def deleteRecords: Long = deleteSets.map(_.records).sum
   def dataFiles: Int = dataFileIndex.size

@@ -13,8 +13,9 @@ final case class DeclinedException(reason: String) extends Exception(reason)
 
 /**
  * Plans one Iceberg scan the way Iceberg does (same snapshot, same filter) and turns its
- * per-file delete assignment into a [[DeletePlan]]; returns None when no planned file
- * carries equality deletes. Throws [[DeclinedException]] when the rewrite cannot be exact.
+ * per-file delete assignment into a [[DeletePlan]], keeping the planned tasks so the rewritten
+ * scans read them instead of planning again; returns None when no planned file carries
+ * equality deletes. Throws [[DeclinedException]] when the rewrite cannot be exact.
  */
 object DeletePlanner {
 
@@ -33,10 +34,12 @@ object DeletePlanner {
     var withDeletes = 0
     var rowsWithDeletes, rowsWithoutDeletes = 0L
     val deletesByPath = mutable.LinkedHashMap.empty[String, EqualityDeleteRef]
+    val planned = Vector.newBuilder[FileScanTask]
 
     val scan = table.newScan().useSnapshot(snapshotId).caseSensitive(caseSensitive).filter(filter)
     Using.resource(scan.planFiles()) { tasks =>
       tasks.asScala.foreach { task =>
+        planned += task
         val eqDeletes = task.deletes().asScala.filter(_.content() == FileContent.EQUALITY_DELETES)
         val data = task.file()
         val dataSeq: Long = data.dataSequenceNumber()
@@ -61,11 +64,13 @@ object DeletePlanner {
     }
     if (withDeletes == 0) return None
 
-    val sets = deletesByPath.values.toSeq.groupBy(_.file.equalityFieldIds().asScala.map(_.intValue).toSeq)
-    val deleteSets = sets.toSeq.sortBy(_._1.mkString(",")).map { case (ids, refs) =>
+    val sets = deletesByPath.values.toVector.groupBy(_.file.equalityFieldIds().asScala.map(_.intValue).toVector)
+    val deleteSets = sets.toVector.sortBy(_._1.mkString(",")).map { case (ids, refs) =>
       EqualityDeleteSet(ids, ids.map(keyColumn(readSchema, _)), refs)
     }
-    Some(DeletePlan(snapshotId, new DataFileIndex(files.toMap), withDeletes, rowsWithDeletes, rowsWithoutDeletes, deleteSets))
+    val scanned = PlannedScan(snapshotId, readSchema, filter, caseSensitive, planned.result())
+    Some(DeletePlan(snapshotId, new DataFileIndex(files.toMap), withDeletes, rowsWithDeletes, rowsWithoutDeletes, deleteSets,
+      scanned))
   }
 
   /** The rewrite's rule must cover every delete Iceberg assigned, or it could resurrect rows. */

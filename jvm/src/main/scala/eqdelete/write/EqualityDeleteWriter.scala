@@ -144,7 +144,7 @@ object EqualityDeleteWriter {
     } finally {
       writers.values.foreach(_.close())
     }
-    writers.values.toSeq.flatMap(_.result().deleteFiles().asScala)
+    writers.values.toVector.flatMap(_.result().deleteFiles().asScala)
   }
 
   private def writeData(table: Table, rows: Iterator[org.apache.spark.sql.Row]): Seq[DataFile] = {
@@ -169,6 +169,6 @@ object EqualityDeleteWriter {
     } finally {
       writer.close()
     }
-    writer.result().dataFiles().asScala.toSeq
+    writer.result().dataFiles().asScala.toVector
   }
 }

@@ -142,7 +142,7 @@ object EqDeleteConf {
     4000000L)
 
   /** Every key, for docs and for validating a session's values up front. */
-  def all: Seq[ConfigEntry[_]] = declared.values.map(_._1).toSeq
+  def all: Seq[ConfigEntry[_]] = declared.values.map(_._1).toVector
 
   /** The strategy names, for the Python side (py4j reaches top-level members only). */
   def strategyNames: java.util.List[String] = Strategy.all.asJava

@@ -1,12 +1,37 @@
 package org.apache.spark.sql.eqdelete.compat
 
+import java.util.concurrent.TimeoutException
+
 import org.apache.spark.SparkContext
 import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.execution.SparkPlan
+import org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec
+import org.apache.spark.sql.execution.datasources.v2.BatchScanExec
 
 /** Spark-private calls eqdelete makes outside the config declarations and filter translation. */
 object SparkInternals {
-  /** Waits until Spark has delivered every pending listener event (query executions included). */
-  def waitForListeners(session: SparkSession): Unit = session.sparkContext.listenerBus.waitUntilEmpty()
+  /**
+   * Waits, up to `timeoutMillis`, until Spark has delivered every pending listener event (query
+   * executions included); false when the bus is still busy then, so callers may read a
+   * slightly older state instead of failing.
+   */
+  def waitForListeners(session: SparkSession, timeoutMillis: Long = 60000L): Boolean =
+    try {
+      session.sparkContext.listenerBus.waitUntilEmpty(timeoutMillis)
+      true
+    } catch {
+      case _: TimeoutException => false
+    }
+
+  /**
+   * Plans the input partitions of every V2 scan of a physical plan (adaptive or not), which
+   * Spark otherwise does when the query starts: Iceberg plans its files then. Runs no job.
+   */
+  def planScans(plan: SparkPlan): Unit = plan.foreach {
+    case adaptive: AdaptiveSparkPlanExec => planScans(adaptive.inputPlan)
+    case scan: BatchScanExec => scan.inputRDD.partitions
+    case _ =>
+  }
 
   /** The running SparkContext, without creating one. */
   def activeContext: Option[SparkContext] = SparkContext.getActive

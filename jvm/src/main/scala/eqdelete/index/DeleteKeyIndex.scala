@@ -1,6 +1,8 @@
-package eqdelete.planning
+package eqdelete.index
 
 import java.util.{ArrayList => JArrayList, HashMap => JHashMap}
+
+import eqdelete.planning.DeletePlan
 
 import org.apache.spark.sql.types.{DataType, DateType, IntegerType, LongType, TimestampNTZType, TimestampType}
 
@@ -179,7 +181,7 @@ object LongKeyIndex {
     capacity
   }
 
-  private[planning] def capacityFor(keys: Long): Int = {
+  private[index] def capacityFor(keys: Long): Int = {
     val capacity = slotsFor(keys)
     require(3 * capacity <= Int.MaxValue - 8, s"$keys keys are too many for one index")
     capacity.toInt

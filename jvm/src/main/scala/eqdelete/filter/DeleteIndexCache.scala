@@ -1,16 +1,16 @@
-package eqdelete.rules
+package eqdelete.filter
 
 import java.nio.charset.StandardCharsets
 
 import scala.util.control.NonFatal
 
-import eqdelete.planning.{DeleteFileReadException, DeleteKeyIndex, EqualityDeleteSet}
+import eqdelete.index.DeleteKeyIndex
+import eqdelete.read.DeleteFileReadException
 
-import org.apache.iceberg.FileFormat
-
+import org.apache.iceberg.{DeleteFile, FileFormat}
+import org.apache.iceberg.io.FileIO
 import org.apache.spark.SparkContext
 import org.apache.spark.broadcast.Broadcast
-import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.eqdelete.compat.EqDeleteConf
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.DataType
@@ -31,18 +31,17 @@ object DeleteIndexCache {
   private val entries = new java.util.LinkedHashMap[Key, Entry](16, 0.75f, true)
   private var cachedKeys = 0L
 
-  def getOrBuild(session: SparkSession, scan: DeletedRowsScan, set: EqualityDeleteSet): Broadcast[DeleteKeyIndex] = {
-    val types = scan.keyColumns(set).map(_.dataType)
+  def getOrBuild(context: SparkContext, conf: SQLConf, source: DeleteKeyIndexSource): Broadcast[DeleteKeyIndex] = {
+    val set = source.indexed.set
     val key = Key(set.files.map(r => (r.file.location(), r.file.fileSizeInBytes(), r.scope, r.sequenceNumber)),
-      set.equalityIds, types)
-    val context = session.sparkContext
+      set.equalityIds, source.indexed.keyTypes)
     cached(key, context) match {
       case Some(index) =>
-        set.files.foreach(ref => verify(scan, ref.file))
+        set.files.foreach(ref => verify(source.io, ref.file))
         index
       case None =>
-        val broadcast = DeleteIndexBuilder.build(session, scan, set, types)
-        store(key, Entry(context, broadcast, broadcast.value.distinctKeys.toLong), EqDeleteConf.filterCacheMaxKeys(SQLConf.get))
+        val broadcast = DeleteIndexBuilder.build(context, source)
+        store(key, Entry(context, broadcast, broadcast.value.distinctKeys.toLong), EqDeleteConf.filterCacheMaxKeys(conf))
         broadcast
     }
   }
@@ -74,10 +73,10 @@ object DeleteIndexCache {
    * Beyond that the cache trusts that delete files are immutable, as Iceberg's spec says they
    * are; a file rewritten in place with the same size and magic bytes is not noticed.
    */
-  private def verify(scan: DeletedRowsScan, file: org.apache.iceberg.DeleteFile): Unit = {
+  private def verify(io: FileIO, file: DeleteFile): Unit = {
     def fail(problem: String) = throw new DeleteFileReadException(file.location(), new IllegalStateException(problem))
     try {
-      val input = scan.table.io().newInputFile(file.location())
+      val input = io.newInputFile(file.location())
       val length = input.getLength
       if (length != file.fileSizeInBytes()) fail(s"file has $length bytes, the table's metadata says ${file.fileSizeInBytes()}")
       val (offset, magic) = file.format() match {

@@ -4,7 +4,8 @@ import java.util
 
 import scala.jdk.CollectionConverters._
 
-import eqdelete.rules.Decision
+import eqdelete.explain.{CarriesDecision, Decision}
+import eqdelete.planning.PlannedScan
 
 import org.apache.iceberg.{BaseTable, BatchScan, DeleteFile, FileContent, FileScanTask, ScanTask, ScanTaskGroup, Schema, Snapshot, Table, TableProperties}
 import org.apache.iceberg.expressions.Expression
@@ -60,17 +61,21 @@ object FileSelection {
  * The same Iceberg table, pinned to one metadata version, whose batch scans return only the
  * files of one [[FileSelection]]; with `EqualityDeletesRemoved`, each task keeps its data file,
  * residual and position deletes but drops its equality deletes, so Iceberg's own Spark readers
- * read the rows that eqdelete then filters or anti-joins.
+ * read the rows that eqdelete then filters or anti-joins. With `Unchanged` it is a scan left
+ * native, wrapped only so EXPLAIN and the decision records say why.
  *
  * `label` is the table's name as Spark shows it, so EXPLAIN names the rewrite.
  */
-class EqualityDeleteFreeTable(
+class FileSelectingTable(
     ops: PinnedTableOperations,
     label: String,
     val original: Table,
     val selection: FileSelection,
-    val decision: Decision)
-  extends BaseTable(ops, label) {
+    val decision: Decision,
+    planned: Option[PlannedScan])
+  extends BaseTable(ops, label) with CarriesDecision {
+
+  def repeatsDecision: Boolean = selection == FileSelection.WithoutEqualityDeletes
 
   // Distributed planning would bypass newBatchScan; the file selection must see every task.
   override def properties(): util.Map[String, String] = {
@@ -80,17 +85,18 @@ class EqualityDeleteFreeTable(
     props
   }
 
-  override def newBatchScan(): BatchScan = new SelectingBatchScan(super.newBatchScan(), selection, this)
+  override def newBatchScan(): BatchScan = new SelectingBatchScan(super.newBatchScan(), selection, this, planned)
 }
 
-object EqualityDeleteFreeTable {
-  def apply(original: Table, selection: FileSelection, decision: Decision): EqualityDeleteFreeTable = {
+object FileSelectingTable {
+  /** `planned`: the tasks the delete planning got, served to scans with the same snapshot and filter. */
+  def apply(original: Table, selection: FileSelection, decision: Decision, planned: Option[PlannedScan]): FileSelectingTable = {
     val base = original.asInstanceOf[BaseTable]
     val ops = new PinnedTableOperations(base.operations().current(), original.io(), original.locationProvider())
     val label =
       if (selection.appliesDeletes || selection == FileSelection.Unchanged) s"${original.name()} [${decision.describe}]"
       else s"${original.name()} [eqdelete: ${selection.describe}]"
-    new EqualityDeleteFreeTable(ops, label, original, selection, decision)
+    new FileSelectingTable(ops, label, original, selection, decision, planned)
   }
 
   private[scan] def withoutEqualityDeletes(task: FileScanTask): FileScanTask = {
@@ -99,21 +105,35 @@ object EqualityDeleteFreeTable {
   }
 }
 
-/** Delegates everything to Iceberg's scan; only the planned files are selected or changed. */
-private[scan] final class SelectingBatchScan(delegate: BatchScan, selection: FileSelection, table: Table)
-  extends BatchScan {
+/**
+ * Delegates everything to Iceberg's scan; only the planned files are selected or changed. When
+ * the delete planning already planned this very scan (same snapshot, filter and case
+ * sensitivity), its tasks are served instead of planning the manifests again.
+ */
+private[scan] final class SelectingBatchScan(delegate: BatchScan, selection: FileSelection, table: Table,
+    planned: Option[PlannedScan]) extends BatchScan {
 
-  private def wrap(scan: BatchScan): BatchScan = new SelectingBatchScan(scan, selection, table)
+  private def wrap(scan: BatchScan): BatchScan = new SelectingBatchScan(scan, selection, table, planned)
 
   override def planFiles(): CloseableIterable[ScanTask] = {
-    val tasks = delegate.planFiles()
+    val snapshot = Option(delegate.snapshot()).map(_.snapshotId())
+    val tasks: CloseableIterable[ScanTask] = planned.filter { p =>
+      snapshot.exists(s => p.serves(s, delegate.filter(), delegate.isCaseSensitive))
+    } match {
+      case Some(p) =>
+        ScanPlanning.servedPlanned.incrementAndGet()
+        CloseableIterable.withNoopClose(p.tasks.map(t => t: ScanTask).asJava)
+      case None =>
+        ScanPlanning.plannedAgain.incrementAndGet()
+        delegate.planFiles()
+    }
     val selected: CloseableIterable[ScanTask] = CloseableIterable.filter(tasks, (task: ScanTask) => task match {
       case file: FileScanTask => selection.selects(file)
       case other => throw new IllegalStateException(s"eqdelete: unexpected Iceberg scan task ${other.getClass.getName}")
     })
     if (!selection.appliesDeletes) selected
     else CloseableIterable.transform(selected, (task: ScanTask) => task.asInstanceOf[FileScanTask] match {
-      case file if FileSelection.hasEqualityDeletes(file) => EqualityDeleteFreeTable.withoutEqualityDeletes(file): ScanTask
+      case file if FileSelection.hasEqualityDeletes(file) => FileSelectingTable.withoutEqualityDeletes(file): ScanTask
       case file => file
     })
   }
@@ -144,4 +164,10 @@ private[scan] final class SelectingBatchScan(delegate: BatchScan, selection: Fil
   override def splitOpenFileCost(): Long = delegate.splitOpenFileCost()
   override def metricsReporter(reporter: MetricsReporter): BatchScan = wrap(delegate.metricsReporter(reporter))
   override def minRowsRequested(numRows: Long): BatchScan = wrap(delegate.minRowsRequested(numRows))
+}
+
+/** How often rewritten scans were served the delete planning's tasks, or planned again (for tests and logs). */
+object ScanPlanning {
+  val servedPlanned = new java.util.concurrent.atomic.AtomicLong()
+  val plannedAgain = new java.util.concurrent.atomic.AtomicLong()
 }

@@ -1,4 +1,4 @@
-package eqdelete.planning
+package eqdelete.read
 
 import java.nio.ByteBuffer
 import java.time.{LocalDate, LocalDateTime, OffsetDateTime}

@@ -1,6 +1,4 @@
-package eqdelete.rules
-
-import eqdelete.scan.{EqualityDeleteFreeTable, FileSelection}
+package eqdelete.explain
 
 import org.apache.iceberg.spark.source.SparkTable
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
@@ -23,9 +21,7 @@ object Decisions {
   private def fromRelation(relation: DataSourceV2Relation): Option[Decision] =
     relation.getTagValue(Decision.NativeTag).orElse(relation.table match {
       case table: SparkTable => table.table() match {
-        // The plain branch of a split rewrite repeats the decision of the other; skip it.
-        case rewritten: EqualityDeleteFreeTable if rewritten.selection != FileSelection.WithoutEqualityDeletes =>
-          Some(rewritten.decision)
+        case carrier: CarriesDecision if !carrier.repeatsDecision => Some(carrier.decision)
         case _ => None
       }
       case _ => None

@@ -1,12 +1,13 @@
-package eqdelete.rules
+package eqdelete.filter
 
 import scala.collection.mutable.ArrayBuilder
 
-import eqdelete.planning.{DeleteKeyIndex, EqualityDeleteSet, LongKeyIndex}
+import eqdelete.index.{DeleteKeyIndex, LongKeyIndex}
+import eqdelete.planning.EqualityDeleteSet
+import eqdelete.read.{DeleteRowReader, DeleteRows}
 
+import org.apache.spark.SparkContext
 import org.apache.spark.broadcast.Broadcast
-import org.apache.spark.sql.SparkSession
-import org.apache.spark.sql.types.DataType
 
 /**
  * Builds the filter strategy's index of one equality set with bounded driver memory: Spark
@@ -19,31 +20,43 @@ import org.apache.spark.sql.types.DataType
  */
 object DeleteIndexBuilder {
 
-  /** The index of `set`, built and broadcast. */
-  def build(session: SparkSession, scan: DeletedRowsScan, set: EqualityDeleteSet, types: Seq[DataType]): Broadcast[DeleteKeyIndex] = {
-    val estimate = DeleteKeyIndex.estimatedBytes(types, set.records)
-    def outOfMemory(e: OutOfMemoryError) = new FilterIndexMemoryException(set, estimate, e)
-    val index = try buildIndex(session, scan, set, types) catch { case e: OutOfMemoryError => throw outOfMemory(e) }
-    try session.sparkContext.broadcast(index) catch { case e: OutOfMemoryError => throw outOfMemory(e) }
+  /** The index of `source`'s set, built and broadcast. */
+  def build(context: SparkContext, source: DeleteKeyIndexSource): Broadcast[DeleteKeyIndex] = {
+    val set = source.indexed.set
+    def outOfMemory(e: OutOfMemoryError) = new FilterIndexMemoryException(set, source.indexed.estimatedBytes, e)
+    val index = try buildIndex(context, source) catch { case e: OutOfMemoryError => throw outOfMemory(e) }
+    try context.broadcast(index) catch { case e: OutOfMemoryError => throw outOfMemory(e) }
   }
 
-  private def buildIndex(session: SparkSession, scan: DeletedRowsScan, set: EqualityDeleteSet, types: Seq[DataType]): DeleteKeyIndex = {
-    var index = DeleteKeyIndex.forKeyTypes(types, set.records)
+  private def buildIndex(context: SparkContext, source: DeleteKeyIndexSource): DeleteKeyIndex = {
+    val indexed = source.indexed
+    var index = DeleteKeyIndex.forKeyTypes(indexed.keyTypes, indexed.read.records)
     val integral = index.isInstanceOf[LongKeyIndex]
-    val batches = scan.deleteRows(session, set, set.files).mapPartitions(rows => Iterator(DeleteRowBatch(rows, integral)))
+    val reader = new DeleteRowReader(source.io, source.readSchema, indexed.set.equalityIds)
+    val rows = DeleteRows.rdd(context, reader, indexed.read.files, indexed.read.tasks, indexed.set.describeKeys)
+    val batches = rows.mapPartitions(rows => Iterator(DeleteRowBatch(rows, integral)))
     var failure: OutOfMemoryError = null
+    val description = context.getLocalProperty(JobDescription)
+    context.setLocalProperty(JobDescription, s"eqdelete: ${indexed.describe}")
     // Spark calls the handler on one thread at a time, as each task's result arrives.
-    session.sparkContext.runJob(batches, (rows: Iterator[DeleteRowBatch]) => rows.next(), (_: Int, batch: DeleteRowBatch) =>
-      if (failure == null) {
-        try batch.addTo(index) catch {
-          case e: OutOfMemoryError =>
-            index = null // let the collector have it back before anything else needs memory
-            failure = e
-        }
-      })
+    try {
+      context.runJob(batches, (rows: Iterator[DeleteRowBatch]) => rows.next(), (_: Int, batch: DeleteRowBatch) =>
+        if (failure == null) {
+          try batch.addTo(index) catch {
+            case e: OutOfMemoryError =>
+              index = null // let the collector have it back before anything else needs memory
+              failure = e
+          }
+        })
+    } finally {
+      context.setLocalProperty(JobDescription, description)
+    }
     if (failure != null) throw failure
     index.seal()
   }
+
+  /** Spark's local property naming a job in its UI. */
+  private val JobDescription = "spark.job.description"
 }
 
 /**

@@ -1,6 +1,6 @@
-package eqdelete.expressions
+package eqdelete.filter
 
-import eqdelete.planning.{DeleteKeyIndex, GeneralKeyIndex, LongKeyIndex}
+import eqdelete.index.{DeleteKeyIndex, GeneralKeyIndex, LongKeyIndex}
 
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.sql.catalyst.InternalRow
@@ -12,24 +12,32 @@ import org.apache.spark.sql.types.{BooleanType, DataType}
 /**
  * True when the row's key (NULL equal to NULL) is deleted by a delete row of the same scope
  * or a global one, with a larger sequence number than the row's data file: set membership
- * against the delete rows indexed on the driver, for the filter strategy. The index travels
- * as a broadcast, once per executor, not inside every task.
+ * against one equality set's index, for the filter strategy.
+ *
+ * `index` is a scalar subquery over [[BuildDeleteKeyIndex]]: Spark runs it before this
+ * expression is compiled or shipped, and its value is the handle of the broadcast index, so the
+ * index travels once per executor, not inside every task.
  *
  * The key is looked up first; the row's sequence number (and, for global-only deletes, its
  * scope) is computed only for the few rows whose key has a delete.
  */
-case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequence: Expression, index: Broadcast[DeleteKeyIndex])
+case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequence: Expression, index: Expression)
   extends Expression with NonSQLExpression {
 
-  override def children: Seq[Expression] = keys ++ Seq(scope, sequence)
+  override def children: Seq[Expression] = keys ++ Seq(scope, sequence, index)
   override def dataType: DataType = BooleanType
   override def nullable: Boolean = false
   override def prettyName: String = "eqdelete_deleted"
-  override def toString: String = s"$prettyName(${keys.mkString(", ")}; ${index.value.distinctKeys} delete keys)"
+  override def toString: String = s"$prettyName(${keys.mkString(", ")}; index $index)"
+
+  /** The broadcast index; only once the subquery has run (during execution). */
+  private def broadcast: Broadcast[DeleteKeyIndex] = BroadcastHandle.read(index.eval(null).asInstanceOf[Array[Byte]])
+
+  @transient private lazy val deleteKeys: DeleteKeyIndex = broadcast.value
 
   override def eval(input: InternalRow): Any = {
     val scopeValue = scope.eval(input).asInstanceOf[Long]
-    val newest = index.value match {
+    val newest = deleteKeys match {
       case longs: LongKeyIndex =>
         val value = keys.head.eval(input)
         longs.newest(scopeValue, value == null, if (value == null) 0L else value.asInstanceOf[Number].longValue())
@@ -39,16 +47,18 @@ case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequenc
   }
 
   override protected def doGenCode(ctx: CodegenContext, ev: ExprCode): ExprCode = {
-    val indexClass = index.value.getClass.getName
-    val broadcastRef = ctx.addReferenceObj("deleteKeysBroadcast", index, classOf[Broadcast[_]].getName)
+    val shipped = broadcast
+    val indexValue = shipped.value
+    val indexClass = indexValue.getClass.getName
+    val broadcastRef = ctx.addReferenceObj("deleteKeysBroadcast", shipped, classOf[Broadcast[_]].getName)
     val indexRef = ctx.addMutableState(indexClass, "deleteKeys",
       v => s"$v = ($indexClass) $broadcastRef.value();", forceInline = true)
     val keyCodes = keys.map(_.genCode(ctx))
-    val scopeCode = if (index.value.hasScoped) Some(scope.genCode(ctx)) else None
+    val scopeCode = if (indexValue.hasScoped) Some(scope.genCode(ctx)) else None
     val scopeValue = scopeCode.map(_.value.toString).getOrElse("-1L")
     val seqCode = sequence.genCode(ctx)
     val newest = ctx.freshName("newestDelete")
-    val lookup = index.value match {
+    val lookup = indexValue match {
       case _: LongKeyIndex =>
         val k = keyCodes.head
         s"$indexRef.newest($scopeValue, ${k.isNull}, ${k.isNull} ? 0L : (long) ${k.value})"
@@ -76,6 +86,6 @@ case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequenc
 
   override protected def withNewChildrenInternal(newChildren: IndexedSeq[Expression]): EqualityDeleteMatch = {
     val n = keys.length
-    copy(keys = newChildren.take(n), scope = newChildren(n), sequence = newChildren(n + 1))
+    copy(keys = newChildren.take(n), scope = newChildren(n), sequence = newChildren(n + 1), index = newChildren(n + 2))
   }
 }

@@ -1,4 +1,4 @@
-package eqdelete.rules
+package eqdelete.explain
 
 import java.util.{Collections, WeakHashMap}
 
@@ -25,7 +25,8 @@ object DecisionLog {
   }
 
   def lastQuery(session: SparkSession): Seq[Decision] = {
-    SparkInternals.waitForListeners(session) // so a caller sees its own last query
+    // So a caller sees its own last query; a bus still busy after a minute gives the last delivered.
+    SparkInternals.waitForListeners(session)
     Option(last.get(session)).getOrElse(Nil)
   }
 
@@ -41,7 +42,7 @@ object DecisionLog {
       Map[String, Any](
         "table" -> d.table, "snapshot_id" -> d.snapshotId, "strategy" -> d.strategy, "reason" -> d.reason,
         "delete_files" -> d.deleteFiles, "delete_rows" -> d.deleteRows, "data_files" -> d.dataFiles,
-        "data_files_with_deletes" -> d.dataFilesWithDeletes).asJava
+        "data_files_with_deletes" -> d.dataFilesWithDeletes, "plan" -> d.plan).asJava
     }.asJava
 
   private final class Listener(session: SparkSession) extends QueryExecutionListener {

@@ -1,4 +1,4 @@
-package eqdelete.expressions
+package eqdelete.scan
 
 import eqdelete.planning.DataFileIndex
 

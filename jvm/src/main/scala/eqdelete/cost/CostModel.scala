@@ -1,0 +1,134 @@
+package eqdelete.cost
+
+import eqdelete.index.DeleteKeyIndex
+import eqdelete.planning.{DeletePlan, EqualityDeleteRef, EqualityDeleteSet}
+
+import org.apache.iceberg.Schema
+import org.apache.iceberg.spark.SparkSchemaUtil
+import org.apache.spark.sql.eqdelete.compat.EqDeleteConf
+import org.apache.spark.sql.types.DataType
+
+/**
+ * The one place a scan's rewrite is decided, from Iceberg metadata and settings only (no data
+ * is read): the strategy, the layout, each delete part's distribution and the task sizing.
+ *
+ * The strategy is the one set, or auto's:
+ *  1. Fewer than `auto.minDataRows` rows in data files with equality deletes: native. A rewrite
+ *     adds a planning pass and a job reading the delete files, which small scans do not repay.
+ *  2. Up to `auto.filterMaxDeleteRows` delete rows, and indexes of them that fit
+ *     `filter.maxHeapFraction` of the driver's heap: filter. The sweeps (PERFORMANCE.md) show it
+ *     fastest there: it reads the delete files once (and keeps the index across queries), ships
+ *     it once per executor, and costs each row one cache-resident lookup.
+ *  3. Otherwise: join. Each part (an equality set's scoped deletes, and its global ones) is
+ *     broadcast while its estimate is under `join.broadcastMaxBytes` and the same heap share,
+ *     and shuffled above it, which scales to delete sets of any size.
+ * A filter the user set is bounded the same way: indexes that would not fit the driver become
+ * the join, unless `filter.force` says otherwise.
+ */
+object CostModel {
+
+  /** Delete rows one task reads, at most (for many small files: at least one task per core). */
+  val RowsPerReadTask = 1000000L
+
+  def plan(deletes: DeletePlan, readSchema: Schema, settings: CostSettings): ScanRewritePlan = {
+    val strategyKey = EqDeleteConf.STRATEGY.key
+    lazy val indexes = indexedSets(deletes, readSchema, settings)
+    lazy val overBudget = DriverMemory.filterOverBudget(indexes, settings)
+    def join(reason: String) = joinPlan(deletes, readSchema, settings, reason)
+
+    settings.strategy match {
+      case "native" => ScanRewritePlan.Native(s"$strategyKey=native")
+      case "join" => join(s"$strategyKey=join")
+      case "filter" if settings.filterForce => filter(deletes, indexes, s"$strategyKey=filter")
+      case "filter" => overBudget match {
+        case None => filter(deletes, indexes, s"$strategyKey=filter")
+        case Some(why) =>
+          val plan = join(s"$strategyKey=filter, but $why")
+          plan.copy(reason = s"${plan.reason}: ${joinKinds(plan.joins)} instead (${EqDeleteConf.FILTER_FORCE.key}=true overrides)")
+      }
+      case "auto" => auto(deletes, indexes, overBudget, settings, join)
+      case other => throw new IllegalArgumentException(s"unknown strategy $other")
+    }
+  }
+
+  private def auto(
+      deletes: DeletePlan,
+      indexes: => Seq[IndexedSet],
+      overBudget: => Option[String],
+      settings: CostSettings,
+      join: String => ScanRewritePlan.Join): ScanRewritePlan = {
+    val rows = deletes.deleteRecords
+    if (deletes.rowsWithDeletes < settings.minDataRows) {
+      ScanRewritePlan.Native(s"auto: ${deletes.rowsWithDeletes} rows in files with deletes < " +
+        s"${EqDeleteConf.AUTO_MIN_DATA_ROWS.key}=${settings.minDataRows}; a rewrite costs more than it saves")
+    } else if (rows <= settings.filterMaxDeleteRows && overBudget.isEmpty) {
+      filter(deletes, indexes, s"auto: $rows delete rows <= ${EqDeleteConf.AUTO_FILTER_MAX_DELETE_ROWS.key}=" +
+        s"${settings.filterMaxDeleteRows} and their index (~${DriverMemory.filterBytes(indexes) >> 20} MB with its " +
+        s"broadcast copy) fits ${EqDeleteConf.FILTER_MAX_HEAP_FRACTION.key} of the driver heap")
+    } else {
+      val why =
+        if (rows > settings.filterMaxDeleteRows) s"$rows delete rows > ${EqDeleteConf.AUTO_FILTER_MAX_DELETE_ROWS.key}=${settings.filterMaxDeleteRows}"
+        else overBudget.get
+      val plan = join(s"auto: $why")
+      plan.copy(reason = s"${plan.reason}; ${joinKinds(plan.joins)}")
+    }
+  }
+
+  private def filter(deletes: DeletePlan, indexes: Seq[IndexedSet], reason: String): ScanRewritePlan.Filter =
+    ScanRewritePlan.Filter(reason, layout(deletes), indexes)
+
+  private def joinPlan(deletes: DeletePlan, readSchema: Schema, settings: CostSettings, reason: String): ScanRewritePlan.Join = {
+    val limit = DriverMemory.broadcastLimit(settings)
+    val joins = deletes.deleteSets.flatMap { set =>
+      val types = keyTypes(set, readSchema)
+      val (global, scoped) = set.files.partition(_.isGlobal)
+      Seq(scoped -> true, global -> false).collect { case (files, byScope) if files.nonEmpty =>
+        val bytes = joinSideBytes(files, types)
+        val distribution =
+          if (limit >= 0 && bytes <= limit) JoinDistribution.Broadcast else JoinDistribution.Shuffled
+        AntiJoin(set, types, read(files, settings), byScope, distribution, bytes)
+      }
+    }
+    ScanRewritePlan.Join(reason, layout(deletes), joins)
+  }
+
+  /** What the join strategy's parts are, in words; derived from the parts, so it matches them. */
+  def joinKinds(joins: Seq[AntiJoin]): String = joins.map(_.distribution).distinct match {
+    case Seq(JoinDistribution.Broadcast) =>
+      s"broadcast join (delete side <= ${EqDeleteConf.JOIN_BROADCAST_MAX_BYTES.key} and the heap share)"
+    case Seq(JoinDistribution.Shuffled) =>
+      s"shuffled join (delete side > ${EqDeleteConf.JOIN_BROADCAST_MAX_BYTES.key} or the heap share)"
+    case _ =>
+      "joins by size: " + joins.map(j => s"${j.distribution.describe} for ${j.set.describeKeys}" +
+        (if (j.byScope) " scoped" else " global")).mkString(", ")
+  }
+
+  private def indexedSets(deletes: DeletePlan, readSchema: Schema, settings: CostSettings): Seq[IndexedSet] =
+    deletes.deleteSets.map { set =>
+      val types = keyTypes(set, readSchema)
+      IndexedSet(set, types, read(set.files, settings), DeleteKeyIndex.estimatedBytes(types, set.records))
+    }
+
+  /**
+   * One scan of every file when files without deletes hold fewer rows than those with: the
+   * lookups it adds cost less than passing every row through a union. Otherwise two scans.
+   */
+  def layout(deletes: DeletePlan): ScanLayout =
+    if (deletes.dataFilesWithoutDeletes == 0 || deletes.rowsWithoutDeletes < deletes.rowsWithDeletes) ScanLayout.OneScan
+    else ScanLayout.Union
+
+  /** At least one task per ~1M delete rows and, for many small files, one per core; never more than files. */
+  def read(files: Seq[EqualityDeleteRef], settings: CostSettings): DeleteRead = {
+    val records = files.map(_.file.recordCount()).sum
+    val byRows = (records + RowsPerReadTask - 1) / RowsPerReadTask
+    val tasks = math.max(1L, math.min(files.size.toLong, math.max(byRows, settings.parallelism.toLong)))
+    DeleteRead(files, tasks.toInt)
+  }
+
+  /** A join's delete side: rows times the keys, scope and sequence number, plus a row's overhead. */
+  def joinSideBytes(files: Seq[EqualityDeleteRef], keyTypes: Seq[DataType]): BigInt =
+    BigInt(files.map(_.file.recordCount()).sum) * (keyTypes.map(_.defaultSize).sum + 3 * 8)
+
+  def keyTypes(set: EqualityDeleteSet, readSchema: Schema): Seq[DataType] =
+    set.equalityIds.map(id => SparkSchemaUtil.convert(readSchema.findType(id)))
+}

@@ -1,0 +1,53 @@
+package eqdelete.explain
+
+import eqdelete.planning.DeletePlan
+
+import org.apache.spark.sql.catalyst.trees.TreeNodeTag
+
+/**
+ * What eqdelete did with one Iceberg scan, for EXPLAIN and the Python decision records: a view
+ * of the scan's rewrite plan (strategy, reason, and `plan`, the layout and each delete part's
+ * execution), so what it says is what runs.
+ */
+final case class Decision(
+    table: String,
+    snapshotId: Long,
+    strategy: String,
+    reason: String,
+    plan: String,
+    deleteFiles: Int,
+    deleteRows: Long,
+    dataFiles: Int,
+    dataFilesWithDeletes: Int) {
+
+  def rewritten: Boolean = strategy != "native"
+
+  def describe: String =
+    if (rewritten) {
+      s"eqdelete $strategy: $deleteFiles equality delete file(s), $deleteRows delete row(s), " +
+        s"$dataFilesWithDeletes of $dataFiles data file(s) with equality deletes; $plan; $reason"
+    } else {
+      s"eqdelete native: $reason"
+    }
+}
+
+object Decision {
+  /** The decision for a scan, with the counts of its delete plan (zeros when there is none). */
+  def of(table: String, snapshotId: Long, strategy: String, reason: String, plan: String,
+      deletes: Option[DeletePlan]): Decision =
+    Decision(table, snapshotId, strategy, reason, plan,
+      deletes.map(_.deleteFiles).getOrElse(0), deletes.map(_.deleteRecords).getOrElse(0L),
+      deletes.map(_.dataFiles).getOrElse(0), deletes.map(_.dataFilesWithDeletes).getOrElse(0))
+
+  /** Marks a scan eqdelete left native, with why; also stops the rule from trying again. */
+  val NativeTag: TreeNodeTag[Decision] = TreeNodeTag[Decision]("eqdelete.native")
+}
+
+/**
+ * A table a rewritten (or named native) scan reads through, carrying the scan's decision.
+ * `repeatsDecision`: the plain half of a split scan, whose decision the other half reports.
+ */
+trait CarriesDecision {
+  def decision: Decision
+  def repeatsDecision: Boolean
+}

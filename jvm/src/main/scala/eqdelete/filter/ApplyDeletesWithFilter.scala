@@ -1,0 +1,32 @@
+package eqdelete.filter
+
+import eqdelete.cost.ScanRewritePlan
+import eqdelete.scan.StrippedScan
+
+import org.apache.spark.sql.catalyst.expressions.{Expression, Not, Or, ScalarSubquery}
+import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan, Project}
+
+/**
+ * filter: each equality set's delete rows become an index, built during execution by a scalar
+ * subquery (kept across queries by [[DeleteIndexCache]]) and broadcast, and the scan is
+ * filtered with a set-membership predicate:
+ * {{{
+ *   Project(columns)
+ *     Filter(NOT (eqdelete_deleted(keys of set 1; index subquery 1) OR ...))
+ *       scan
+ *   subquery i: BuildDeleteKeyIndex(set i)
+ * }}}
+ * The query's own filters land beside it, where Spark pushes them into Iceberg's scan.
+ */
+object ApplyDeletesWithFilter {
+
+  def build(scan: StrippedScan, plan: ScanRewritePlan.Filter): LogicalPlan = {
+    val matches = plan.indexes.map { indexed =>
+      val source = DeleteKeyIndexSource(indexed, scan.table.io(), scan.readSchema)
+      EqualityDeleteMatch(scan.keyColumns(indexed.set), scan.scope.child, scan.sequence.child,
+        ScalarSubquery(BuildDeleteKeyIndex(source)))
+    }
+    val deleted = matches.reduce[Expression](Or(_, _))
+    Project(scan.columns, Filter(Not(deleted), scan.source))
+  }
+}

@@ -1,0 +1,91 @@
+package eqdelete.join
+
+import eqdelete.cost.{AntiJoin, JoinDistribution, ScanRewritePlan}
+import eqdelete.read.DeleteRows
+import eqdelete.scan.StrippedScan
+
+import org.apache.spark.sql.{SparkSession => ApiSession}
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeReference, EqualNullSafe, EqualTo, Expression, GenericInternalRow, LessThan}
+import org.apache.spark.sql.catalyst.expressions.aggregate.Max
+import org.apache.spark.sql.catalyst.plans.LeftAnti
+import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, BROADCAST, HintInfo, Join, JoinHint, LogicalPlan, Project, Statistics}
+import org.apache.spark.sql.catalyst.plans.physical.{SinglePartition, UnknownPartitioning}
+import org.apache.spark.sql.eqdelete.compat.SparkShim
+import org.apache.spark.sql.types.LongType
+
+/**
+ * join: the delete rows become a relation read by Spark tasks through Iceberg's delete
+ * loader, and the rows of files with equality deletes are anti-joined against it, one join per
+ * part the cost model planned (an equality set's scoped deletes, and its global ones):
+ * {{{
+ *   Project(columns)
+ *     Join(LeftAnti, keys <=> keys AND scope = scope AND data_seq < seq)   -- global: no scope
+ *       Project(columns, data_seq, scope) -> scan
+ *       delete rows (key, scope, seq)   -- shuffled parts: reduced to max(seq) per (key, scope)
+ * }}}
+ * Nothing is read while the plan is optimized: the delete rows are an RDD read when the join runs.
+ */
+object ApplyDeletesWithJoin {
+
+  def build(session: ApiSession, scan: StrippedScan, plan: ScanRewritePlan.Join): LogicalPlan = {
+    // The keys travel with the rows until every join has run, even those the query does not select.
+    val keys = plan.joins.flatMap(part => scan.keyColumns(part.set)).filterNot(scan.columns.contains).distinct
+    val data: LogicalPlan = Project(scan.columns ++ keys ++ Seq(scan.sequence, scan.scope), scan.source)
+    val joined = plan.joins.foldLeft(data)((left, part) => antiJoin(session, scan, left, part))
+    Project(scan.columns, joined)
+  }
+
+  private def antiJoin(session: ApiSession, scan: StrippedScan, left: LogicalPlan, part: AntiJoin): LogicalPlan = {
+    val dataKeys = scan.keyColumns(part.set)
+    val deleteKeys = dataKeys.zipWithIndex.map { case (k, i) =>
+      AttributeReference(s"_eqdelete_${k.name}", k.dataType, nullable = part.set.keyMayBeNull(i))()
+    }
+    val scope = AttributeReference("_eqdelete_delete_scope", LongType, nullable = false)()
+    val seq = AttributeReference("_eqdelete_delete_seq", LongType, nullable = false)()
+    val rows = deleteRows(session, scan, part, deleteKeys, Seq(scope, seq))
+
+    // A row is deleted when any delete row of its key and scope is newer, so repeated keys
+    // need no reduction for correctness. A broadcast side is built as it is read; a shuffled
+    // one is first reduced to (key, scope) -> max(seq), which shrinks what both sides shuffle.
+    val broadcast = part.distribution == JoinDistribution.Broadcast
+    val (deleteSide, newest) = if (broadcast) {
+      (rows, seq)
+    } else {
+      val grouping: Seq[Attribute] = if (part.byScope) deleteKeys :+ scope else deleteKeys
+      val maxSeq = Alias(Max(seq).toAggregateExpression(), "_eqdelete_max_seq")()
+      (Aggregate(grouping, grouping ++ Seq(maxSeq), rows), maxSeq.toAttribute)
+    }
+
+    // NULL keys match only NULL keys, as in Iceberg; plain equality when no delete key is NULL
+    // lets Spark use its single-long hash relation instead of composite keys.
+    val keyMatch = dataKeys.zip(deleteKeys).map { case (d, k) =>
+      if (k.nullable) EqualNullSafe(d, k) else EqualTo(d, k): Expression
+    }
+    val scopeMatch = if (part.byScope) Seq(EqualTo(scan.scope.toAttribute, scope)) else Nil
+    val newer = LessThan(scan.sequence.toAttribute, newest)
+    val condition = (keyMatch ++ scopeMatch :+ newer).reduce(And(_, _))
+    // Broadcast past Spark's own small default (10 MB is small for a hash set of keys); a
+    // shuffled part is left to Spark's join selection, which shuffles sets larger than memory.
+    val hint = if (broadcast) JoinHint(None, Some(HintInfo(strategy = Some(BROADCAST)))) else JoinHint.NONE
+    Join(left, deleteSide, LeftAnti, Some(condition), hint)
+  }
+
+  /** A relation over the delete rows of the part, read by Spark tasks, with size statistics. */
+  private def deleteRows(
+      session: ApiSession,
+      scan: StrippedScan,
+      part: AntiJoin,
+      keys: Seq[AttributeReference],
+      scopeAndSeq: Seq[AttributeReference]): LogicalPlan = {
+    val rows = DeleteRows.rdd(session.sparkContext, scan.reader(part.set), part.read.files, part.read.tasks,
+      part.set.describeKeys)
+    val rdd = rows.map { case (keys, scope, seq) =>
+      new GenericInternalRow((keys :+ scope :+ seq).asInstanceOf[Array[Any]]): InternalRow
+    }
+    // A single task declares it, so the reduction needs no shuffle.
+    val partitioning = if (part.read.tasks == 1) SinglePartition else UnknownPartitioning(part.read.tasks)
+    val stats = Statistics(sizeInBytes = part.estimatedBytes, rowCount = Some(BigInt(part.read.records)))
+    SparkShim.logicalRDD(keys ++ scopeAndSeq, rdd, partitioning, session, stats)
+  }
+}

@@ -1,0 +1,230 @@
+package eqdelete.rule
+
+import scala.util.Try
+import scala.util.control.{ControlThrowable, NonFatal}
+
+import eqdelete.cost.{CostModel, CostSettings, DriverMemory, ScanLayout, ScanRewritePlan}
+import eqdelete.explain.{Decision, DecisionLog}
+import eqdelete.filter.ApplyDeletesWithFilter
+import eqdelete.join.ApplyDeletesWithJoin
+import eqdelete.planning.{DeclinedException, DeletePlan, DeletePlanCache, PlannedScan}
+import eqdelete.read.DeleteFileReadException
+import eqdelete.scan.{FileSelectingTable, FileSelection, StrippedScan}
+
+import org.apache.iceberg.{Schema, Table}
+import org.apache.iceberg.expressions.{Expression => IcebergExpression, Expressions}
+import org.apache.iceberg.spark.SparkSchemaUtil
+import org.apache.iceberg.spark.source.SparkTable
+import org.apache.iceberg.util.SnapshotUtil
+import org.apache.spark.internal.Logging
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeMap, AttributeSet, Expression, MetadataAttribute, NamedExpression, PredicateHelper}
+import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan, Project, Union}
+import org.apache.spark.sql.catalyst.rules.Rule
+import org.apache.spark.sql.eqdelete.compat.{EqDeleteConf, FilterTranslation, IcebergInternals, IcebergSparkShim}
+import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
+
+/**
+ * Rewrites every batch read of an Iceberg table whose planned files carry equality deletes.
+ * It runs once, after Spark's operator optimizations and before its scan push-down, on the
+ * read as those left it: the relation with the query's filters and columns right above.
+ * {{{
+ *   Project(cols)                      Project(cols)
+ *     Filter(conds)                      Union                            -- or one scan, see ScanLayout
+ *       RelationV2 t          =>           Project(needed) -> Filter(conds) -> RelationV2 t [files without equality deletes]
+ *                                          Project(needed as in t)        -- filter or join:
+ *                                            ... deletes applied by eqdelete ...
+ *                                              Filter(conds) -> RelationV2 t [files with equality deletes,
+ *                                                                              equality deletes removed]
+ * }}}
+ * The query's deterministic filters go into every new scan (a row filter commutes with applying
+ * deletes), so Spark pushes them into Iceberg's scans, and the delete planning uses all of them:
+ * the scans are then served the tasks it planned. The output attributes stay exactly the
+ * original's. What to build comes from [[CostModel]], from metadata only; nothing is read here.
+ * Anything unexpected leaves the scan native, with the reason in a tag on the relation (read by
+ * the decision records) and a warning.
+ */
+case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[LogicalPlan]
+  with PredicateHelper with Logging {
+
+  override def apply(plan: LogicalPlan): LogicalPlan = {
+    if (!EqDeleteConf.enabled(conf) || EqDeleteConf.strategy(conf) == "native") return plan
+    DecisionLog.register(session)
+    plan.transformDown {
+      case Project(list, Filter(condition, UnvisitedIcebergRead(relation, sparkTable, table, snapshotId))) =>
+        rewrite(IcebergRead(Some(list), splitConjunctivePredicates(condition), relation, sparkTable, table, snapshotId))
+      case Project(list, UnvisitedIcebergRead(relation, sparkTable, table, snapshotId)) =>
+        rewrite(IcebergRead(Some(list), Nil, relation, sparkTable, table, snapshotId))
+      case Filter(condition, UnvisitedIcebergRead(relation, sparkTable, table, snapshotId)) =>
+        rewrite(IcebergRead(None, splitConjunctivePredicates(condition), relation, sparkTable, table, snapshotId))
+      case UnvisitedIcebergRead(relation, sparkTable, table, snapshotId) =>
+        rewrite(IcebergRead(None, Nil, relation, sparkTable, table, snapshotId))
+    }
+  }
+
+  /**
+   * One read: the relation, the query's filters on it and the columns it keeps. Deterministic
+   * filters are `pushed` into the new scans; the others stay above them (`kept`).
+   */
+  private case class IcebergRead(
+      project: Option[Seq[NamedExpression]],
+      filters: Seq[Expression],
+      relation: DataSourceV2Relation,
+      sparkTable: SparkTable,
+      table: Table,
+      snapshotId: Long) {
+    val (pushed, kept) = filters.partition(_.deterministic)
+
+    /** The read above `child`, which outputs the relation's columns: what the query keeps of it. */
+    def above(child: LogicalPlan, withPushed: Boolean): LogicalPlan = {
+      val conditions = if (withPushed) filters else kept
+      val filtered = conditions.reduceOption(And).map(Filter(_, child)).getOrElse(child)
+      project.map(Project(_, filtered)).getOrElse(filtered)
+    }
+
+    /** The relation's columns the query needs above the scans, in the relation's order. */
+    def needed: Seq[Attribute] = project match {
+      case Some(list) =>
+        val used = AttributeSet(list) ++ AttributeSet(kept.flatMap(_.references))
+        relation.output.filter(used.contains)
+      case None => relation.output
+    }
+  }
+
+  private def rewrite(read: IcebergRead): LogicalPlan = {
+    val table = read.table
+    val snapshotId = read.snapshotId
+    def leaveNative(reason: String, plan: Option[DeletePlan] = None): LogicalPlan =
+      read.above(namedNative(read.relation, read.sparkTable, table,
+        Decision.of(table.name(), snapshotId, "native", reason, "read natively", plan), plan.map(_.scan)), withPushed = true)
+    try {
+      val readSchema = schemaRead(read.sparkTable, table, snapshotId)
+      val filter = icebergFilter(read.pushed)
+      DeletePlanCache.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis) match {
+        case None =>
+          // Nothing to do: the relation stays exactly as it was, only marked as looked at.
+          read.relation.setTagValue(Decision.NativeTag, Decision.of(table.name(), snapshotId, "native",
+            "no planned data file carries equality deletes", "read natively", None))
+          read.above(read.relation, withPushed = true)
+        case Some(deletePlan) =>
+          val settings = CostSettings.from(conf, DriverMemory.heapBytes, session.sparkContext.defaultParallelism)
+          CostModel.plan(deletePlan, readSchema, settings) match {
+            case ScanRewritePlan.Native(reason) => leaveNative(reason, Some(deletePlan))
+            case filter: ScanRewritePlan.Filter =>
+              build(read, readSchema, deletePlan, filter, filter.layout, scan => ApplyDeletesWithFilter.build(scan, filter))
+            case join: ScanRewritePlan.Join =>
+              build(read, readSchema, deletePlan, join, join.layout, scan => ApplyDeletesWithJoin.build(session, scan, join))
+          }
+      }
+    } catch {
+      case DeclinedException(reason) =>
+        logWarning(s"eqdelete: cannot rewrite the scan of ${table.name()}: $reason; reading it natively")
+        leaveNative(reason)
+      // A delete file that cannot be read fails the query, as natively: a native fallback would
+      // read it again.
+      case e: Throwable if DeleteFileReadException.in(e).isDefined => throw DeleteFileReadException.in(e).get
+      // Anything else (a LinkageError on a class path eqdelete was not built for, too) leaves
+      // the scan as Iceberg plans it: never the user's session taken down.
+      case e: Throwable if !e.isInstanceOf[InterruptedException] && !e.isInstanceOf[ControlThrowable] =>
+        logWarning(s"eqdelete: cannot rewrite the scan of ${table.name()}; reading it natively", e)
+        leaveNative(s"planning failed: $e")
+    }
+  }
+
+  /**
+   * The scan left native as Iceberg plans it, but named after the decision so EXPLAIN shows
+   * why (auto's cost model chose native, or the rewrite was declined), and served the tasks the
+   * delete planning got; the plain relation, with the decision in its tag, if that view cannot
+   * be made.
+   */
+  private def namedNative(
+      relation: DataSourceV2Relation,
+      sparkTable: SparkTable,
+      table: Table,
+      decision: Decision,
+      planned: Option[PlannedScan]): LogicalPlan = {
+    val view = try Some(sameView(sparkTable, decision.snapshotId,
+      FileSelectingTable(table, FileSelection.Unchanged, decision, planned))) catch {
+      case NonFatal(_) | _: LinkageError => None
+    }
+    val named = view.map(v => relation.copy(table = v)).getOrElse(relation)
+    named.setTagValue(Decision.NativeTag, decision)
+    named
+  }
+
+  /** The read as `plan` lays it out, with `applyDeletes` (the strategy's builder) on the stripped files. */
+  private def build(
+      read: IcebergRead,
+      readSchema: Schema,
+      deletePlan: DeletePlan,
+      plan: ScanRewritePlan,
+      layout: ScanLayout,
+      applyDeletes: StrippedScan => LogicalPlan): LogicalPlan = {
+    val (relation, table) = (read.relation, read.table)
+    val decision = Decision.of(table.name(), deletePlan.snapshotId, plan.strategy.name, plan.reason, plan.describe,
+      Some(deletePlan))
+    def view(selection: FileSelection): SparkTable =
+      sameView(read.sparkTable, deletePlan.snapshotId, FileSelectingTable(table, selection, decision, Some(deletePlan.scan)))
+
+    // The stripped scan reads what the query, its filters and the delete keys need, under fresh ids.
+    val needed = read.needed
+    val keys = deletePlan.deleteSets.flatMap(_.keyColumns).toSet
+    val pushedRefs = AttributeSet(read.pushed.flatMap(_.references))
+    val fresh = AttributeMap(relation.output.map(a => a -> a.newInstance()))
+    val read0 = relation.output.filter(a => needed.contains(a) || pushedRefs.contains(a) || keys.contains(a.name))
+    val existingFile = read0.find(a => a.name == "_file" && MetadataAttribute.isValid(a.metadata)).map(fresh(_))
+    val file = existingFile.getOrElse(
+      relation.metadataOutput.find(_.name == "_file")
+        .getOrElse(throw DeclinedException("the table exposes no _file metadata column")).newInstance())
+    val selection = layout match {
+      case ScanLayout.OneScan => FileSelection.AllEqualityDeletesRemoved
+      case ScanLayout.Union => FileSelection.EqualityDeletesRemoved
+    }
+    val stripped = relation.copy(table = view(selection),
+      output = read0.map(fresh(_)) ++ (if (existingFile.isDefined) Nil else Seq(file)))
+    val freshPushed = read.pushed.map(_.transform { case a: Attribute if fresh.contains(a) => fresh(a) })
+    val source = freshPushed.reduceOption(And).map(Filter(_, stripped)).getOrElse(stripped)
+    val deletesApplied = applyDeletes(StrippedScan(stripped, source, needed.map(fresh(_)), file, deletePlan, table, readSchema))
+    // Back to the original's ids, so nothing above the read changes.
+    val asOriginal = Project(needed.map(a => Alias(fresh(a), a.name)(a.exprId, a.qualifier)), deletesApplied)
+    logInfo(s"eqdelete: ${table.name()} snapshot ${deletePlan.snapshotId}: ${decision.describe}")
+
+    layout match {
+      case ScanLayout.Union =>
+        val plain = relation.copy(table = view(FileSelection.WithoutEqualityDeletes))
+        val filteredPlain = read.pushed.reduceOption(And).map(Filter(_, plain)).getOrElse(plain)
+        val prunedPlain = if (needed == relation.output) filteredPlain else Project(needed, filteredPlain)
+        read.above(Union(prunedPlain, asOriginal), withPushed = false)
+      case ScanLayout.OneScan =>
+        read.above(asOriginal, withPushed = false)
+    }
+  }
+
+  /** The Iceberg schema Spark reads: the current one or the snapshot's (time travel). */
+  private def schemaRead(sparkTable: SparkTable, table: Table, snapshotId: Long): Schema = {
+    val candidates = Seq(table.schema()) ++ Try(SnapshotUtil.schemaFor(table, snapshotId)).toOption
+    candidates.find(s => SparkSchemaUtil.convert(s) == sparkTable.schema()).getOrElse(
+      throw DeclinedException("cannot tell which Iceberg schema the scan reads"))
+  }
+
+  /**
+   * A SparkTable over `wrapper` showing exactly the schema `original` shows, at the snapshot the
+   * delete planning used. The snapshot is compared as resolved, not as the tables store it:
+   * Iceberg's 3.5/4.0 modules store none for a current-snapshot read, so a commit landing
+   * between planning and this check would otherwise go unnoticed.
+   */
+  private def sameView(original: SparkTable, planned: Long, wrapper: Table): SparkTable = {
+    val candidates = IcebergSparkShim.views(wrapper, Option(original.branch()), planned)
+    candidates.iterator.flatMap(c => Try(c()).toOption).find { candidate =>
+      IcebergSparkShim.snapshotId(candidate).contains(planned) && candidate.schema() == original.schema()
+    }.getOrElse(throw DeclinedException("cannot reproduce the scan's snapshot and schema"))
+  }
+
+  /** The conjuncts Iceberg can use to prune files, as Iceberg's own scan will. */
+  private def icebergFilter(conjuncts: Seq[Expression]): IcebergExpression =
+    conjuncts
+      .filterNot(_.references.exists(a => MetadataAttribute.isValid(a.metadata)))
+      .flatMap(FilterTranslation.toSourceFilter)
+      .flatMap(IcebergInternals.icebergFilter)
+      .foldLeft(Expressions.alwaysTrue(): IcebergExpression)((a, b) => Expressions.and(a, b))
+}

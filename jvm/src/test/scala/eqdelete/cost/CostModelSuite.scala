@@ -1,0 +1,128 @@
+package eqdelete.cost
+
+import scala.jdk.CollectionConverters._
+
+import eqdelete.planning.{DataFileIndex, DeletePlan, EqualityDeleteRef, EqualityDeleteSet, PlannedScan}
+
+import org.apache.iceberg.{FileFormat, FileMetadata, Metrics, PartitionSpec, Schema}
+import org.apache.iceberg.expressions.Expressions
+import org.apache.iceberg.types.Types
+import org.scalatest.funsuite.AnyFunSuite
+
+/** The cost model, table-driven: metadata and settings in, one typed plan out. */
+class CostModelSuite extends AnyFunSuite {
+
+  private val schema = new Schema(
+    Types.NestedField.optional(1, "id", Types.LongType.get()),
+    Types.NestedField.optional(2, "name", Types.StringType.get()))
+
+  private var files = 0
+  private def deleteFile(records: Long, scope: Int, seq: Long = 5, ids: Seq[Int] = Seq(1), nulls: Long = 0): EqualityDeleteRef = {
+    files += 1
+    val counts = ids.map(id => Integer.valueOf(id) -> java.lang.Long.valueOf(nulls)).toMap.asJava
+    val file = FileMetadata.deleteFileBuilder(PartitionSpec.unpartitioned())
+      .ofEqualityDeletes(ids: _*)
+      .withPath(s"/deletes/$files.parquet")
+      .withFormat(FileFormat.PARQUET)
+      .withFileSizeInBytes(1024)
+      .withMetrics(new Metrics(records, null, null, counts, null))
+      .build()
+    EqualityDeleteRef(file, scope, seq)
+  }
+
+  private def deletePlan(refs: Seq[EqualityDeleteRef], rowsWith: Long = 1000000, rowsWithout: Long = 0,
+      filesWithout: Int = 0): DeletePlan = {
+    val dataFiles = (0 until 4 + filesWithout).map(i => s"/data/$i.parquet" -> (1L, 0)).toMap
+    val sets = refs.groupBy(_.file.equalityFieldIds().asScala.map(_.intValue).toVector).toVector.sortBy(_._1.mkString(","))
+      .map { case (ids, rs) => EqualityDeleteSet(ids, ids.map(id => schema.findColumnName(id)), rs) }
+    DeletePlan(1L, new DataFileIndex(dataFiles), 4, rowsWith, rowsWithout, sets,
+      PlannedScan(1L, schema, Expressions.alwaysTrue(), caseSensitive = false, Vector.empty))
+  }
+
+  private val GB = 1L << 30
+  private def settings(strategy: String = "auto", heap: Long = 4 * GB, broadcast: Long = 256L << 20,
+      force: Boolean = false, parallelism: Int = 2) =
+    CostSettings(strategy, minDataRows = 200000, filterMaxDeleteRows = 2000000, broadcastMaxBytes = broadcast,
+      maxHeapFraction = 0.25, filterForce = force, driverHeapBytes = heap, parallelism = parallelism)
+
+  private def strategyOf(plan: ScanRewritePlan): String = plan.strategy.name
+  private def sides(plan: ScanRewritePlan): Seq[(Boolean, JoinDistribution)] = plan match {
+    case join: ScanRewritePlan.Join => join.joins.map(j => (j.byScope, j.distribution))
+    case _ => Nil
+  }
+
+  test("the strategy, table-driven") {
+    // (case, delete rows, rows in files with deletes, settings, expected strategy, reason contains)
+    val cases = Seq(
+      ("auto, small scan", 1000L, 1000L, settings(), "native", "auto.minDataRows"),
+      ("auto, few deletes", 1000L, 1000000L, settings(), "filter", "auto.filterMaxDeleteRows"),
+      ("auto, many deletes", 3000000L, 10000000L, settings(), "join", "3000000 delete rows >"),
+      ("auto, index over the heap share", 1000000L, 10000000L, settings(heap = 64L << 20), "join", "driver heap"),
+      ("filter, over the heap share", 1000000L, 1000L, settings("filter", heap = 64L << 20), "join", "filter.force=true overrides"),
+      ("filter forced over the heap share", 1000000L, 1000L, settings("filter", heap = 64L << 20, force = true), "filter", "strategy=filter"),
+      ("join", 10L, 10L, settings("join"), "join", "strategy=join"),
+      ("native", 10L, 10000000L, settings("native"), "native", "strategy=native"))
+    cases.foreach { case (name, deleteRows, rowsWith, set, strategy, reason) =>
+      val plan = CostModel.plan(deletePlan(Seq(deleteFile(deleteRows, 0)), rowsWith), schema, set)
+      assert(strategyOf(plan) == strategy, name)
+      assert(plan.reason.contains(reason), s"$name: ${plan.reason}")
+    }
+  }
+
+  test("each join part is broadcast or shuffled on its own size, and the reason says so") {
+    // Keys are longs: 8 + 24 bytes a delete row. Scoped: 10 rows (320 bytes); global: 1 row (32).
+    val refs = Seq(deleteFile(10, 0), deleteFile(1, DeletePlan.GlobalScope))
+    val cases = Seq(
+      (1L << 20, Seq(true -> JoinDistribution.Broadcast, false -> JoinDistribution.Broadcast), "broadcast join"),
+      (100L, Seq(true -> JoinDistribution.Shuffled, false -> JoinDistribution.Broadcast), "broadcast for (id) global"),
+      (10L, Seq(true -> JoinDistribution.Shuffled, false -> JoinDistribution.Shuffled), "shuffled join"),
+      (-1L, Seq(true -> JoinDistribution.Shuffled, false -> JoinDistribution.Shuffled), "shuffled join"))
+    cases.foreach { case (limit, expected, reason) =>
+      val plan = CostModel.plan(deletePlan(refs, rowsWith = 10000000), schema,
+        settings(broadcast = limit).copy(filterMaxDeleteRows = 0))
+      assert(sides(plan) == expected, s"limit $limit")
+      assert(plan.reason.contains(reason), plan.reason)
+      expected.foreach { case (byScope, distribution) =>
+        assert(plan.describe.contains(s"${distribution.describe} anti join on (id)" +
+          (if (byScope) " and partition" else " (global deletes)")), plan.describe)
+      }
+    }
+  }
+
+  test("the broadcast limit never exceeds the heap share") {
+    val plan = CostModel.plan(deletePlan(Seq(deleteFile(1000000, 0)), rowsWith = 10000000), schema,
+      settings("join", heap = 64L << 20, broadcast = 1L << 40))
+    assert(sides(plan) == Seq(true -> JoinDistribution.Shuffled))
+  }
+
+  test("layout: one scan unless files without deletes hold at least as many rows") {
+    val refs = Seq(deleteFile(10, 0))
+    val cases = Seq((100L, 0L, 0, ScanLayout.OneScan), (100L, 99L, 3, ScanLayout.OneScan),
+      (100L, 100L, 3, ScanLayout.Union), (100L, 5000L, 3, ScanLayout.Union))
+    cases.foreach { case (rowsWith, rowsWithout, filesWithout, layout) =>
+      assert(CostModel.layout(deletePlan(refs, rowsWith, rowsWithout, filesWithout)) == layout)
+      val plan = CostModel.plan(deletePlan(refs, rowsWith, rowsWithout, filesWithout), schema, settings("filter"))
+      assert(plan.asInstanceOf[ScanRewritePlan.Filter].layout == layout)
+    }
+  }
+
+  test("read tasks: one per ~1M delete rows, at least one per core for many files, never more than files") {
+    val cases = Seq(
+      (Seq.fill(10)(350000L), 2, 4), // 3.5M rows in 10 files
+      (Seq.fill(100)(10L), 8, 8),    // many small files: one per core
+      (Seq(5000000L), 8, 1),         // one file: one task
+      (Seq.fill(3)(10L), 8, 3))      // fewer files than cores
+    cases.foreach { case (records, parallelism, tasks) =>
+      val read = CostModel.read(records.map(r => deleteFile(r, 0)), settings(parallelism = parallelism))
+      assert(read.tasks == tasks, s"$records on $parallelism cores")
+    }
+  }
+
+  test("every equality set gets its own index, sized by its key types") {
+    val refs = Seq(deleteFile(100, 0), deleteFile(50, 0, ids = Seq(2)))
+    val plan = CostModel.plan(deletePlan(refs), schema, settings("filter")).asInstanceOf[ScanRewritePlan.Filter]
+    assert(plan.indexes.map(_.set.keyColumns) == Seq(Seq("id"), Seq("name")))
+    assert(plan.indexes.map(_.read.records) == Seq(100L, 50L))
+    assert(plan.indexes(1).estimatedBytes == 50 * eqdelete.index.GeneralKeyIndex.BytesPerKey)
+  }
+}

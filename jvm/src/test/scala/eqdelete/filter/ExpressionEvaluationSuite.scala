@@ -1,0 +1,104 @@
+package eqdelete.filter
+
+import scala.util.Random
+
+import eqdelete.index.DeleteKeyIndex
+import eqdelete.planning.{DataFileIndex, DeletePlan}
+import eqdelete.scan.DataFileProperty
+import eqdelete.testing.TestSpark
+
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{BoundReference, Expression, GenericInternalRow, Literal}
+import org.apache.spark.sql.catalyst.expressions.codegen.GenerateUnsafeProjection
+import org.apache.spark.sql.types.{BinaryType, DataType, IntegerType, LongType, StringType}
+import org.apache.spark.unsafe.types.UTF8String
+import org.scalatest.funsuite.AnyFunSuite
+
+/** Interpreted and generated code of eqdelete's expressions give the same answers. */
+class ExpressionEvaluationSuite extends AnyFunSuite {
+
+  private def bothWays(expression: Expression, rows: Seq[InternalRow]): Seq[(Any, Any)] = {
+    val generated = GenerateUnsafeProjection.generate(Seq(expression))
+    rows.map { row =>
+      val interpreted = expression.eval(row)
+      val compiled = generated(row)
+      val fromCode = if (compiled.isNullAt(0)) null else compiled.get(0, expression.dataType)
+      (interpreted, fromCode)
+    }
+  }
+
+  test("DataFileProperty: sequence number and scope per file, the same both ways, rows of one file in a row") {
+    val files = (0 until 5).map(i => s"s3://bucket/data/$i.parquet" -> (i * 10L, i % 3)).toMap
+    val index = new DataFileIndex(files)
+    val path = BoundReference(0, StringType, nullable = false)
+    // Rows arrive file by file, each path a fresh object, as readers that decode per row hand them out.
+    val rows = files.keys.toSeq.sorted.flatMap(p => Seq.fill(3)(new GenericInternalRow(Array[Any](UTF8String.fromString(p)))))
+    Seq(DataFileProperty.Sequence -> ((p: String) => files(p)._1), DataFileProperty.Scope -> ((p: String) => files(p)._2.toLong))
+      .foreach { case (property, expected) =>
+        val results = bothWays(DataFileProperty(path, index, property), rows)
+        results.zip(rows).foreach { case ((interpreted, compiled), row) =>
+          val want = expected(row.getUTF8String(0).toString)
+          assert(interpreted == want && compiled == want, s"$property of ${row.getUTF8String(0)}")
+        }
+      }
+  }
+
+  test("DataFileProperty fails the query for a file the planning did not see") {
+    val property = DataFileProperty(Literal(UTF8String.fromString("/elsewhere.parquet"), StringType),
+      new DataFileIndex(Map("/data.parquet" -> (1L, 0))), DataFileProperty.Sequence)
+    val error = intercept[IllegalStateException](property.eval(null))
+    assert(error.getMessage.contains("was not part of the delete planning"))
+  }
+
+  /** Random delete rows and data rows (key columns, scope, data sequence number), both ways against a model. */
+  private def checkMatch(types: Seq[DataType], value: (Random, DataType) => Any, seed: Int): Unit = {
+    val random = new Random(seed)
+    val scopes = Seq(DeletePlan.GlobalScope.toLong, 0L, 1L)
+    val deletes = Seq.fill(300)((scopes(random.nextInt(3)), types.map(t => value(random, t)), 2L + random.nextInt(10)))
+    val index = DeleteKeyIndex.forKeyTypes(types, deletes.size)
+    deletes.foreach { case (s, k, seq) => index.add(s, k.toArray, seq) }
+    index.seal()
+    val handle = BroadcastHandle.write(TestSpark.session.sparkContext.broadcast(index))
+
+    val keys = types.zipWithIndex.map { case (t, i) => BoundReference(i, t, nullable = true) }
+    val expression = EqualityDeleteMatch(keys, BoundReference(types.size, LongType, nullable = false),
+      BoundReference(types.size + 1, LongType, nullable = false), Literal(handle, BinaryType))
+    val rows = Seq.fill(2000) {
+      val key = if (random.nextBoolean()) deletes(random.nextInt(deletes.size))._2 else types.map(t => value(random, t))
+      (key, Seq(0L, 1L)(random.nextInt(2)), 1L + random.nextInt(12))
+    }
+    val inputs = rows.map { case (key, scope, seq) => new GenericInternalRow((key :+ scope :+ seq).toArray[Any]): InternalRow }
+    def same(a: Any, b: Any) = (a, b) match {
+      case (x: Array[Byte], y: Array[Byte]) => java.util.Arrays.equals(x, y)
+      case _ => a == b
+    }
+    val results = bothWays(expression, inputs)
+    rows.zip(results).foreach { case ((key, scope, seq), (interpreted, compiled)) =>
+      val deleted = deletes.exists { case (s, k, dseq) =>
+        (s == scope || s == DeletePlan.GlobalScope) && k.zip(key).forall { case (a, b) => same(a, b) } && seq < dseq
+      }
+      assert(interpreted == deleted && compiled == deleted, s"key $key scope $scope seq $seq")
+    }
+  }
+
+  /** A value of `t` from a small range (so keys repeat), NULL one time in ten. */
+  private def smallValue(r: Random, t: DataType): Any =
+    if (r.nextInt(10) == 0) null
+    else t match {
+      case LongType => java.lang.Long.valueOf(r.nextInt(100))
+      case IntegerType => Integer.valueOf(r.nextInt(100))
+      case StringType => UTF8String.fromString(s"k${r.nextInt(100)}")
+      case BinaryType => Array[Byte](r.nextInt(30).toByte)
+    }
+
+  Seq(
+    "one long key (primitive index)" -> Seq(LongType),
+    "one int key" -> Seq(IntegerType),
+    "a string key (general index)" -> Seq(StringType),
+    "a composite key" -> Seq(IntegerType, StringType),
+    "a binary key" -> Seq(BinaryType)).zipWithIndex.foreach { case ((name, types), seed) =>
+    test(s"EqualityDeleteMatch on $name") {
+      checkMatch(types, (r, t) => smallValue(r, t), seed)
+    }
+  }
+}

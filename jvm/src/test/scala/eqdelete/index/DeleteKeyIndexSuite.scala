@@ -1,0 +1,94 @@
+package eqdelete.index
+
+import scala.util.Random
+
+import eqdelete.planning.DeletePlan
+
+import org.apache.spark.sql.types.{BinaryType, DataType, DateType, IntegerType, LongType, StringType}
+import org.apache.spark.unsafe.types.UTF8String
+import org.scalatest.funsuite.AnyFunSuite
+
+/** The key indexes against a reference map: (scope, key) -> newest sequence number. */
+class DeleteKeyIndexSuite extends AnyFunSuite {
+
+  private val Global = DeletePlan.GlobalScope.toLong
+
+  /** Reference: the newest delete of `key` in `scope` or globally. */
+  private def expected(deletes: Seq[(Long, Seq[Any], Long)], scope: Long, key: Seq[Any]): Long = {
+    def same(a: Seq[Any], b: Seq[Any]) = a.zip(b).forall {
+      case (x: Array[Byte], y: Array[Byte]) => java.util.Arrays.equals(x, y)
+      case (x, y) => x == y
+    }
+    val matching = deletes.collect { case (s, k, seq) if (s == scope || s == Global) && same(k, key) => seq }
+    if (matching.isEmpty) DeleteKeyIndex.NoDelete else matching.max
+  }
+
+  private def newest(index: DeleteKeyIndex, scope: Long, key: Seq[Any]): Long = index match {
+    case longs: LongKeyIndex =>
+      val v = key.head
+      longs.newest(scope, v == null, if (v == null) 0L else v.asInstanceOf[Number].longValue())
+    case general: GeneralKeyIndex =>
+      if (key.size == 1) general.newest(scope, key.head) else general.newest(scope, key.toArray)
+  }
+
+  private def check(types: Seq[DataType], value: Random => Any, deletes: Int, expectedKeys: Long, seed: Long): Unit = {
+    val random = new Random(seed)
+    val scopes = Seq(Global, 0L, 1L, 2L)
+    val rows = Seq.fill(deletes)((scopes(random.nextInt(4)), types.map(_ => value(random)), 1L + random.nextInt(20)))
+    val index = DeleteKeyIndex.forKeyTypes(types, expectedKeys)
+    rows.foreach { case (s, k, seq) => index.add(s, k.toArray, seq) }
+    index.seal()
+    val probes = rows.map(r => (r._1, r._2)) ++ Seq.fill(deletes)((scopes(random.nextInt(4)), types.map(_ => value(random))))
+    probes.foreach { case (scope, key) =>
+      // A row's scope is never global; global deletes still reach it.
+      val rowScope = if (scope == Global) 0L else scope
+      assert(newest(index, rowScope, key) == expected(rows, rowScope, key), s"key $key in scope $rowScope")
+    }
+  }
+
+  test("one long key: primitive table, NULLs, scopes, newest sequence number") {
+    assert(DeleteKeyIndex.forKeyTypes(Seq(LongType), 10).isInstanceOf[LongKeyIndex])
+    check(Seq(LongType), r => if (r.nextInt(10) == 0) null else java.lang.Long.valueOf(r.nextInt(500) - 250), 2000, 2000, 1)
+  }
+
+  test("the primitive table grows past the keys it was sized for") {
+    check(Seq(LongType), r => java.lang.Long.valueOf(r.nextLong()), 5000, 1, 2)
+  }
+
+  test("a sealed index's Bloom filter never hides a key, over many keys") {
+    val index = new LongKeyIndex(100000)
+    (0L until 100000L).foreach(k => index.add(0, Array[Any](k * 7919L), 5))
+    index.seal()
+    assert((0L until 100000L).forall(k => index.newest(0, isNull = false, k * 7919L) == 5))
+    assert((0L until 100000L).count(k => index.newest(0, isNull = false, k * 7919L + 1) != DeleteKeyIndex.NoDelete) == 0)
+  }
+
+  test("int and date keys use the primitive table") {
+    Seq(IntegerType, DateType).foreach(t => assert(DeleteKeyIndex.forKeyTypes(Seq(t), 1).isInstanceOf[LongKeyIndex]))
+    check(Seq(IntegerType), r => if (r.nextInt(8) == 0) null else Integer.valueOf(r.nextInt(300)), 1000, 1000, 3)
+  }
+
+  test("string keys: general index, NULL equal to NULL") {
+    check(Seq(StringType), r => if (r.nextInt(10) == 0) null else UTF8String.fromString(s"k${r.nextInt(300)}"), 1000, 1000, 4)
+  }
+
+  test("multi-column keys: every column must match") {
+    check(Seq(IntegerType, StringType), r =>
+      if (r.nextInt(10) == 0) null else if (r.nextBoolean()) Integer.valueOf(r.nextInt(10)) else UTF8String.fromString("s"),
+      1000, 1000, 5)
+  }
+
+  test("binary keys compare by content") {
+    check(Seq(BinaryType), r => if (r.nextInt(10) == 0) null else Array[Byte](r.nextInt(20).toByte), 500, 500, 6)
+  }
+
+  test("a sequence number of 0 is refused: no delete file has it") {
+    val index = DeleteKeyIndex.forKeyTypes(Seq(LongType), 1)
+    assertThrows[IllegalArgumentException](index.add(0, Array[Any](1L), 0))
+  }
+
+  test("size estimates cover the primitive table actually allocated") {
+    assert(DeleteKeyIndex.estimatedBytes(Seq(LongType), 1000000) >= 24L * 2 * 1000000)
+    assert(DeleteKeyIndex.estimatedBytes(Seq(StringType), 1000) == 1000 * GeneralKeyIndex.BytesPerKey)
+  }
+}
