@@ -60,6 +60,14 @@ def test_bench_quick_profile_runs_every_scenario(spark: SparkSession, tmp_path: 
     assert (tmp_path / "results.png").stat().st_size > 0
 
 
+def test_planning_benchmark_reports_cold_and_warm_per_strategy(spark: SparkSession, tmp_path: Path) -> None:
+    scenario = bench.streaming_upsert(0.002, commits=2)
+    result = bench.planning(spark, scenario, runs=1, out=tmp_path, progress=lambda _m: None)
+    assert set(result.cold) == set(result.warm) == {"native", "filter", "join", "auto"}
+    assert all(v > 0 for v in [*result.cold.values(), *result.warm.values()])
+    assert "| native | " in (tmp_path / "planning.md").read_text() and (tmp_path / "planning.json").is_file()
+
+
 def test_sweep_quick_profile_checks_every_variant(spark: SparkSession, tmp_path: Path) -> None:
     points = sweep.default_points(quick=True)
     results = sweep.run(spark, points, tmp_path, base_rows=20_000, runs=1, warmup=0, progress=lambda _m: None)

@@ -59,10 +59,11 @@ def default_scenarios(scale: float = 1.0) -> list[Scenario]:
     ]
 
 
-def streaming_upsert(scale: float = 1.0) -> Scenario:
+def streaming_upsert(scale: float = 1.0, commits: int = 120) -> Scenario:
     """Many small commits, as a streaming upsert sink makes them: the planning benchmark's table."""
-    return Scenario("streaming_upsert", "streaming upserts: 4M keys, 120 commits of 16 delete files each",
-                    _spec("streaming_upsert", rows=max(1_000, int(4_000_000 * scale)), data_files=8, commits=120,
+    rows = max(1_000, int(4_000_000 * scale))
+    return Scenario("streaming_upsert", f"streaming upserts: {rows:,} keys, {commits} commits of 16 delete files each",
+                    _spec("streaming_upsert", rows=rows, data_files=8, commits=commits,
                           files_per_commit=16, delete_fraction=0.0002, upsert_fraction=0.001))
 
 

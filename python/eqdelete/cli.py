@@ -128,7 +128,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     if args.planning:
         spark = _session(args, "eqdelete bench --planning")
-        scenario = bench.streaming_upsert(0.005 if args.quick else args.scale)
+        scenario = bench.streaming_upsert(0.005, commits=4) if args.quick else bench.streaming_upsert(args.scale)
         result = bench.planning(spark, scenario, runs=1 if args.quick else args.runs, out=Path(args.out))
         print(result.markdown())
         print(f"results in {args.out}/planning.json, planning.md")

@@ -14,7 +14,7 @@ import org.apache.spark.sql.types.DataType
  *
  * The strategy is the one set, or auto's:
  *  1. Fewer than `auto.minDataRows` rows in data files with equality deletes: native. A rewrite
- *     adds a planning pass and a job reading the delete files, which small scans do not repay.
+ *     adds a job reading the delete files (and an index or a join), which small scans do not repay.
  *  2. Up to `auto.filterMaxDeleteRows` delete rows, and indexes of them that fit
  *     `filter.maxHeapFraction` of the driver's heap: filter. The sweeps (PERFORMANCE.md) show it
  *     fastest there: it reads the delete files once (and keeps the index across queries), ships

@@ -103,7 +103,7 @@ object EqDeleteConf {
 
   val AUTO_MIN_DATA_ROWS: ConfigEntry[Long] = countConf("auto.minDataRows",
     "'auto' leaves a scan native when its data files with equality deletes hold fewer rows " +
-    "than this: a rewrite adds a planning pass and a job reading the delete files, which a small " +
+    "than this: a rewrite adds a job reading the delete files (and an index or a join), which a small " +
     "scan does not repay (the delete-rows sweep in PERFORMANCE.md).",
     200000L)
 
