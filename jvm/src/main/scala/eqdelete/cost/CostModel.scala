@@ -13,7 +13,8 @@ import org.apache.spark.sql.types.DataType
  * is read): the strategy, the layout, each delete part's distribution and the task sizing.
  *
  * The strategy is the one set, or auto's:
- *  1. Fewer than `auto.minDataRows` rows in data files with equality deletes: native. A rewrite
+ *  1. Fewer than `auto.minDataRows` rows in data files with equality deletes: native, unless
+ *     Iceberg's own reader is known to read the scan wrongly (nested keys). A rewrite
  *     adds a job reading the delete files (and an index or a join), which small scans do not repay.
  *  2. Up to `auto.filterMaxDeleteRows` delete rows, and indexes of them that fit
  *     `filter.maxHeapFraction` of the driver's heap: filter. The sweeps (PERFORMANCE.md) show it
@@ -58,19 +59,24 @@ object CostModel {
       settings: CostSettings,
       join: String => ScanRewritePlan.Join): ScanRewritePlan = {
     val rows = deletes.deleteRecords
-    if (deletes.rowsWithDeletes < settings.minDataRows) {
+    val small = deletes.rowsWithDeletes < settings.minDataRows
+    if (small && deletes.nativeIsWrong.isEmpty) {
       ScanRewritePlan.Native(s"auto: ${deletes.rowsWithDeletes} rows in files with deletes < " +
         s"${EqDeleteConf.AUTO_MIN_DATA_ROWS.key}=${settings.minDataRows}; a rewrite costs more than it saves")
-    } else if (rows <= settings.filterMaxDeleteRows && overBudget.isEmpty) {
-      filter(deletes, indexes, s"auto: $rows delete rows <= ${EqDeleteConf.AUTO_FILTER_MAX_DELETE_ROWS.key}=" +
-        s"${settings.filterMaxDeleteRows} and their index (~${DriverMemory.filterBytes(indexes) >> 20} MB with its " +
-        s"broadcast copy) fits ${EqDeleteConf.FILTER_MAX_HEAP_FRACTION.key} of the driver heap")
     } else {
-      val why =
-        if (rows > settings.filterMaxDeleteRows) s"$rows delete rows > ${EqDeleteConf.AUTO_FILTER_MAX_DELETE_ROWS.key}=${settings.filterMaxDeleteRows}"
-        else overBudget.get
-      val plan = join(s"auto: $why")
-      plan.copy(reason = s"${plan.reason}; ${joinKinds(plan.joins)}")
+      // Never native where Iceberg's own reader is known to be wrong, however small the scan.
+      val prefix = if (small) s"auto: ${deletes.nativeIsWrong.get}, so never native; " else "auto: "
+      if (rows <= settings.filterMaxDeleteRows && overBudget.isEmpty) {
+        filter(deletes, indexes, s"$prefix$rows delete rows <= ${EqDeleteConf.AUTO_FILTER_MAX_DELETE_ROWS.key}=" +
+          s"${settings.filterMaxDeleteRows} and their index (~${DriverMemory.filterBytes(indexes) >> 20} MB with its " +
+          s"broadcast copy) fits ${EqDeleteConf.FILTER_MAX_HEAP_FRACTION.key} of the driver heap")
+      } else {
+        val why =
+          if (rows > settings.filterMaxDeleteRows) s"$rows delete rows > ${EqDeleteConf.AUTO_FILTER_MAX_DELETE_ROWS.key}=${settings.filterMaxDeleteRows}"
+          else overBudget.get
+        val plan = join(s"$prefix$why")
+        plan.copy(reason = s"${plan.reason}; ${joinKinds(plan.joins)}")
+      }
     }
   }
 
@@ -111,10 +117,12 @@ object CostModel {
 
   /**
    * One scan of every file when files without deletes hold fewer rows than those with: the
-   * lookups it adds cost less than passing every row through a union. Otherwise two scans.
+   * lookups it adds cost less than passing every row through a union. Otherwise two scans,
+   * unless Iceberg's per-file assignment may have left a delete out: then every file gets them.
    */
   def layout(deletes: DeletePlan): ScanLayout =
-    if (deletes.dataFilesWithoutDeletes == 0 || deletes.rowsWithoutDeletes < deletes.rowsWithDeletes) ScanLayout.OneScan
+    if (deletes.dataFilesWithoutDeletes == 0 || deletes.rowsWithoutDeletes < deletes.rowsWithDeletes ||
+      deletes.assignmentMayMiss.isDefined) ScanLayout.OneScan
     else ScanLayout.Union
 
   /** At least one task per ~1M delete rows and, for many small files, one per core; never more than files. */

@@ -1,5 +1,8 @@
 package eqdelete.filter
 
+import eqdelete.index.DeleteKeyIndex
+
+import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Attribute, GenericInternalRow, UnsafeProjection}
@@ -13,12 +16,14 @@ import org.apache.spark.sql.execution.LeafExecNode
  */
 final case class BuildDeleteKeyIndexExec(source: DeleteKeyIndexSource, output: Seq[Attribute]) extends LeafExecNode {
 
-  // Built at most once per physical plan, however many times the row is asked for.
-  @transient private lazy val handleRow: InternalRow = {
-    val broadcast = DeleteIndexCache.getOrBuild(sparkContext, conf, source)
-    // Spark's subquery reads rows as UnsafeRows.
+  // Built at most once per physical plan, however many times the row is asked for. The plan
+  // holds the broadcast itself for as long as the query runs: the handles its expressions read
+  // are copies, which would not keep Spark's cleaner from removing its blocks.
+  @transient private lazy val broadcast: Broadcast[DeleteKeyIndex] = DeleteIndexCache.getOrBuild(sparkContext, conf, source)
+
+  // Spark's subquery reads rows as UnsafeRows.
+  @transient private lazy val handleRow: InternalRow =
     UnsafeProjection.create(schema)(new GenericInternalRow(Array[Any](BroadcastHandle.write(broadcast)))).copy()
-  }
 
   override def executeCollect(): Array[InternalRow] = Array(handleRow)
   override def executeTake(limit: Int): Array[InternalRow] = if (limit <= 0) Array.empty else executeCollect()

@@ -2,7 +2,7 @@ package eqdelete.filter
 
 import scala.collection.mutable.ArrayBuilder
 
-import eqdelete.index.{DeleteKeyIndex, LongKeyIndex}
+import eqdelete.index.{DeleteKeyIndex, KeyBits, LongKeyIndex}
 import eqdelete.planning.EqualityDeleteSet
 import eqdelete.read.{DeleteRowReader, DeleteRows}
 
@@ -60,7 +60,7 @@ object DeleteIndexBuilder {
 }
 
 /**
- * The delete rows one task read, as it ships them: for one integral key, (key, scope, seq)
+ * The delete rows one task read, as it ships them: for one integral or floating-point key, (key bits, scope, seq)
  * triples in a long array (24 bytes a row) and NULL keys as (scope, seq) pairs; for other keys,
  * the rows themselves.
  */
@@ -91,8 +91,7 @@ object DeleteRowBatch {
       rows.foreach { case (keys, scope, seq) =>
         keys(0) match {
           case null => nulls += scope += seq
-          case key: Number => triples += key.longValue() += scope += seq
-          case other => throw new IllegalArgumentException(s"not an integral key: $other")
+          case key => triples += KeyBits.of(key) += scope += seq
         }
       }
       new DeleteRowBatch(triples.result(), nulls.result(), Array.empty)

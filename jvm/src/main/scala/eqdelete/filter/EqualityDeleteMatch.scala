@@ -1,6 +1,6 @@
 package eqdelete.filter
 
-import eqdelete.index.{DeleteKeyIndex, GeneralKeyIndex, LongKeyIndex}
+import eqdelete.index.{DeleteKeyIndex, HashedKeyIndex, KeyBits, KeyHash, LongKeyIndex}
 
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.sql.catalyst.InternalRow
@@ -40,8 +40,10 @@ case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequenc
     val newest = deleteKeys match {
       case longs: LongKeyIndex =>
         val value = keys.head.eval(input)
-        longs.newest(scopeValue, value == null, if (value == null) 0L else value.asInstanceOf[Number].longValue())
-      case general: GeneralKeyIndex => general.newest(scopeValue, keys.map(_.eval(input)).toArray[Any])
+        longs.newest(scopeValue, value == null, if (value == null) 0L else KeyBits.of(value))
+      case hashed: HashedKeyIndex =>
+        val values = keys.map(_.eval(input)).toArray[Any]
+        hashed.newest(scopeValue, KeyHash.of(values), values)
     }
     newest != DeleteKeyIndex.NoDelete && sequence.eval(input).asInstanceOf[Long] < newest
   }
@@ -58,24 +60,28 @@ case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequenc
     val scopeValue = scopeCode.map(_.value.toString).getOrElse("-1L")
     val seqCode = sequence.genCode(ctx)
     val newest = ctx.freshName("newestDelete")
-    val lookup = indexValue match {
+    // (code before the lookup, the lookup)
+    val (setup, lookup) = indexValue match {
       case _: LongKeyIndex =>
         val k = keyCodes.head
-        s"$indexRef.newest($scopeValue, ${k.isNull}, ${k.isNull} ? 0L : (long) ${k.value})"
-      case _: GeneralKeyIndex =>
-        def asObject(code: ExprCode, dataType: DataType): String =
-          if (CodeGenerator.isPrimitiveType(dataType)) {
-            s"(${code.isNull} ? null : (Object) ${CodeGenerator.boxedType(dataType)}.valueOf(${code.value}))"
-          } else {
-            s"(${code.isNull} ? null : (Object) ${code.value})"
-          }
-        val args = keys.zip(keyCodes).map { case (k, c) => asObject(c, k.dataType) }
-        if (keys.size == 1) s"$indexRef.newest($scopeValue, ${args.head})"
-        else s"$indexRef.newest($scopeValue, new Object[] {${args.mkString(", ")}})"
+        ("", s"$indexRef.newest($scopeValue, ${k.isNull}, ${k.isNull} ? 0L : ${KeyBits.code(keys.head.dataType, k.value.toString)})")
+      case _: HashedKeyIndex =>
+        // The hash first, from the values as they are; the key is boxed for the index only
+        // when the Bloom filter says it may hold it.
+        val hash = ctx.freshName("keyHash")
+        val folds = keys.zip(keyCodes).map { case (k, c) => s"$hash = ${KeyHash.code(hash, k.dataType, c.value.toString, c.isNull.toString)};" }
+        val args = keys.zip(keyCodes).map { case (k, c) =>
+          val boxed = if (CodeGenerator.isPrimitiveType(k.dataType)) s"${CodeGenerator.boxedType(k.dataType)}.valueOf(${c.value})" else c.value.toString
+          s"(${c.isNull} ? null : (Object) $boxed)"
+        }
+        (s"long $hash = ${KeyHash.Seed}L;\n${folds.mkString("\n")}",
+          s"$indexRef.mightContain($hash) ? $indexRef.newest($scopeValue, $hash, new Object[] {${args.mkString(", ")}}) : " +
+            s"${DeleteKeyIndex.NoDelete}L")
     }
     ev.copy(code = code"""
       ${keyCodes.map(_.code).mkString("\n")}
       ${scopeCode.map(_.code.toString).getOrElse("")}
+      $setup
       long $newest = $lookup;
       boolean ${ev.value} = false;
       if ($newest != ${DeleteKeyIndex.NoDelete}L) {

@@ -1,10 +1,10 @@
 package eqdelete.index
 
-import java.util.{ArrayList => JArrayList, HashMap => JHashMap}
+import java.util.{HashMap => JHashMap}
 
 import eqdelete.planning.DeletePlan
 
-import org.apache.spark.sql.types.{DataType, DateType, IntegerType, LongType, TimestampNTZType, TimestampType}
+import org.apache.spark.sql.types.{DataType, DateType, DoubleType, FloatType, IntegerType, LongType, TimestampNTZType, TimestampType}
 
 /**
  * The delete rows of one equality set, built on the driver for the filter strategy:
@@ -40,18 +40,19 @@ object DeleteKeyIndex {
   val NoDelete: Long = Long.MinValue
 
   /**
-   * A primitive table for one integral key column (int, long, date, timestamp), sized up front
+   * A primitive table for one integral or floating-point key column (int, long, date,
+   * timestamp, float, double; see [[KeyBits]]), sized up front
    * for `records` delete rows (an upper bound of its keys), else a general one.
    */
   def forKeyTypes(types: Seq[DataType], records: Long): DeleteKeyIndex =
-    if (primitive(types)) new LongKeyIndex(records) else new GeneralKeyIndex(types.size)
+    if (primitive(types)) new LongKeyIndex(records) else new HashedKeyIndex(records)
 
   /**
    * Bytes the index `forKeyTypes` builds for `records` delete rows takes at most, for sizing it
    * before reading any: exact for the primitive table, a rough per-key figure for Java maps.
    */
   def estimatedBytes(types: Seq[DataType], records: Long): Long =
-    if (primitive(types)) LongKeyIndex.bytesFor(records) else records * GeneralKeyIndex.BytesPerKey
+    if (primitive(types)) LongKeyIndex.bytesFor(records) else records * HashedKeyIndex.BytesPerKey
 
   def isPrimitive(types: Seq[DataType]): Boolean = primitive(types)
 
@@ -62,7 +63,7 @@ object DeleteKeyIndex {
 }
 
 /**
- * One integral key: open addressing over a single long array of (key, scope, seq) triples,
+ * One integral or floating-point key, as [[KeyBits]]: open addressing over a single long array of (key, scope, seq) triples,
  * so a lookup usually touches one cache line and allocates nothing. NULL keys live apart.
  *
  * Almost every row's key has no delete, and a table of 100k keys or more outgrows the CPU's
@@ -76,39 +77,27 @@ final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
   private var mask = slots.length / 3 - 1
   private var used = 0
   private val nullKeys = new JHashMap[java.lang.Long, java.lang.Long]()
-  private var bloom: Array[Long] = _
-  private var bloomMask = 0
+  private var bloom: BlockedBloom = _
 
   def distinctKeys: Int = used + nullKeys.size
 
   override def seal(): this.type = {
-    var words = 1
-    while (words < used / 4) words *= 2
-    bloom = new Array[Long](words)
-    bloomMask = words - 1
+    bloom = BlockedBloom.forKeys(used)
     var at = 0
     while (at < slots.length) {
-      if (slots(at + 2) != 0) {
-        val h = LongKeyIndex.bloomHash(slots(at))
-        bloom((h >>> 32).toInt & bloomMask) |= LongKeyIndex.bloomBits(h)
-      }
+      if (slots(at + 2) != 0) bloom.add(LongKeyIndex.bloomHash(slots(at)))
       at += 3
     }
     this
   }
 
-  private def maybePresent(key: Long): Boolean = bloom == null || {
-    val h = LongKeyIndex.bloomHash(key)
-    val bits = LongKeyIndex.bloomBits(h)
-    (bloom((h >>> 32).toInt & bloomMask) & bits) == bits
-  }
+  private def maybePresent(key: Long): Boolean = bloom == null || bloom.mightContain(LongKeyIndex.bloomHash(key))
 
   protected def put(scope: Long, values: Array[Any], sequenceNumber: Long): Unit = values(0) match {
     case null => nullKeys.merge(scope, sequenceNumber, (a, b) => math.max(a, b))
-    case value: Number =>
+    case value =>
       require(bloom == null, "the index is sealed")
-      insert(value.longValue(), scope, sequenceNumber)
-    case other => throw new IllegalArgumentException(s"not an integral key: $other")
+      insert(KeyBits.of(value), scope, sequenceNumber)
   }
 
   /** The newest delete of `key` in `scope` or globally, or NoDelete. */
@@ -175,91 +164,143 @@ final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
 
 object LongKeyIndex {
   /** Slots for `keys` keys: a power of two, at most half full. */
-  private def slotsFor(keys: Long): Long = {
+  private[index] def slotsFor(keys: Long): Long = {
     var capacity = 1024L
     while (capacity < 2 * keys) capacity *= 2
     capacity
   }
 
-  private[index] def capacityFor(keys: Long): Int = {
+  private[index] def capacityFor(keys: Long, slotLongs: Int = 3): Int = {
     val capacity = slotsFor(keys)
-    require(3 * capacity <= Int.MaxValue - 8, s"$keys keys are too many for one index")
+    require(slotLongs * capacity <= Int.MaxValue - 8, s"$keys keys are too many for one index")
     capacity.toInt
   }
 
   /** The table for `keys` keys (three longs a slot) and its Bloom filter, in bytes. */
-  def bytesFor(keys: Long): Long = 24 * slotsFor(keys) + 2 * keys + 64
+  def bytesFor(keys: Long): Long = 24 * slotsFor(keys) + BlockedBloom.bytesFor(keys)
 
   private def bloomHash(key: Long): Long = {
     val h = key * 0x9E3779B97F4A7C15L
     h ^ (h >>> 31)
   }
-  private def bloomBits(h: Long): Long = (1L << (h & 63)) | (1L << ((h >>> 6) & 63))
 
   def supports(dataType: DataType): Boolean = dataType match {
-    case IntegerType | LongType | DateType | TimestampType | TimestampNTZType => true
+    case IntegerType | LongType | DateType | TimestampType | TimestampNTZType | FloatType | DoubleType => true
     case _ => false
   }
-}
-
-/** Any supported key: Java maps per scope; one column is the value itself, several a list. */
-final class GeneralKeyIndex(val columns: Int) extends DeleteKeyIndex {
-  private val byScope = new JHashMap[java.lang.Long, JHashMap[Any, java.lang.Long]]()
-  private var keys = 0
-
-  def distinctKeys: Int = keys
-
-  protected def put(scope: Long, values: Array[Any], sequenceNumber: Long): Unit = {
-    val map = byScope.computeIfAbsent(scope, _ => new JHashMap[Any, java.lang.Long]())
-    val key = GeneralKeyIndex.key(values)
-    val previous = map.get(key)
-    if (previous == null) keys += 1
-    if (previous == null || previous < sequenceNumber) map.put(key, sequenceNumber)
-  }
-
-  /** The newest delete of the key in `scope` or globally, or NoDelete. */
-  def newest(scope: Long, values: Array[Any]): Long = newestOf(scope, GeneralKeyIndex.key(values))
-
-  /** One-column form, without an array: the generated code calls this. */
-  def newest(scope: Long, value: Any): Long = newestOf(scope, GeneralKeyIndex.normalize(value))
-
-  private def newestOf(scope: Long, key: Any): Long = {
-    val global = if (hasGlobal) seqOf(byScope.get(DeletePlan.GlobalScope.toLong), key) else DeleteKeyIndex.NoDelete
-    if (scoped && scope != DeletePlan.GlobalScope) math.max(global, seqOf(byScope.get(scope), key)) else global
-  }
-
-  private def seqOf(map: JHashMap[Any, java.lang.Long], key: Any): Long = {
-    val seq = if (map == null) null else map.get(key)
-    if (seq == null) DeleteKeyIndex.NoDelete else seq
-  }
-}
-
-object GeneralKeyIndex {
-  /** Rough heap bytes per key: a map entry, the boxed sequence number and the key object. */
-  val BytesPerKey = 160L
-
-  private def normalize(value: Any): Any = value match {
-    case bytes: Array[Byte] => BinaryKey(bytes) // arrays compare by reference
-    case other => other
-  }
-
-  private def key(values: Array[Any]): Any =
-    if (values.length == 1) normalize(values(0))
-    else {
-      val list = new JArrayList[Any](values.length)
-      values.foreach(v => list.add(normalize(v)))
-      list
-    }
 }
 
 /**
- * A BINARY key value compared by content. (Not a `ByteBuffer`: the index is broadcast with
- * Java serialization, which buffers do not support.)
+ * Any other key (strings, decimals, booleans, binary, several columns): open addressing over
+ * (hash, scope, seq, key number) in one long array, behind the same Bloom filter as the
+ * primitive table, with the keys themselves kept apart and compared only on a hash hit. A row
+ * whose key has no delete (almost every row) costs its hash, computed from the column values
+ * without allocating ([[KeyHash]]), and one cache-resident Bloom check.
+ *
+ * Keys compare as Iceberg's equality does: NULL equals NULL, binary by content, floats and
+ * doubles as Java's `equals` (NaN equals NaN, -0.0 is not 0.0).
  */
-final case class BinaryKey(bytes: Array[Byte]) {
-  override def equals(other: Any): Boolean = other match {
-    case that: BinaryKey => java.util.Arrays.equals(bytes, that.bytes)
-    case _ => false
+final class HashedKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
+  private var slots = new Array[Long](4 * LongKeyIndex.capacityFor(expectedKeys, slotLongs = 4))
+  private var mask = slots.length / 4 - 1
+  private var keys = new Array[Array[Any]](math.max(16, math.min(expectedKeys, 1L << 20).toInt))
+  private var used = 0
+  private var bloom: BlockedBloom = _
+
+  def distinctKeys: Int = used
+
+  override def seal(): this.type = {
+    bloom = BlockedBloom.forKeys(used)
+    var at = 0
+    while (at < slots.length) {
+      if (slots(at + 2) != 0) bloom.add(slots(at))
+      at += 4
+    }
+    this
   }
-  override def hashCode(): Int = java.util.Arrays.hashCode(bytes)
+
+  /** False when no delete has a key of this hash: the common case, without touching the table. */
+  def mightContain(hash: Long): Boolean = bloom == null || bloom.mightContain(hash)
+
+  protected def put(scope: Long, values: Array[Any], sequenceNumber: Long): Unit = {
+    require(bloom == null, "the index is sealed")
+    if ((used + 1) * 2 > mask + 1) grow()
+    val hash = KeyHash.of(values)
+    var i = slot(hash, scope)
+    while (slots(4 * i + 2) != 0) {
+      val at = 4 * i
+      if (slots(at) == hash && slots(at + 1) == scope && HashedKeyIndex.sameKey(keys(slots(at + 3).toInt), values)) {
+        if (slots(at + 2) < sequenceNumber) slots(at + 2) = sequenceNumber
+        return
+      }
+      i = (i + 1) & mask
+    }
+    if (used == keys.length) keys = java.util.Arrays.copyOf(keys, keys.length * 2)
+    keys(used) = values.clone()
+    val at = 4 * i
+    slots(at) = hash
+    slots(at + 1) = scope
+    slots(at + 2) = sequenceNumber
+    slots(at + 3) = used
+    used += 1
+  }
+
+  /** The newest delete of the key (of `hash`, see [[KeyHash]]) in `scope` or globally, or NoDelete. */
+  def newest(scope: Long, hash: Long, values: Array[Any]): Long = {
+    if (!mightContain(hash)) return DeleteKeyIndex.NoDelete
+    val global = if (hasGlobal) lookup(hash, DeletePlan.GlobalScope, values) else DeleteKeyIndex.NoDelete
+    if (scoped && scope != DeletePlan.GlobalScope) math.max(global, lookup(hash, scope, values)) else global
+  }
+
+  private def slot(hash: Long, scope: Long): Int = {
+    val h = hash + scope * 0xC2B2AE3D27D4EB4FL
+    ((h ^ (h >>> 29)) * 0xBF58476D1CE4E5B9L >>> 32).toInt & mask
+  }
+
+  private def lookup(hash: Long, scope: Long, values: Array[Any]): Long = {
+    var i = slot(hash, scope)
+    while (true) {
+      val at = 4 * i
+      val seq = slots(at + 2)
+      if (seq == 0) return DeleteKeyIndex.NoDelete
+      if (slots(at) == hash && slots(at + 1) == scope && HashedKeyIndex.sameKey(keys(slots(at + 3).toInt), values)) return seq
+      i = (i + 1) & mask
+    }
+    DeleteKeyIndex.NoDelete
+  }
+
+  private def grow(): Unit = {
+    val old = slots
+    slots = new Array[Long](old.length * 2)
+    mask = slots.length / 4 - 1
+    var at = 0
+    while (at < old.length) {
+      if (old(at + 2) != 0) {
+        var i = slot(old(at), old(at + 1))
+        while (slots(4 * i + 2) != 0) i = (i + 1) & mask
+        System.arraycopy(old, at, slots, 4 * i, 4)
+      }
+      at += 4
+    }
+  }
+}
+
+object HashedKeyIndex {
+  /** Rough heap bytes per key: its slots (half full), the key's array and values. */
+  val BytesPerKey = 160L
+
+  private def sameKey(stored: Array[Any], values: Array[Any]): Boolean = {
+    var i = 0
+    while (i < stored.length) {
+      val same = (stored(i), values(i)) match {
+        case (null, null) => true
+        case (null, _) | (_, null) => false
+        case (a: Array[Byte], b: Array[Byte]) => java.util.Arrays.equals(a, b)
+        case (a: AnyRef, b: AnyRef) => a.equals(b)
+      }
+      if (!same) return false
+      i += 1
+    }
+    true
+  }
 }

@@ -1,12 +1,13 @@
 package eqdelete.join
 
 import eqdelete.cost.{AntiJoin, JoinDistribution, ScanRewritePlan}
+import eqdelete.index.KeyBits
 import eqdelete.read.DeleteRows
 import eqdelete.scan.StrippedScan
 
 import org.apache.spark.sql.{SparkSession => ApiSession}
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeReference, EqualNullSafe, EqualTo, Expression, GenericInternalRow, LessThan}
+import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeReference, EqualNullSafe, EqualTo, Expression, GenericInternalRow, LessThan, NamedExpression}
 import org.apache.spark.sql.catalyst.expressions.aggregate.Max
 import org.apache.spark.sql.catalyst.plans.LeftAnti
 import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, BROADCAST, HintInfo, Join, JoinHint, LogicalPlan, Project, Statistics}
@@ -29,37 +30,61 @@ import org.apache.spark.sql.types.LongType
 object ApplyDeletesWithJoin {
 
   def build(session: ApiSession, scan: StrippedScan, plan: ScanRewritePlan.Join): LogicalPlan = {
-    // The keys travel with the rows until every join has run, even those the query does not select.
-    val keys = plan.joins.flatMap(part => scan.keyColumns(part.set)).filterNot(scan.columns.contains).distinct
-    val data: LogicalPlan = Project(scan.columns ++ keys ++ Seq(scan.sequence, scan.scope), scan.source)
-    val joined = plan.joins.foldLeft(data)((left, part) => antiJoin(session, scan, left, part))
+    // The keys travel with the rows until every join has run, even those the query does not
+    // select; fields of structs, and floats and doubles (compared by their bits), as columns.
+    val keyValues = plan.joins.flatMap(part => scan.keyColumns(part.set)).distinct
+    val carriedAs: Seq[(Expression, NamedExpression)] = keyValues.zipWithIndex.map {
+      case (a: Attribute, _) if !KeyBits.isFloating(a.dataType) => a -> a
+      case (e, i) => e -> Alias(comparable(e), s"_eqdelete_key_$i")()
+    }
+    val keyColumns = carriedAs.map { case (e, carried) => e -> carried.toAttribute }.toMap
+    val carried = carriedAs.map(_._2).filterNot(scan.columns.contains)
+    val data: LogicalPlan = Project(scan.columns ++ carried ++ Seq(scan.sequence, scan.scope), scan.source)
+    val joined = plan.joins.foldLeft(data)((left, part) => antiJoin(session, scan, left, part, keyColumns))
     Project(scan.columns, joined)
   }
 
-  private def antiJoin(session: ApiSession, scan: StrippedScan, left: LogicalPlan, part: AntiJoin): LogicalPlan = {
-    val dataKeys = scan.keyColumns(part.set)
-    val deleteKeys = dataKeys.zipWithIndex.map { case (k, i) =>
-      AttributeReference(s"_eqdelete_${k.name}", k.dataType, nullable = part.set.keyMayBeNull(i))()
+  /** A key as the join compares it: floats and doubles by their bits, anything else as it is. */
+  private def comparable(key: Expression): Expression =
+    if (KeyBits.isFloating(key.dataType)) KeyBitsExpression(key) else key
+
+  private def antiJoin(
+      session: ApiSession,
+      scan: StrippedScan,
+      left: LogicalPlan,
+      part: AntiJoin,
+      keyColumns: Map[Expression, Attribute]): LogicalPlan = {
+    val keys = scan.keyColumns(part.set)
+    val dataKeys = keys.map(keyColumns)
+    val deleteKeys = keys.zipWithIndex.map { case (k, i) =>
+      AttributeReference(s"_eqdelete_delete_key_$i", k.dataType, nullable = part.set.keyMayBeNull(i))()
     }
     val scope = AttributeReference("_eqdelete_delete_scope", LongType, nullable = false)()
     val seq = AttributeReference("_eqdelete_delete_seq", LongType, nullable = false)()
     val rows = deleteRows(session, scan, part, deleteKeys, Seq(scope, seq))
+    // The delete side's keys as the data side carries them (floats and doubles as bits).
+    val (comparableRows, comparableKeys) = if (deleteKeys.exists(k => KeyBits.isFloating(k.dataType))) {
+      val aliases = deleteKeys.map(k => Alias(comparable(k), k.name)())
+      (Project(aliases ++ Seq(scope, seq), rows), aliases.map(_.toAttribute))
+    } else {
+      (rows, deleteKeys)
+    }
 
     // A row is deleted when any delete row of its key and scope is newer, so repeated keys
     // need no reduction for correctness. A broadcast side is built as it is read; a shuffled
     // one is first reduced to (key, scope) -> max(seq), which shrinks what both sides shuffle.
     val broadcast = part.distribution == JoinDistribution.Broadcast
     val (deleteSide, newest) = if (broadcast) {
-      (rows, seq)
+      (comparableRows, seq)
     } else {
-      val grouping: Seq[Attribute] = if (part.byScope) deleteKeys :+ scope else deleteKeys
+      val grouping: Seq[Attribute] = if (part.byScope) comparableKeys :+ scope else comparableKeys
       val maxSeq = Alias(Max(seq).toAggregateExpression(), "_eqdelete_max_seq")()
-      (Aggregate(grouping, grouping ++ Seq(maxSeq), rows), maxSeq.toAttribute)
+      (Aggregate(grouping, grouping ++ Seq(maxSeq), comparableRows), maxSeq.toAttribute)
     }
 
     // NULL keys match only NULL keys, as in Iceberg; plain equality when no delete key is NULL
     // lets Spark use its single-long hash relation instead of composite keys.
-    val keyMatch = dataKeys.zip(deleteKeys).map { case (d, k) =>
+    val keyMatch = dataKeys.zip(comparableKeys).map { case (d, k) =>
       if (k.nullable) EqualNullSafe(d, k) else EqualTo(d, k): Expression
     }
     val scopeMatch = if (part.byScope) Seq(EqualTo(scan.scope.toAttribute, scope)) else Nil

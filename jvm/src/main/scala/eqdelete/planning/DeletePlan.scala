@@ -7,10 +7,16 @@ final case class EqualityDeleteRef(file: DeleteFile, scope: Int, sequenceNumber:
   def isGlobal: Boolean = scope == DeletePlan.GlobalScope
 }
 
-/** Delete files sharing one `equality_ids` set, and the key columns they name. */
-final case class EqualityDeleteSet(equalityIds: Seq[Int], keyColumns: Seq[String], files: Seq[EqualityDeleteRef]) {
+/**
+ * Delete files sharing one `equality_ids` set, and the key columns they name: each a path of
+ * field names from a top-level column down through structs (`Seq("s", "a")` for `s.a`).
+ */
+final case class EqualityDeleteSet(equalityIds: Seq[Int], keyPaths: Seq[Seq[String]], files: Seq[EqualityDeleteRef]) {
   def records: Long = files.map(_.file.recordCount()).sum
+  /** The key columns as Iceberg names them (`s.a` for a nested field). */
+  def keyColumns: Seq[String] = keyPaths.map(_.mkString("."))
   def describeKeys: String = keyColumns.mkString("(", ", ", ")")
+  def hasNestedKeys: Boolean = keyPaths.exists(_.size > 1)
 
   /**
    * Whether some delete row may hold NULL in the i-th key column, from the files' null-value
@@ -31,6 +37,9 @@ final case class EqualityDeleteSet(equalityIds: Seq[Int], keyColumns: Seq[String
  * The rewrite applies a delete file D to a row of data file F when their keys match (NULL
  * equals NULL), D's scope is F's scope or global, and `seq(F) < seq(D)`: Iceberg's rule,
  * checked against Iceberg's own per-file assignment before the plan is used.
+ *
+ * @param assignmentMayMiss why Iceberg's per-file assignment may leave out a delete that
+ *                          applies (then every planned file gets the deletes), if it may
  */
 final case class DeletePlan(
     snapshotId: Long,
@@ -39,11 +48,20 @@ final case class DeletePlan(
     rowsWithDeletes: Long,
     rowsWithoutDeletes: Long,
     deleteSets: Seq[EqualityDeleteSet],
-    scan: PlannedScan) {
+    scan: PlannedScan,
+    assignmentMayMiss: Option[String] = None) {
   def deleteFiles: Int = deleteSets.map(_.files.size).sum
   def deleteRecords: Long = deleteSets.map(_.records).sum
   def dataFiles: Int = dataFileIndex.size
   def dataFilesWithoutDeletes: Int = dataFiles - dataFilesWithDeletes
+
+  /**
+   * Why Iceberg's own reader would read this scan wrongly, if it would: then eqdelete never
+   * leaves it native by choice (docs/known-iceberg-issues.md).
+   */
+  def nativeIsWrong: Option[String] = deleteSets.find(_.hasNestedKeys).map { set =>
+    s"Iceberg's own reader mishandles equality deletes on nested fields such as ${set.describeKeys}"
+  }.orElse(assignmentMayMiss)
 }
 
 object DeletePlan {

@@ -4,9 +4,9 @@ import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 import scala.util.Using
 
-import org.apache.iceberg.{ContentFile, FileContent, FileScanTask, PartitionSpec, Schema, Table}
+import org.apache.iceberg.{ContentFile, DeleteFile, FileContent, FileScanTask, ManifestFiles, PartitionSpec, Schema, Table}
 import org.apache.iceberg.expressions.{Expression => IcebergExpression, Expressions}
-import org.apache.iceberg.types.Type
+import org.apache.iceberg.types.{Type, TypeUtil}
 
 /** Why a scan is left to Iceberg; carried into EXPLAIN and the decision records. */
 final case class DeclinedException(reason: String) extends Exception(reason)
@@ -19,9 +19,11 @@ final case class DeclinedException(reason: String) extends Exception(reason)
  */
 object DeletePlanner {
 
+  /** Every primitive type an equality key may have that Spark reads (it has no TIME, no nanosecond timestamps). */
   private val supportedKeyTypes = Set(
-    Type.TypeID.BOOLEAN, Type.TypeID.INTEGER, Type.TypeID.LONG, Type.TypeID.STRING,
-    Type.TypeID.DATE, Type.TypeID.TIMESTAMP, Type.TypeID.DECIMAL, Type.TypeID.BINARY)
+    Type.TypeID.BOOLEAN, Type.TypeID.INTEGER, Type.TypeID.LONG, Type.TypeID.FLOAT, Type.TypeID.DOUBLE,
+    Type.TypeID.DECIMAL, Type.TypeID.DATE, Type.TypeID.TIMESTAMP, Type.TypeID.STRING, Type.TypeID.UUID,
+    Type.TypeID.FIXED, Type.TypeID.BINARY)
 
   def plan(
       table: Table,
@@ -62,15 +64,59 @@ object DeletePlanner {
         }
       }
     }
-    if (withDeletes == 0) return None
+    // Deletes Iceberg may have left out of every task (see `mayHoldNaN`), applied by the rule instead.
+    val dataScopes = files.values.map(_._2).toSet
+    val overlooked = overlookedNaNDeletes(table, snapshotId, readSchema).filterNot(d => deletesByPath.contains(d.location()))
+      .map { delete =>
+        val spec = table.specs().get(delete.specId())
+        EqualityDeleteRef(delete, if (spec.isUnpartitioned) DeletePlan.GlobalScope else scopes.of(spec, delete),
+          delete.dataSequenceNumber())
+      }.filter(ref => ref.isGlobal || dataScopes.contains(ref.scope))
+    overlooked.foreach(ref => deletesByPath.update(ref.file.location(), ref))
+    if (withDeletes == 0 && overlooked.isEmpty) return None
 
     val sets = deletesByPath.values.toVector.groupBy(_.file.equalityFieldIds().asScala.map(_.intValue).toVector)
     val deleteSets = sets.toVector.sortBy(_._1.mkString(",")).map { case (ids, refs) =>
-      EqualityDeleteSet(ids, ids.map(keyColumn(readSchema, _)), refs)
+      EqualityDeleteSet(ids, ids.map(keyPath(readSchema, _)), refs)
     }
     val scanned = PlannedScan(snapshotId, readSchema, filter, caseSensitive, planned.result())
     Some(DeletePlan(snapshotId, new DataFileIndex(files.toMap), withDeletes, rowsWithDeletes, rowsWithoutDeletes, deleteSets,
-      scanned))
+      scanned, deleteSets.find(set => set.files.exists(ref => mayHoldNaN(ref.file, readSchema))).map { set =>
+        s"delete files on ${set.describeKeys} may hold NaN, which Iceberg's pairing of delete and data files by " +
+          "their bounds overlooks"
+      }))
+  }
+
+  /**
+   * Iceberg pairs an equality delete file with a data file only when their key bounds overlap,
+   * and bounds leave NaN out (`DeleteFileIndex.canContainEqDeletesForFile`): a NaN key is then
+   * not applied to a data file whose other values lie outside the delete file's. Whether `file`
+   * has a float or double key that may hold NaN (its NaN count says so, or is missing).
+   */
+  private def mayHoldNaN(file: DeleteFile, readSchema: Schema): Boolean = {
+    val counts = file.nanValueCounts()
+    file.equalityFieldIds().asScala.exists { id =>
+      val floating = Option(readSchema.findType(id)).exists(t => t.typeId() == Type.TypeID.FLOAT || t.typeId() == Type.TypeID.DOUBLE)
+      val count = if (counts == null) null else counts.get(id)
+      floating && (count == null || count.longValue() > 0)
+    }
+  }
+
+  /**
+   * The snapshot's live equality delete files that may hold NaN keys, from its delete manifests
+   * (metadata only; read only when the schema has a float or double column).
+   */
+  private def overlookedNaNDeletes(table: Table, snapshotId: Long, readSchema: Schema): Seq[DeleteFile] = {
+    val hasFloating = TypeUtil.indexById(readSchema.asStruct()).values().asScala
+      .exists(f => f.`type`().typeId() == Type.TypeID.FLOAT || f.`type`().typeId() == Type.TypeID.DOUBLE)
+    val snapshot = table.snapshot(snapshotId)
+    if (!hasFloating || snapshot == null) return Nil
+    snapshot.deleteManifests(table.io()).asScala.toVector.flatMap { manifest =>
+      Using.resource(ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) { reader =>
+        reader.asScala.filter(f => f.content() == FileContent.EQUALITY_DELETES && mayHoldNaN(f, readSchema))
+          .map(_.copy(): DeleteFile).toVector
+      }
+    }
   }
 
   /** The rewrite's rule must cover every delete Iceberg assigned, or it could resurrect rows. */
@@ -83,18 +129,23 @@ object DeletePlanner {
     }
   }
 
-  private def keyColumn(schema: Schema, fieldId: Int): String = {
+  /** The key's path of names, from a top-level column down through structs (never lists or maps). */
+  private def keyPath(schema: Schema, fieldId: Int): Seq[String] = {
     val field = schema.findField(fieldId)
     if (field == null) {
       throw DeclinedException(s"equality field id $fieldId is not a column of the schema read")
     }
+    val name = schema.findColumnName(fieldId)
     if (!supportedKeyTypes.contains(field.`type`().typeId())) {
-      throw DeclinedException(s"equality column '${field.name}' has type ${field.`type`()}, which eqdelete does not rewrite")
+      throw DeclinedException(s"equality column '$name' has type ${field.`type`()}, which eqdelete does not rewrite")
     }
-    if (schema.findColumnName(fieldId) != field.name) {
-      throw DeclinedException(s"equality column '${schema.findColumnName(fieldId)}' is nested")
+    val parents = TypeUtil.indexParents(schema.asStruct())
+    val ancestors = Iterator.iterate(parents.get(fieldId))(id => parents.get(id)).takeWhile(_ != null).map(_.intValue).toList
+    ancestors.find(id => !schema.findType(id).isStructType).foreach { id =>
+      throw DeclinedException(s"equality column '$name' is inside ${schema.findType(id).typeId()} " +
+        s"'${schema.findColumnName(id)}'; Iceberg allows equality fields in structs only")
     }
-    field.name
+    (ancestors.reverse :+ fieldId).map(id => schema.findField(id).name())
   }
 
   /** Dense ids for (spec, partition tuple); values normalised so equal tuples share one id. */

@@ -24,9 +24,8 @@ import org.apache.spark.unsafe.types.UTF8String
  */
 final class DeleteRowReader(io: FileIO, readSchema: Schema, equalityIds: Seq[Int]) extends Serializable {
   private val projection: Schema = TypeUtil.select(readSchema, equalityIds.map(Integer.valueOf).toSet.asJava)
-  private val positions: Array[Int] = equalityIds.map { id =>
-    projection.columns().asScala.indexWhere(_.fieldId() == id)
-  }.toArray
+  /** Per key, the positions from the projected row down to the key (one for a top-level column). */
+  private val paths: Array[Array[Int]] = equalityIds.map(id => DeleteRowReader.positionPath(projection.asStruct(), id)).toArray
   private val types: Array[Type] = equalityIds.map(id => readSchema.findType(id)).toArray
 
   /** Every key of `file` (duplicates included), read fully before returning. */
@@ -51,10 +50,10 @@ final class DeleteRowReader(io: FileIO, readSchema: Schema, equalityIds: Seq[Int
   }
 
   private def keyValues(row: StructLike): Array[Any] = {
-    val values = new Array[Any](positions.length)
+    val values = new Array[Any](paths.length)
     var i = 0
-    while (i < positions.length) {
-      values(i) = DeleteRowReader.toCatalyst(types(i), row.get(positions(i), classOf[Object]))
+    while (i < paths.length) {
+      values(i) = DeleteRowReader.toCatalyst(types(i), DeleteRowReader.valueAt(row, paths(i)))
       i += 1
     }
     values
@@ -62,6 +61,30 @@ final class DeleteRowReader(io: FileIO, readSchema: Schema, equalityIds: Seq[Int
 }
 
 object DeleteRowReader {
+  /** Positions from `struct` down to field `id`, through nested structs. */
+  private def positionPath(struct: Types.StructType, id: Int): Array[Int] = {
+    val fields = struct.fields().asScala
+    val direct = fields.indexWhere(_.fieldId() == id)
+    if (direct >= 0) Array(direct)
+    else {
+      val i = fields.indexWhere(f => f.`type`().isStructType && TypeUtil.indexById(f.`type`().asStructType()).containsKey(id))
+      require(i >= 0, s"field $id is not in $struct")
+      i +: positionPath(fields(i).`type`().asStructType(), id)
+    }
+  }
+
+  /** The value at `path`; NULL when a struct on the way is NULL, as Iceberg's own projection gives. */
+  private def valueAt(row: StructLike, path: Array[Int]): Any = {
+    var struct = row
+    var i = 0
+    while (i < path.length - 1) {
+      struct = struct.get(path(i), classOf[StructLike])
+      if (struct == null) return null
+      i += 1
+    }
+    struct.get(path(path.length - 1), classOf[Object])
+  }
+
   /** Iceberg generic value -> Catalyst internal value of the matching Spark type. */
   def toCatalyst(icebergType: Type, value: Any): Any = value match {
     case null => null
@@ -76,6 +99,7 @@ object DeleteRowReader {
       val copy = new Array[Byte](b.remaining())
       b.duplicate().get(copy)
       copy
+    case uuid: java.util.UUID => UTF8String.fromString(uuid.toString) // Spark reads Iceberg's uuid as its string
     case days: Integer if icebergType.typeId() == Type.TypeID.DATE => days.intValue()
     case micros: java.lang.Long if icebergType.typeId() == Type.TypeID.TIMESTAMP => micros.longValue()
     case i: Integer if icebergType.typeId() == Type.TypeID.LONG => i.longValue()

@@ -168,7 +168,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
 
     // The stripped scan reads what the query, its filters and the delete keys need, under fresh ids.
     val needed = read.needed
-    val keys = deletePlan.deleteSets.flatMap(_.keyColumns).toSet
+    val keys = deletePlan.deleteSets.flatMap(_.keyPaths.map(_.head)).toSet
     val pushedRefs = AttributeSet(read.pushed.flatMap(_.references))
     val fresh = AttributeMap(relation.output.map(a => a -> a.newInstance()))
     val read0 = relation.output.filter(a => needed.contains(a) || pushedRefs.contains(a) || keys.contains(a.name))

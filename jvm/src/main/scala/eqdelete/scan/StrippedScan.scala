@@ -4,9 +4,10 @@ import eqdelete.planning.{DeletePlan, EqualityDeleteSet}
 import eqdelete.read.DeleteRowReader
 
 import org.apache.iceberg.{Schema, Table}
-import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference}
+import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, Expression, GetStructField}
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
+import org.apache.spark.sql.types.StructType
 
 /**
  * The scan both strategies apply deletes to: the relation reading the data files with their
@@ -31,9 +32,17 @@ final case class StrippedScan(
   val sequence: Alias = Alias(DataFileProperty(file, plan.dataFileIndex, DataFileProperty.Sequence), "_eqdelete_data_seq")()
   val scope: Alias = Alias(DataFileProperty(file, plan.dataFileIndex, DataFileProperty.Scope), "_eqdelete_data_scope")()
 
-  /** The columns of `set`'s key (named by field id through the read schema, so renames resolve). */
-  def keyColumns(set: EqualityDeleteSet): Seq[Attribute] = set.keyColumns.map { name =>
-    relation.output.find(_.name == name).getOrElse(throw new IllegalStateException(s"key column $name is not read"))
+  /**
+   * The values of `set`'s key in a row: a column, or a field of a struct column (named by field
+   * id through the read schema, so renames resolve). A field under a NULL struct is NULL.
+   */
+  def keyColumns(set: EqualityDeleteSet): Seq[Expression] = set.keyPaths.map { path =>
+    val column: Expression = relation.output.find(_.name == path.head)
+      .getOrElse(throw new IllegalStateException(s"key column ${path.head} is not read"))
+    path.tail.foldLeft(column) { (struct, name) =>
+      val fields = struct.dataType.asInstanceOf[StructType].fieldNames
+      GetStructField(struct, fields.indexOf(name), Some(name))
+    }
   }
 
   def reader(set: EqualityDeleteSet): DeleteRowReader = new DeleteRowReader(table.io(), readSchema, set.equalityIds)

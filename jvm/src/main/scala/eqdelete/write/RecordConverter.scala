@@ -13,13 +13,13 @@ import org.apache.spark.sql.Row
 
 /**
  * Turns external Spark rows into Iceberg generic records, the Java types Iceberg's generic
- * writers expect (LocalDate, OffsetDateTime, ByteBuffer...). The row's fields are matched to
- * the schema's by position: callers select the columns in schema order first.
+ * writers expect (LocalDate, OffsetDateTime, ByteBuffer...). The row's top-level fields are
+ * matched to the schema's by position (callers select the columns in schema order first);
+ * the fields of a struct by name, so a struct may hold more fields than the schema selects.
  */
 final class RecordConverter(schema: Schema) extends Serializable {
   private val fields = schema.columns().asScala.toIndexedSeq
-  fields.foreach(f => require(f.`type`().isPrimitiveType,
-    s"column '${f.name}' has type ${f.`type`()}: only primitive columns can be written here"))
+  fields.foreach(f => RecordConverter.checkWritable(f.name, f.`type`()))
 
   def apply(row: Row): Record = {
     val record = GenericRecord.create(schema)
@@ -33,8 +33,21 @@ final class RecordConverter(schema: Schema) extends Serializable {
 }
 
 object RecordConverter {
+  private def checkWritable(name: String, icebergType: Type): Unit =
+    if (icebergType.isStructType) {
+      icebergType.asStructType().fields().asScala.foreach(f => checkWritable(s"$name.${f.name}", f.`type`()))
+    } else {
+      require(icebergType.isPrimitiveType,
+        s"column '$name' has type $icebergType: only primitive columns and structs of them can be written here")
+    }
+
   def convert(icebergType: Type, value: Any): Any = (icebergType.typeId(), value) match {
     case (_, null) => null
+    case (Type.TypeID.STRUCT, row: Row) =>
+      val struct = icebergType.asStructType()
+      val record = GenericRecord.create(struct)
+      struct.fields().asScala.zipWithIndex.foreach { case (f, i) => record.set(i, convert(f.`type`(), row.getAs[Any](f.name))) }
+      record
     case (Type.TypeID.INTEGER, n: Number) => n.intValue()
     case (Type.TypeID.LONG, n: Number) => n.longValue()
     case (Type.TypeID.FLOAT, n: Number) => n.floatValue()

@@ -34,7 +34,7 @@ class CostModelSuite extends AnyFunSuite {
       filesWithout: Int = 0): DeletePlan = {
     val dataFiles = (0 until 4 + filesWithout).map(i => s"/data/$i.parquet" -> (1L, 0)).toMap
     val sets = refs.groupBy(_.file.equalityFieldIds().asScala.map(_.intValue).toVector).toVector.sortBy(_._1.mkString(","))
-      .map { case (ids, rs) => EqualityDeleteSet(ids, ids.map(id => schema.findColumnName(id)), rs) }
+      .map { case (ids, rs) => EqualityDeleteSet(ids, ids.map(id => Seq(schema.findColumnName(id))), rs) }
     DeletePlan(1L, new DataFileIndex(dataFiles), 4, rowsWith, rowsWithout, sets,
       PlannedScan(1L, schema, Expressions.alwaysTrue(), caseSensitive = false, Vector.empty))
   }
@@ -123,6 +123,6 @@ class CostModelSuite extends AnyFunSuite {
     val plan = CostModel.plan(deletePlan(refs), schema, settings("filter")).asInstanceOf[ScanRewritePlan.Filter]
     assert(plan.indexes.map(_.set.keyColumns) == Seq(Seq("id"), Seq("name")))
     assert(plan.indexes.map(_.read.records) == Seq(100L, 50L))
-    assert(plan.indexes(1).estimatedBytes == 50 * eqdelete.index.GeneralKeyIndex.BytesPerKey)
+    assert(plan.indexes(1).estimatedBytes == 50 * eqdelete.index.HashedKeyIndex.BytesPerKey)
   }
 }

@@ -10,7 +10,7 @@ import eqdelete.testing.TestSpark
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{BoundReference, Expression, GenericInternalRow, Literal}
 import org.apache.spark.sql.catalyst.expressions.codegen.GenerateUnsafeProjection
-import org.apache.spark.sql.types.{BinaryType, DataType, IntegerType, LongType, StringType}
+import org.apache.spark.sql.types.{BinaryType, BooleanType, DataType, Decimal, DecimalType, DoubleType, FloatType, IntegerType, LongType, StringType}
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -43,6 +43,17 @@ class ExpressionEvaluationSuite extends AnyFunSuite {
       }
   }
 
+  test("KeyBitsExpression: floats and doubles compare by their bits, the same both ways") {
+    val doubles = Seq(0.0, -0.0, Double.NaN, java.lang.Double.longBitsToDouble(0x7ff8000000000001L), 1.5, null)
+    val results = bothWays(eqdelete.join.KeyBitsExpression(BoundReference(0, DoubleType, nullable = true)),
+      doubles.map(d => new GenericInternalRow(Array[Any](d)): InternalRow))
+    results.foreach { case (interpreted, compiled) => assert(interpreted == compiled) }
+    val bits = results.map(_._1)
+    assert(bits(0) != bits(1), "-0.0 is not 0.0")
+    assert(bits(2) == bits(3), "every NaN is one NaN")
+    assert(bits(5) == null)
+  }
+
   test("DataFileProperty fails the query for a file the planning did not see") {
     val property = DataFileProperty(Literal(UTF8String.fromString("/elsewhere.parquet"), StringType),
       new DataFileIndex(Map("/data.parquet" -> (1L, 0))), DataFileProperty.Sequence)
@@ -58,7 +69,9 @@ class ExpressionEvaluationSuite extends AnyFunSuite {
     val index = DeleteKeyIndex.forKeyTypes(types, deletes.size)
     deletes.foreach { case (s, k, seq) => index.add(s, k.toArray, seq) }
     index.seal()
-    val handle = BroadcastHandle.write(TestSpark.session.sparkContext.broadcast(index))
+    // Held until the end: a broadcast nothing holds may be cleaned up while its copies are in use.
+    val broadcast = TestSpark.session.sparkContext.broadcast(index)
+    val handle = BroadcastHandle.write(broadcast)
 
     val keys = types.zipWithIndex.map { case (t, i) => BoundReference(i, t, nullable = true) }
     val expression = EqualityDeleteMatch(keys, BoundReference(types.size, LongType, nullable = false),
@@ -68,9 +81,12 @@ class ExpressionEvaluationSuite extends AnyFunSuite {
       (key, Seq(0L, 1L)(random.nextInt(2)), 1L + random.nextInt(12))
     }
     val inputs = rows.map { case (key, scope, seq) => new GenericInternalRow((key :+ scope :+ seq).toArray[Any]): InternalRow }
+    // Iceberg's equality is Java's: NaN equals NaN, -0.0 is not 0.0 (Scala's == on numbers differs).
     def same(a: Any, b: Any) = (a, b) match {
       case (x: Array[Byte], y: Array[Byte]) => java.util.Arrays.equals(x, y)
-      case _ => a == b
+      case (null, null) => true
+      case (null, _) | (_, null) => false
+      case (x: AnyRef, y: AnyRef) => x.equals(y)
     }
     val results = bothWays(expression, inputs)
     rows.zip(results).foreach { case ((key, scope, seq), (interpreted, compiled)) =>
@@ -79,6 +95,7 @@ class ExpressionEvaluationSuite extends AnyFunSuite {
       }
       assert(interpreted == deleted && compiled == deleted, s"key $key scope $scope seq $seq")
     }
+    broadcast.destroy()
   }
 
   /** A value of `t` from a small range (so keys repeat), NULL one time in ten. */
@@ -89,6 +106,10 @@ class ExpressionEvaluationSuite extends AnyFunSuite {
       case IntegerType => Integer.valueOf(r.nextInt(100))
       case StringType => UTF8String.fromString(s"k${r.nextInt(100)}")
       case BinaryType => Array[Byte](r.nextInt(30).toByte)
+      case DoubleType => java.lang.Double.valueOf(Seq(0.0, -0.0, Double.NaN, 1.5, -1.5)(r.nextInt(5)))
+      case FloatType => java.lang.Float.valueOf(Seq(0.0f, -0.0f, Float.NaN, 2.5f)(r.nextInt(4)))
+      case BooleanType => java.lang.Boolean.valueOf(r.nextBoolean())
+      case _: DecimalType => Decimal(BigDecimal(r.nextInt(20)) / 4, 10, 2)
     }
 
   Seq(
@@ -96,7 +117,12 @@ class ExpressionEvaluationSuite extends AnyFunSuite {
     "one int key" -> Seq(IntegerType),
     "a string key (general index)" -> Seq(StringType),
     "a composite key" -> Seq(IntegerType, StringType),
-    "a binary key" -> Seq(BinaryType)).zipWithIndex.foreach { case ((name, types), seed) =>
+    "a binary key" -> Seq(BinaryType),
+    "a double key: NaN equals NaN, -0.0 is not 0.0" -> Seq(DoubleType),
+    "a float key" -> Seq(FloatType),
+    "a composite key with a double" -> Seq(DoubleType, IntegerType),
+    "a boolean key" -> Seq(BooleanType),
+    "a decimal and string key" -> Seq(DecimalType(10, 2), StringType)).zipWithIndex.foreach { case ((name, types), seed) =>
     test(s"EqualityDeleteMatch on $name") {
       checkMatch(types, (r, t) => smallValue(r, t), seed)
     }

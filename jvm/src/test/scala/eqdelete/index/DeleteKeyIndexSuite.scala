@@ -4,7 +4,7 @@ import scala.util.Random
 
 import eqdelete.planning.DeletePlan
 
-import org.apache.spark.sql.types.{BinaryType, DataType, DateType, IntegerType, LongType, StringType}
+import org.apache.spark.sql.types.{BinaryType, DataType, DateType, DoubleType, FloatType, IntegerType, LongType, StringType}
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -15,8 +15,12 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
 
   /** Reference: the newest delete of `key` in `scope` or globally. */
   private def expected(deletes: Seq[(Long, Seq[Any], Long)], scope: Long, key: Seq[Any]): Long = {
+    // Iceberg's equality is Java's: NaN equals NaN, -0.0 is not 0.0 (Scala's == on numbers differs).
     def same(a: Seq[Any], b: Seq[Any]) = a.zip(b).forall {
       case (x: Array[Byte], y: Array[Byte]) => java.util.Arrays.equals(x, y)
+      case (null, null) => true
+      case (null, _) | (_, null) => false
+      case (x: AnyRef, y: AnyRef) => x.equals(y)
       case (x, y) => x == y
     }
     val matching = deletes.collect { case (s, k, seq) if (s == scope || s == Global) && same(k, key) => seq }
@@ -26,9 +30,10 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
   private def newest(index: DeleteKeyIndex, scope: Long, key: Seq[Any]): Long = index match {
     case longs: LongKeyIndex =>
       val v = key.head
-      longs.newest(scope, v == null, if (v == null) 0L else v.asInstanceOf[Number].longValue())
-    case general: GeneralKeyIndex =>
-      if (key.size == 1) general.newest(scope, key.head) else general.newest(scope, key.toArray)
+      longs.newest(scope, v == null, if (v == null) 0L else KeyBits.of(v))
+    case hashed: HashedKeyIndex =>
+      val values = key.toArray
+      hashed.newest(scope, KeyHash.of(values), values)
   }
 
   private def check(types: Seq[DataType], value: Random => Any, deletes: Int, expectedKeys: Long, seed: Long): Unit = {
@@ -68,7 +73,19 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
     check(Seq(IntegerType), r => if (r.nextInt(8) == 0) null else Integer.valueOf(r.nextInt(300)), 1000, 1000, 3)
   }
 
-  test("string keys: general index, NULL equal to NULL") {
+  test("hashed keys: many keys, table growth, and hash collisions confirmed against the stored key") {
+    // Sized for 1 key: the table grows; the keys share few hash values only by chance, so the
+    // stored keys decide.
+    check(Seq(StringType), r => UTF8String.fromString(s"key-${r.nextInt(5000)}"), 4000, 1, 10)
+    val index = new HashedKeyIndex(4)
+    index.add(0, Array[Any](UTF8String.fromString("a")), 3)
+    index.seal()
+    val other = Array[Any](UTF8String.fromString("b"))
+    // The same hash as "a" but another key: never a delete.
+    assert(index.newest(0, KeyHash.of(Array[Any](UTF8String.fromString("a"))), other) == DeleteKeyIndex.NoDelete)
+  }
+
+  test("string keys: hashed index, NULL equal to NULL") {
     check(Seq(StringType), r => if (r.nextInt(10) == 0) null else UTF8String.fromString(s"k${r.nextInt(300)}"), 1000, 1000, 4)
   }
 
@@ -82,6 +99,17 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
     check(Seq(BinaryType), r => if (r.nextInt(10) == 0) null else Array[Byte](r.nextInt(20).toByte), 500, 500, 6)
   }
 
+  test("double and float keys: the primitive table, with Java's equality") {
+    Seq(DoubleType, FloatType).foreach(t => assert(DeleteKeyIndex.forKeyTypes(Seq(t), 1).isInstanceOf[LongKeyIndex]))
+    val doubles = Seq(0.0, -0.0, Double.NaN, java.lang.Double.longBitsToDouble(0x7ff8000000000123L), 1.5, Double.NegativeInfinity)
+    check(Seq(DoubleType), r => if (r.nextInt(10) == 0) null else java.lang.Double.valueOf(doubles(r.nextInt(doubles.size))),
+      500, 500, 7)
+    check(Seq(FloatType), r => if (r.nextInt(10) == 0) null else java.lang.Float.valueOf(Seq(0.0f, -0.0f, Float.NaN, 3f)(r.nextInt(4))),
+      500, 500, 8)
+    check(Seq(DoubleType, StringType), r => if (r.nextBoolean()) java.lang.Double.valueOf(doubles(r.nextInt(doubles.size)))
+      else UTF8String.fromString("s"), 500, 500, 9)
+  }
+
   test("a sequence number of 0 is refused: no delete file has it") {
     val index = DeleteKeyIndex.forKeyTypes(Seq(LongType), 1)
     assertThrows[IllegalArgumentException](index.add(0, Array[Any](1L), 0))
@@ -89,6 +117,6 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
 
   test("size estimates cover the primitive table actually allocated") {
     assert(DeleteKeyIndex.estimatedBytes(Seq(LongType), 1000000) >= 24L * 2 * 1000000)
-    assert(DeleteKeyIndex.estimatedBytes(Seq(StringType), 1000) == 1000 * GeneralKeyIndex.BytesPerKey)
+    assert(DeleteKeyIndex.estimatedBytes(Seq(StringType), 1000) == 1000 * HashedKeyIndex.BytesPerKey)
   }
 }
