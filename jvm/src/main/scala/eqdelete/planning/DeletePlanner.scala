@@ -38,10 +38,17 @@ object DeletePlanner {
     val deletesByPath = mutable.LinkedHashMap.empty[String, EqualityDeleteRef]
     val planned = Vector.newBuilder[FileScanTask]
 
-    val scan = table.newScan().useSnapshot(snapshotId).caseSensitive(caseSensitive).filter(filter)
+    // Float and double columns keep their NaN counts in the planned files: see `overlookedNaNDeletes`.
+    val floating = TypeUtil.indexById(readSchema.asStruct()).asScala.collect {
+      case (id, f) if f.`type`().typeId() == Type.TypeID.FLOAT || f.`type`().typeId() == Type.TypeID.DOUBLE => id.intValue
+    }.toVector
+    val unfiltered = table.newScan().useSnapshot(snapshotId).caseSensitive(caseSensitive).filter(filter)
+    val scan = if (floating.isEmpty) unfiltered else unfiltered.includeColumnStats(floating.map(readSchema.findColumnName).asJava)
+    var dataMayHoldNaN = false
     Using.resource(scan.planFiles()) { tasks =>
       tasks.asScala.foreach { task =>
         planned += task
+        if (floating.nonEmpty && !dataMayHoldNaN) dataMayHoldNaN = mayHoldNaN(task.file(), floating)
         val eqDeletes = task.deletes().asScala.filter(_.content() == FileContent.EQUALITY_DELETES)
         val data = task.file()
         val dataSeq: Long = data.dataSequenceNumber()
@@ -66,7 +73,8 @@ object DeletePlanner {
     }
     // Deletes Iceberg may have left out of every task (see `mayHoldNaN`), applied by the rule instead.
     val dataScopes = files.values.map(_._2).toSet
-    val overlooked = overlookedNaNDeletes(table, snapshotId, readSchema).filterNot(d => deletesByPath.contains(d.location()))
+    val overlooked = (if (dataMayHoldNaN) overlookedNaNDeletes(table, snapshotId, readSchema) else Nil)
+      .filterNot(d => deletesByPath.contains(d.location()))
       .map { delete =>
         val spec = table.specs().get(delete.specId())
         EqualityDeleteRef(delete, if (spec.isUnpartitioned) DeletePlan.GlobalScope else scopes.of(spec, delete),
@@ -93,24 +101,28 @@ object DeletePlanner {
    * not applied to a data file whose other values lie outside the delete file's. Whether `file`
    * has a float or double key that may hold NaN (its NaN count says so, or is missing).
    */
-  private def mayHoldNaN(file: DeleteFile, readSchema: Schema): Boolean = {
+  private def mayHoldNaN(file: DeleteFile, readSchema: Schema): Boolean =
+    mayHoldNaN(file, file.equalityFieldIds().asScala.map(_.intValue).filter { id =>
+      Option(readSchema.findType(id)).exists(t => t.typeId() == Type.TypeID.FLOAT || t.typeId() == Type.TypeID.DOUBLE)
+    }.toVector)
+
+  /** Whether `file` may hold NaN in one of the `floating` columns: its NaN count says so, or is missing. */
+  private def mayHoldNaN(file: ContentFile[_], floating: Seq[Int]): Boolean = {
     val counts = file.nanValueCounts()
-    file.equalityFieldIds().asScala.exists { id =>
-      val floating = Option(readSchema.findType(id)).exists(t => t.typeId() == Type.TypeID.FLOAT || t.typeId() == Type.TypeID.DOUBLE)
-      val count = if (counts == null) null else counts.get(id)
-      floating && (count == null || count.longValue() > 0)
+    floating.exists { id =>
+      val count = if (counts == null) null else counts.get(Integer.valueOf(id))
+      count == null || count.longValue() > 0
     }
   }
 
   /**
    * The snapshot's live equality delete files that may hold NaN keys, from its delete manifests
-   * (metadata only; read only when the schema has a float or double column).
+   * (metadata only; read only when a planned data file may hold NaN, the only case where
+   * Iceberg's pairing can leave such a delete out).
    */
   private def overlookedNaNDeletes(table: Table, snapshotId: Long, readSchema: Schema): Seq[DeleteFile] = {
-    val hasFloating = TypeUtil.indexById(readSchema.asStruct()).values().asScala
-      .exists(f => f.`type`().typeId() == Type.TypeID.FLOAT || f.`type`().typeId() == Type.TypeID.DOUBLE)
     val snapshot = table.snapshot(snapshotId)
-    if (!hasFloating || snapshot == null) return Nil
+    if (snapshot == null) return Nil
     snapshot.deleteManifests(table.io()).asScala.toVector.flatMap { manifest =>
       Using.resource(ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) { reader =>
         reader.asScala.filter(f => f.content() == FileContent.EQUALITY_DELETES && mayHoldNaN(f, readSchema))
