@@ -16,6 +16,11 @@ class Decision:
 
     ``plan`` says how the scan is read: its layout and, for each delete part, the index or
     join that applies it with its read tasks (the same plan EXPLAIN shows).
+
+    ``covered_delete_rows``: delete rows of multi-column equality sets that eqdelete dropped
+    because a single-column delete on one of their columns, as new or newer and in the same
+    partition or global, deletes those rows already. They are counted as the deletes are read,
+    so it is None before the query runs (``decisions``) and when the plan covers nothing.
     """
 
     table: str
@@ -27,6 +32,7 @@ class Decision:
     delete_rows: int
     data_files: int
     data_files_with_deletes: int
+    covered_delete_rows: int | None = None
 
     @property
     def rewritten(self) -> bool:

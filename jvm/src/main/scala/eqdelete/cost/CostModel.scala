@@ -25,6 +25,11 @@ import org.apache.spark.sql.types.DataType
  *     and shuffled above it, which scales to delete sets of any size.
  * A filter the user set is bounded the same way: indexes that would not fit the driver become
  * the join, unless `filter.force` says otherwise.
+ *
+ * Where a single-column set keys on a column of a multi-column set, the multi-column set's rows
+ * it covers ([[Covering]]) are dropped as they are read: always under the filter (its index of
+ * the single column is built anyway), and under the join for shuffled parts, whose reduction
+ * and shuffle shrink with them, when the single column's index fits the filter's bounds.
  */
 object CostModel {
 
@@ -85,6 +90,11 @@ object CostModel {
 
   private def joinPlan(deletes: DeletePlan, readSchema: Schema, settings: CostSettings, reason: String): ScanRewritePlan.Join = {
     val limit = DriverMemory.broadcastLimit(settings)
+    val singles = plainIndexes(deletes, readSchema, settings).filter(_.set.equalityIds.size == 1)
+    val coverers =
+      if (singles.forall(_.read.records <= settings.filterMaxDeleteRows) &&
+        DriverMemory.filterOverBudget(singles, settings).isEmpty) singles
+      else Nil
     val joins = deletes.deleteSets.flatMap { set =>
       val types = keyTypes(set, readSchema)
       val (global, scoped) = set.files.partition(_.isGlobal)
@@ -92,7 +102,8 @@ object CostModel {
         val bytes = joinSideBytes(files, types)
         val distribution =
           if (limit >= 0 && bytes <= limit) JoinDistribution.Broadcast else JoinDistribution.Shuffled
-        AntiJoin(set, types, read(files, settings), byScope, distribution, bytes)
+        val covered = if (distribution == JoinDistribution.Shuffled) coverings(set, coverers) else Nil
+        AntiJoin(set, types, read(files, settings), byScope, distribution, bytes, covered)
       }
     }
     ScanRewritePlan.Join(reason, layout(deletes), joins)
@@ -109,10 +120,23 @@ object CostModel {
         (if (j.byScope) " scoped" else " global")).mkString(", ")
   }
 
-  private def indexedSets(deletes: DeletePlan, readSchema: Schema, settings: CostSettings): Seq[IndexedSet] =
+  private def indexedSets(deletes: DeletePlan, readSchema: Schema, settings: CostSettings): Seq[IndexedSet] = {
+    val plain = plainIndexes(deletes, readSchema, settings)
+    plain.map(indexed => indexed.copy(coveredBy = coverings(indexed.set, plain)))
+  }
+
+  private def plainIndexes(deletes: DeletePlan, readSchema: Schema, settings: CostSettings): Seq[IndexedSet] =
     deletes.deleteSets.map { set =>
       val types = keyTypes(set, readSchema)
       IndexedSet(set, types, read(set.files, settings), DeleteKeyIndex.estimatedBytes(types, set.records))
+    }
+
+  /** The single-column sets among `candidates` that key on a column of the multi-column `set`. */
+  def coverings(set: EqualityDeleteSet, candidates: Seq[IndexedSet]): Seq[Covering] =
+    if (set.equalityIds.size < 2) Nil
+    else candidates.collect {
+      case single if single.set.equalityIds.size == 1 && set.equalityIds.contains(single.set.equalityIds.head) =>
+        Covering(single, set.equalityIds.indexOf(single.set.equalityIds.head))
     }
 
   /**

@@ -10,6 +10,8 @@ sealed trait ScanRewritePlan {
   def reason: String
   /** The layout and each delete part's execution, in words (EXPLAIN and the decision records). */
   def describe: String
+  /** The multi-column equality sets whose delete rows are checked against single-column ones (see [[Covering]]). */
+  def coveredSets: Seq[EqualityDeleteSet] = Nil
 }
 
 object ScanRewritePlan {
@@ -23,12 +25,14 @@ object ScanRewritePlan {
   final case class Filter(reason: String, layout: ScanLayout, indexes: Seq[IndexedSet]) extends ScanRewritePlan {
     val strategy: Strategy = Strategy.Filter
     def describe: String = (layout.describe +: indexes.map(_.describe)).mkString("; ")
+    override def coveredSets: Seq[EqualityDeleteSet] = indexes.filter(_.coveredBy.nonEmpty).map(_.set)
   }
 
   /** Every part of every equality set becomes a left anti join. */
   final case class Join(reason: String, layout: ScanLayout, joins: Seq[AntiJoin]) extends ScanRewritePlan {
     val strategy: Strategy = Strategy.Join
     def describe: String = (layout.describe +: joins.map(_.describe)).mkString("; ")
+    override def coveredSets: Seq[EqualityDeleteSet] = joins.filter(_.coveredBy.nonEmpty).map(_.set).distinct
   }
 }
 
@@ -65,10 +69,33 @@ final case class DeleteRead(files: Seq[EqualityDeleteRef], tasks: Int) {
   def records: Long = files.map(_.file.recordCount()).sum
 }
 
-/** The filter's index of one equality set, of `estimatedBytes` on the driver. */
-final case class IndexedSet(set: EqualityDeleteSet, keyTypes: Seq[DataType], read: DeleteRead, estimatedBytes: Long) {
+/**
+ * The filter's index of one equality set, of `estimatedBytes` on the driver (at most: rows
+ * covered by `coveredBy` are dropped as they are read).
+ */
+final case class IndexedSet(
+    set: EqualityDeleteSet,
+    keyTypes: Seq[DataType],
+    read: DeleteRead,
+    estimatedBytes: Long,
+    coveredBy: Seq[Covering] = Nil) {
   def describe: String =
-    s"index of ${set.describeKeys}: ${read.files.size} file(s), ${read.records} row(s), ${read.tasks} read task(s)"
+    s"index of ${set.describeKeys}: ${read.files.size} file(s), ${read.records} row(s), ${read.tasks} read task(s)" +
+      Covering.describe(coveredBy)
+}
+
+/**
+ * A single-column equality set `by` (as the filter indexes it) covering rows of a multi-column
+ * set: a delete row `(c = x, ...)` of sequence number s2 in scope p deletes nothing that a
+ * delete `c = x` of `by` with sequence number s1 >= s2, in scope p or global, does not delete
+ * already, so it is dropped before indexing or joining. `keyPosition` is c's position among the
+ * multi-column set's keys.
+ */
+final case class Covering(by: IndexedSet, keyPosition: Int)
+
+object Covering {
+  def describe(coverings: Seq[Covering]): String =
+    if (coverings.isEmpty) "" else s", rows covered by ${coverings.map(_.by.set.describeKeys).mkString(" and ")} dropped"
 }
 
 /**
@@ -81,8 +108,9 @@ final case class AntiJoin(
     read: DeleteRead,
     byScope: Boolean,
     distribution: JoinDistribution,
-    estimatedBytes: BigInt) {
+    estimatedBytes: BigInt,
+    coveredBy: Seq[Covering] = Nil) {
   def describe: String =
     s"${distribution.describe} anti join on ${set.describeKeys}${if (byScope) " and partition" else " (global deletes)"}: " +
-      s"${read.files.size} file(s), ${read.records} row(s), ${read.tasks} read task(s)"
+      s"${read.files.size} file(s), ${read.records} row(s), ${read.tasks} read task(s)" + Covering.describe(coveredBy)
 }

@@ -18,9 +18,19 @@ final case class Decision(
     deleteFiles: Int,
     deleteRows: Long,
     dataFiles: Int,
-    dataFilesWithDeletes: Int) {
+    dataFilesWithDeletes: Int,
+    covered: Seq[CoveredRows] = Nil) {
 
   def rewritten: Boolean = strategy != "native"
+
+  /**
+   * Delete rows dropped because single-column deletes cover them: None when the plan covers
+   * none, or until the query has read them (it is counted as they are read).
+   */
+  def coveredDeleteRows: Option[Long] = {
+    val known = covered.flatMap(_.rows)
+    if (known.isEmpty) None else Some(known.sum)
+  }
 
   def describe: String =
     if (rewritten) {
@@ -34,10 +44,10 @@ final case class Decision(
 object Decision {
   /** The decision for a scan, with the counts of its delete plan (zeros when there is none). */
   def of(table: String, snapshotId: Long, strategy: String, reason: String, plan: String,
-      deletes: Option[DeletePlan]): Decision =
+      deletes: Option[DeletePlan], covered: Seq[CoveredRows] = Nil): Decision =
     Decision(table, snapshotId, strategy, reason, plan,
       deletes.map(_.deleteFiles).getOrElse(0), deletes.map(_.deleteRecords).getOrElse(0L),
-      deletes.map(_.dataFiles).getOrElse(0), deletes.map(_.dataFilesWithDeletes).getOrElse(0))
+      deletes.map(_.dataFiles).getOrElse(0), deletes.map(_.dataFilesWithDeletes).getOrElse(0), covered)
 
   /** Marks a scan eqdelete left native, with why; also stops the rule from trying again. */
   val NativeTag: TreeNodeTag[Decision] = TreeNodeTag[Decision]("eqdelete.native")

@@ -42,7 +42,8 @@ object DecisionLog {
       Map[String, Any](
         "table" -> d.table, "snapshot_id" -> d.snapshotId, "strategy" -> d.strategy, "reason" -> d.reason,
         "delete_files" -> d.deleteFiles, "delete_rows" -> d.deleteRows, "data_files" -> d.dataFiles,
-        "data_files_with_deletes" -> d.dataFilesWithDeletes, "plan" -> d.plan).asJava
+        "data_files_with_deletes" -> d.dataFilesWithDeletes, "plan" -> d.plan,
+        "covered_delete_rows" -> d.coveredDeleteRows.map(Long.box).orNull).asJava
     }.asJava
 
   private final class Listener(session: SparkSession) extends QueryExecutionListener {

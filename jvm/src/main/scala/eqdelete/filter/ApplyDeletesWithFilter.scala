@@ -1,6 +1,7 @@
 package eqdelete.filter
 
 import eqdelete.cost.ScanRewritePlan
+import eqdelete.explain.CoveredRows
 import eqdelete.scan.StrippedScan
 
 import org.apache.spark.sql.catalyst.expressions.{Expression, Not, Or, ScalarSubquery}
@@ -20,9 +21,10 @@ import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan, Project
  */
 object ApplyDeletesWithFilter {
 
-  def build(scan: StrippedScan, plan: ScanRewritePlan.Filter): LogicalPlan = {
+  /** `covered`: per covered set (by its equality ids), where its index build counts the rows it drops. */
+  def build(scan: StrippedScan, plan: ScanRewritePlan.Filter, covered: Map[Seq[Int], CoveredRows]): LogicalPlan = {
     val matches = plan.indexes.map { indexed =>
-      val source = DeleteKeyIndexSource(indexed, scan.table.io(), scan.readSchema)
+      val source = DeleteKeyIndexSource(indexed, scan.table.io(), scan.readSchema, covered.get(indexed.set.equalityIds))
       EqualityDeleteMatch(scan.keyColumns(indexed.set), scan.scope.child, scan.sequence.child,
         ScalarSubquery(BuildDeleteKeyIndex(source)))
     }

@@ -1,6 +1,7 @@
 package eqdelete.filter
 
 import eqdelete.cost.IndexedSet
+import eqdelete.explain.CoveredRows
 
 import org.apache.iceberg.Schema
 import org.apache.iceberg.io.FileIO
@@ -8,9 +9,16 @@ import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeReference}
 import org.apache.spark.sql.catalyst.plans.logical.{LeafNode, LogicalPlan, Statistics}
 import org.apache.spark.sql.types.BinaryType
 
-/** What building one equality set's index needs: the set as the cost model planned it, and how to read it. */
-final case class DeleteKeyIndexSource(indexed: IndexedSet, io: FileIO, readSchema: Schema) {
+/**
+ * What building one equality set's index needs: the set as the cost model planned it, how to
+ * read it, and where to count the rows its coverings drop.
+ */
+final case class DeleteKeyIndexSource(indexed: IndexedSet, io: FileIO, readSchema: Schema, covered: Option[CoveredRows] = None) {
   def describe: String = indexed.describe
+
+  /** The indexes of the single-column sets covering this one's rows, with the key position each covers. */
+  def coverers: Seq[(DeleteKeyIndexSource, Int)] =
+    indexed.coveredBy.map(c => (DeleteKeyIndexSource(c.by, io, readSchema), c.keyPosition))
 }
 
 /**

@@ -15,26 +15,49 @@ import org.apache.spark.broadcast.Broadcast
  * the driver adds to the index as that task finishes and then drops, so the driver never holds
  * every delete row at once (a `collect()` would, several times over as boxed objects).
  *
+ * Rows covered by a single-column set's index (`coverers`, see `cost.Covering`) are dropped in
+ * the tasks, before they are shipped, and counted.
+ *
  * Running out of memory while adding a batch is caught before it reaches Spark's scheduler
  * thread, where it would stop the SparkContext, and reported as [[FilterIndexMemoryException]].
  */
 object DeleteIndexBuilder {
 
-  /** The index of `source`'s set, built and broadcast. */
-  def build(context: SparkContext, source: DeleteKeyIndexSource): Broadcast[DeleteKeyIndex] = {
+  /** The index of `source`'s set, built and broadcast, with the count of covered rows dropped. */
+  def build(
+      context: SparkContext,
+      source: DeleteKeyIndexSource,
+      coverers: Seq[(Broadcast[DeleteKeyIndex], Int)]): DeleteIndexCache.BuiltIndex = {
     val set = source.indexed.set
     def outOfMemory(e: OutOfMemoryError) = new FilterIndexMemoryException(set, source.indexed.estimatedBytes, e)
-    val index = try buildIndex(context, source) catch { case e: OutOfMemoryError => throw outOfMemory(e) }
-    try context.broadcast(index) catch { case e: OutOfMemoryError => throw outOfMemory(e) }
+    val (index, covered) = try buildIndex(context, source, coverers) catch { case e: OutOfMemoryError => throw outOfMemory(e) }
+    val broadcast = try context.broadcast(index) catch { case e: OutOfMemoryError => throw outOfMemory(e) }
+    DeleteIndexCache.BuiltIndex(broadcast, covered)
   }
 
-  private def buildIndex(context: SparkContext, source: DeleteKeyIndexSource): DeleteKeyIndex = {
+  private def buildIndex(
+      context: SparkContext,
+      source: DeleteKeyIndexSource,
+      coverers: Seq[(Broadcast[DeleteKeyIndex], Int)]): (DeleteKeyIndex, Long) = {
     val indexed = source.indexed
     var index = DeleteKeyIndex.forKeyTypes(indexed.keyTypes, indexed.read.records)
     val integral = index.isInstanceOf[LongKeyIndex]
     val reader = new DeleteRowReader(source.io, source.readSchema, indexed.set.equalityIds)
     val rows = DeleteRows.rdd(context, reader, indexed.read.files, indexed.read.tasks, indexed.set.describeKeys)
-    val batches = rows.mapPartitions(rows => Iterator(DeleteRowBatch(rows, integral)))
+    val batches = rows.mapPartitions { rows =>
+      if (coverers.isEmpty) Iterator(DeleteRowBatch(rows, integral))
+      else {
+        var covered = 0L
+        val kept = rows.filter { case (keys, scope, seq) =>
+          val isCovered = coverers.exists { case (coverer, position) => coverer.value.covers(scope, Array(keys(position)), seq) }
+          if (isCovered) covered += 1
+          !isCovered
+        }
+        val batch = DeleteRowBatch(kept, integral) // consumes `kept`, counting as it goes
+        Iterator(batch.withCovered(covered))
+      }
+    }
+    var covered = 0L
     var failure: OutOfMemoryError = null
     val description = context.getLocalProperty(JobDescription)
     context.setLocalProperty(JobDescription, s"eqdelete: ${indexed.describe}")
@@ -42,6 +65,7 @@ object DeleteIndexBuilder {
     try {
       context.runJob(batches, (rows: Iterator[DeleteRowBatch]) => rows.next(), (_: Int, batch: DeleteRowBatch) =>
         if (failure == null) {
+          covered += batch.covered
           try batch.addTo(index) catch {
             case e: OutOfMemoryError =>
               index = null // let the collector have it back before anything else needs memory
@@ -52,7 +76,7 @@ object DeleteIndexBuilder {
       context.setLocalProperty(JobDescription, description)
     }
     if (failure != null) throw failure
-    index.seal()
+    (index.seal(), covered)
   }
 
   /** Spark's local property naming a job in its UI. */
@@ -64,8 +88,15 @@ object DeleteIndexBuilder {
  * triples in a long array (24 bytes a row) and NULL keys as (scope, seq) pairs; for other keys,
  * the rows themselves.
  */
-final class DeleteRowBatch private (triples: Array[Long], nullKeys: Array[Long], rows: Array[(Array[Any], Long, Long)])
+final class DeleteRowBatch private (
+    triples: Array[Long],
+    nullKeys: Array[Long],
+    rows: Array[(Array[Any], Long, Long)],
+    val covered: Long)
   extends Serializable {
+
+  /** The same rows, and `n` rows dropped as covered before them. */
+  def withCovered(n: Long): DeleteRowBatch = new DeleteRowBatch(triples, nullKeys, rows, n)
 
   def addTo(index: DeleteKeyIndex): Unit = {
     var i = 0
@@ -84,7 +115,7 @@ final class DeleteRowBatch private (triples: Array[Long], nullKeys: Array[Long],
 
 object DeleteRowBatch {
   def apply(rows: Iterator[(Array[Any], Long, Long)], integral: Boolean): DeleteRowBatch =
-    if (!integral) new DeleteRowBatch(Array.emptyLongArray, Array.emptyLongArray, rows.toArray)
+    if (!integral) new DeleteRowBatch(Array.emptyLongArray, Array.emptyLongArray, rows.toArray, 0L)
     else {
       val triples = new ArrayBuilder.ofLong
       val nulls = new ArrayBuilder.ofLong
@@ -94,7 +125,7 @@ object DeleteRowBatch {
           case key => triples += KeyBits.of(key) += scope += seq
         }
       }
-      new DeleteRowBatch(triples.result(), nulls.result(), Array.empty)
+      new DeleteRowBatch(triples.result(), nulls.result(), Array.empty, 0L)
     }
 }
 

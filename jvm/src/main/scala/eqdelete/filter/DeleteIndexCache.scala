@@ -25,30 +25,56 @@ import org.apache.spark.sql.types.DataType
  */
 object DeleteIndexCache {
 
-  private final case class Key(files: Seq[(String, Long, Int, Long)], equalityIds: Seq[Int], types: Seq[DataType])
-  private final case class Entry(context: SparkContext, index: Broadcast[DeleteKeyIndex], keys: Long)
+  private final case class Key(
+      files: Seq[(String, Long, Int, Long)],
+      equalityIds: Seq[Int],
+      types: Seq[DataType],
+      coverers: Seq[(Key, Int)])
+  private final case class Entry(context: SparkContext, built: BuiltIndex, keys: Long)
 
   private val entries = new java.util.LinkedHashMap[Key, Entry](16, 0.75f, true)
   private var cachedKeys = 0L
+  // One build per key at a time: a set's own subquery and a set it covers may ask together.
+  private val building = new java.util.concurrent.ConcurrentHashMap[Key, Object]()
 
-  def getOrBuild(context: SparkContext, conf: SQLConf, source: DeleteKeyIndexSource): Broadcast[DeleteKeyIndex] = {
-    val set = source.indexed.set
-    val key = Key(set.files.map(r => (r.file.location(), r.file.fileSizeInBytes(), r.scope, r.sequenceNumber)),
-      set.equalityIds, source.indexed.keyTypes)
-    cached(key, context) match {
-      case Some(index) =>
-        set.files.foreach(ref => verify(source.io, ref.file))
-        index
-      case None =>
-        val broadcast = DeleteIndexBuilder.build(context, source)
-        store(key, Entry(context, broadcast, broadcast.value.distinctKeys.toLong), EqDeleteConf.filterCacheMaxKeys(conf))
-        broadcast
-    }
+  /** An index, and how many delete rows its coverings dropped while it was built. */
+  final case class BuiltIndex(index: Broadcast[DeleteKeyIndex], coveredRows: Long)
+
+  /**
+   * The index of `source`'s set, from the cache or built; `coverers` are the broadcast indexes of
+   * the sets covering its rows (see `DeleteKeyIndexSource.coverers`), in the same order.
+   */
+  def getOrBuild(
+      context: SparkContext,
+      conf: SQLConf,
+      source: DeleteKeyIndexSource,
+      coverers: Seq[(Broadcast[DeleteKeyIndex], Int)] = Nil): BuiltIndex = {
+    val key = keyOf(source)
+    val lock = building.computeIfAbsent(key, _ => new Object)
+    try lock.synchronized {
+      cached(key, context) match {
+        case Some(built) =>
+          source.indexed.set.files.foreach(ref => verify(source.io, ref.file))
+          built
+        case None =>
+          val built = DeleteIndexBuilder.build(context, source, coverers)
+          store(key, Entry(context, built, built.index.value.distinctKeys.toLong), EqDeleteConf.filterCacheMaxKeys(conf))
+          built
+      }
+    } finally building.remove(key, lock)
   }
 
-  private def cached(key: Key, context: SparkContext): Option[Broadcast[DeleteKeyIndex]] = synchronized {
+  // The covering sets are part of the key: an index built without some covered rows is only
+  // right beside those coverers.
+  private def keyOf(source: DeleteKeyIndexSource): Key = {
+    val set = source.indexed.set
+    Key(set.files.map(r => (r.file.location(), r.file.fileSizeInBytes(), r.scope, r.sequenceNumber)),
+      set.equalityIds, source.indexed.keyTypes, source.coverers.map { case (c, position) => (keyOf(c), position) })
+  }
+
+  private def cached(key: Key, context: SparkContext): Option[BuiltIndex] = synchronized {
     Option(entries.get(key)).flatMap { entry =>
-      if (entry.context eq context) Some(entry.index) else { remove(key); None }
+      if (entry.context eq context) Some(entry.built) else { remove(key); None }
     }
   }
 

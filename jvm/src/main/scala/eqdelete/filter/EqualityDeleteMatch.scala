@@ -36,15 +36,7 @@ case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequenc
   @transient private lazy val deleteKeys: DeleteKeyIndex = broadcast.value
 
   override def eval(input: InternalRow): Any = {
-    val scopeValue = scope.eval(input).asInstanceOf[Long]
-    val newest = deleteKeys match {
-      case longs: LongKeyIndex =>
-        val value = keys.head.eval(input)
-        longs.newest(scopeValue, value == null, if (value == null) 0L else KeyBits.of(value))
-      case hashed: HashedKeyIndex =>
-        val values = keys.map(_.eval(input)).toArray[Any]
-        hashed.newest(scopeValue, KeyHash.of(values), values)
-    }
+    val newest = deleteKeys.newestOf(scope.eval(input).asInstanceOf[Long], keys.map(_.eval(input)).toArray[Any])
     newest != DeleteKeyIndex.NoDelete && sequence.eval(input).asInstanceOf[Long] < newest
   }
 

@@ -29,6 +29,26 @@ sealed abstract class DeleteKeyIndex extends Serializable {
 
   protected def put(scope: Long, values: Array[Any], sequenceNumber: Long): Unit
 
+  /**
+   * The newest delete of the key `values` (Catalyst values) in `scope` or globally, or NoDelete:
+   * the interpreted lookup (generated code calls the subclasses' own).
+   */
+  final def newestOf(scope: Long, values: Array[Any]): Long = this match {
+    case longs: LongKeyIndex =>
+      val value = values(0)
+      longs.newest(scope, value == null, if (value == null) 0L else KeyBits.of(value))
+    case hashed: HashedKeyIndex => hashed.newest(scope, KeyHash.of(values), values)
+  }
+
+  /**
+   * Whether a delete row of `values` with `sequenceNumber` in `scope` is covered: this index
+   * deletes the same key at the same or a newer sequence number, in that scope or globally.
+   */
+  final def covers(scope: Long, values: Array[Any], sequenceNumber: Long): Boolean = {
+    val newest = newestOf(scope, values)
+    newest != DeleteKeyIndex.NoDelete && sequenceNumber <= newest
+  }
+
   /** Called once every key is added, before the index is shipped: it is read-only from then on. */
   def seal(): this.type = this
 

@@ -1,16 +1,18 @@
 package eqdelete.join
 
 import eqdelete.cost.{AntiJoin, JoinDistribution, ScanRewritePlan}
+import eqdelete.explain.CoveredRows
+import eqdelete.filter.{BuildDeleteKeyIndex, CoveredDeleteRow, DeleteKeyIndexSource}
 import eqdelete.index.KeyBits
 import eqdelete.read.DeleteRows
 import eqdelete.scan.StrippedScan
 
 import org.apache.spark.sql.{SparkSession => ApiSession}
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeReference, EqualNullSafe, EqualTo, Expression, GenericInternalRow, LessThan, NamedExpression}
+import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeReference, EqualNullSafe, EqualTo, Expression, GenericInternalRow, LessThan, NamedExpression, Not, Or, ScalarSubquery}
 import org.apache.spark.sql.catalyst.expressions.aggregate.Max
 import org.apache.spark.sql.catalyst.plans.LeftAnti
-import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, BROADCAST, HintInfo, Join, JoinHint, LogicalPlan, Project, Statistics}
+import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, BROADCAST, Filter, HintInfo, Join, JoinHint, LogicalPlan, Project, Statistics}
 import org.apache.spark.sql.catalyst.plans.physical.{SinglePartition, UnknownPartitioning}
 import org.apache.spark.sql.eqdelete.compat.SparkShim
 import org.apache.spark.sql.types.LongType
@@ -25,11 +27,15 @@ import org.apache.spark.sql.types.LongType
  *       Project(columns, data_seq, scope) -> scan
  *       delete rows (key, scope, seq)   -- shuffled parts: reduced to max(seq) per (key, scope)
  * }}}
+ * A shuffled part of a multi-column set drops, first, the delete rows a single-column set
+ * covers (`cost.Covering`): `Filter(NOT eqdelete_covered(key; index subquery))`, checked
+ * against that set's filter index, counted in `covered`.
  * Nothing is read while the plan is optimized: the delete rows are an RDD read when the join runs.
  */
 object ApplyDeletesWithJoin {
 
-  def build(session: ApiSession, scan: StrippedScan, plan: ScanRewritePlan.Join): LogicalPlan = {
+  def build(session: ApiSession, scan: StrippedScan, plan: ScanRewritePlan.Join,
+      covered: Map[Seq[Int], CoveredRows]): LogicalPlan = {
     // The keys travel with the rows until every join has run, even those the query does not
     // select; fields of structs, and floats and doubles (compared by their bits), as columns.
     val keyValues = plan.joins.flatMap(part => scan.keyColumns(part.set)).distinct
@@ -40,7 +46,8 @@ object ApplyDeletesWithJoin {
     val keyColumns = carriedAs.map { case (e, carried) => e -> carried.toAttribute }.toMap
     val carried = carriedAs.map(_._2).filterNot(scan.columns.contains)
     val data: LogicalPlan = Project(scan.columns ++ carried ++ Seq(scan.sequence, scan.scope), scan.source)
-    val joined = plan.joins.foldLeft(data)((left, part) => antiJoin(session, scan, left, part, keyColumns))
+    val joined = plan.joins.foldLeft(data)((left, part) =>
+      antiJoin(session, scan, left, part, keyColumns, covered.get(part.set.equalityIds)))
     Project(scan.columns, joined)
   }
 
@@ -53,7 +60,8 @@ object ApplyDeletesWithJoin {
       scan: StrippedScan,
       left: LogicalPlan,
       part: AntiJoin,
-      keyColumns: Map[Expression, Attribute]): LogicalPlan = {
+      keyColumns: Map[Expression, Attribute],
+      covered: Option[CoveredRows]): LogicalPlan = {
     val keys = scan.keyColumns(part.set)
     val dataKeys = keys.map(keyColumns)
     val deleteKeys = keys.zipWithIndex.map { case (k, i) =>
@@ -61,7 +69,8 @@ object ApplyDeletesWithJoin {
     }
     val scope = AttributeReference("_eqdelete_delete_scope", LongType, nullable = false)()
     val seq = AttributeReference("_eqdelete_delete_seq", LongType, nullable = false)()
-    val rows = deleteRows(session, scan, part, deleteKeys, Seq(scope, seq))
+    val rows = withoutCovered(scan, part, deleteRows(session, scan, part, deleteKeys, Seq(scope, seq)),
+      deleteKeys, scope, seq, covered)
     // The delete side's keys as the data side carries them (floats and doubles as bits).
     val (comparableRows, comparableKeys) = if (deleteKeys.exists(k => KeyBits.isFloating(k.dataType))) {
       val aliases = deleteKeys.map(k => Alias(comparable(k), k.name)())
@@ -94,6 +103,24 @@ object ApplyDeletesWithJoin {
     // shuffled part is left to Spark's join selection, which shuffles sets larger than memory.
     val hint = if (broadcast) JoinHint(None, Some(HintInfo(strategy = Some(BROADCAST)))) else JoinHint.NONE
     Join(left, deleteSide, LeftAnti, Some(condition), hint)
+  }
+
+  /** `rows` without those the part's coverings cover (see `cost.Covering`). */
+  private def withoutCovered(
+      scan: StrippedScan,
+      part: AntiJoin,
+      rows: LogicalPlan,
+      keys: Seq[Attribute],
+      scope: Attribute,
+      seq: Attribute,
+      covered: Option[CoveredRows]): LogicalPlan = (part.coveredBy, covered) match {
+    case (Nil, _) | (_, None) => rows
+    case (coverings, Some(counter)) =>
+      val checks = coverings.map { covering =>
+        val index = ScalarSubquery(BuildDeleteKeyIndex(DeleteKeyIndexSource(covering.by, scan.table.io(), scan.readSchema)))
+        CoveredDeleteRow(keys(covering.keyPosition), scope, seq, index, counter, if (part.byScope) 0 else 1): Expression
+      }
+      Filter(Not(checks.reduce(Or(_, _))), rows)
   }
 
   /** A relation over the delete rows of the part, read by Spark tasks, with size statistics. */

@@ -4,7 +4,7 @@ import scala.util.Try
 import scala.util.control.{ControlThrowable, NonFatal}
 
 import eqdelete.cost.{CostModel, CostSettings, DriverMemory, ScanLayout, ScanRewritePlan}
-import eqdelete.explain.{Decision, DecisionLog}
+import eqdelete.explain.{CoveredRows, Decision, DecisionLog}
 import eqdelete.filter.ApplyDeletesWithFilter
 import eqdelete.join.ApplyDeletesWithJoin
 import eqdelete.planning.{DeclinedException, DeletePlan, DeletePlanCache, PlannedScan}
@@ -111,9 +111,13 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
           CostModel.plan(deletePlan, readSchema, settings) match {
             case ScanRewritePlan.Native(reason) => leaveNative(reason, Some(deletePlan))
             case filter: ScanRewritePlan.Filter =>
-              build(read, readSchema, deletePlan, filter, filter.layout, scan => ApplyDeletesWithFilter.build(scan, filter))
+              val covered = coveredCounters(filter)
+              build(read, readSchema, deletePlan, filter, filter.layout, covered,
+                scan => ApplyDeletesWithFilter.build(scan, filter, covered))
             case join: ScanRewritePlan.Join =>
-              build(read, readSchema, deletePlan, join, join.layout, scan => ApplyDeletesWithJoin.build(session, scan, join))
+              val covered = coveredCounters(join)
+              build(read, readSchema, deletePlan, join, join.layout, covered,
+                scan => ApplyDeletesWithJoin.build(session, scan, join, covered))
           }
       }
     } catch {
@@ -152,6 +156,10 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
     named
   }
 
+  /** A counter of covered delete rows per multi-column set the plan covers, for its decision. */
+  private def coveredCounters(plan: ScanRewritePlan): Map[Seq[Int], CoveredRows] =
+    plan.coveredSets.map(set => set.equalityIds -> CoveredRows.registered(session.sparkContext, set.describeKeys)).toMap
+
   /** The read as `plan` lays it out, with `applyDeletes` (the strategy's builder) on the stripped files. */
   private def build(
       read: IcebergRead,
@@ -159,10 +167,11 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       deletePlan: DeletePlan,
       plan: ScanRewritePlan,
       layout: ScanLayout,
+      covered: Map[Seq[Int], CoveredRows],
       applyDeletes: StrippedScan => LogicalPlan): LogicalPlan = {
     val (relation, table) = (read.relation, read.table)
     val decision = Decision.of(table.name(), deletePlan.snapshotId, plan.strategy.name, plan.reason, plan.describe,
-      Some(deletePlan))
+      Some(deletePlan), covered.values.toSeq)
     def view(selection: FileSelection): SparkTable =
       sameView(read.sparkTable, deletePlan.snapshotId, FileSelectingTable(table, selection, decision, Some(deletePlan.scan)))
 

@@ -125,4 +125,25 @@ class CostModelSuite extends AnyFunSuite {
     assert(plan.indexes.map(_.read.records) == Seq(100L, 50L))
     assert(plan.indexes(1).estimatedBytes == 50 * eqdelete.index.HashedKeyIndex.BytesPerKey)
   }
+
+  test("single-column sets cover the multi-column sets keying on their column: always under filter, shuffled joins only") {
+    // (id), (name) and (id, name): both single sets cover the pair, at their key positions.
+    val refs = Seq(deleteFile(10, 0), deleteFile(10, 0, ids = Seq(2)), deleteFile(1000, 0, ids = Seq(1, 2)))
+    def coverings(covered: Seq[Covering]) = covered.map(c => (c.by.set.equalityIds, c.keyPosition))
+    val filter = CostModel.plan(deletePlan(refs), schema, settings("filter")).asInstanceOf[ScanRewritePlan.Filter]
+    assert(filter.indexes.map(i => coverings(i.coveredBy)) == Seq(Nil, Seq(Seq(1) -> 0, Seq(2) -> 1), Nil))
+    assert(filter.coveredSets.map(_.equalityIds) == Seq(Seq(1, 2)))
+    assert(filter.describe.contains("index of (id, name): 1 file(s), 1000 row(s), 1 read task(s), rows covered by (id) and (name) dropped"))
+    val cases = Seq(
+      ("shuffled", settings("join", broadcast = 10), true),
+      ("broadcast", settings("join"), false),
+      ("coverers over filterMaxDeleteRows", settings("join", broadcast = 10).copy(filterMaxDeleteRows = 5), false),
+      ("coverers over the heap share", settings("join", broadcast = 10, heap = 1L << 10), false))
+    cases.foreach { case (name, set, covers) =>
+      val join = CostModel.plan(deletePlan(refs), schema, set).asInstanceOf[ScanRewritePlan.Join]
+      val pair = join.joins.filter(_.set.equalityIds == Seq(1, 2))
+      assert(pair.forall(_.coveredBy.nonEmpty == covers), s"$name: ${join.describe}")
+      assert(join.joins.filter(_.set.equalityIds.size == 1).forall(_.coveredBy.isEmpty), name)
+    }
+  }
 }
