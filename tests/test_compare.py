@@ -73,6 +73,7 @@ def test_sweep_quick_profile_checks_every_variant(spark: SparkSession, tmp_path:
     results = sweep.run(spark, points, tmp_path, base_rows=20_000, runs=1, warmup=0, progress=lambda _m: None)
     assert [(r.axis, r.value) for r in results] == [(p.axis, p.value) for p in points]
     assert all(r.identical for r in results)
-    assert [r.delete_files for r in results] == [1, 3, 1]
+    assert [r.delete_files for r in results] == [1, 3, 1, 1]
+    assert [r.key_type for r in results] == ["long", "long", "long,string,date", "string"]
     assert all(set(r.medians) == {"native", "filter", "broadcast_join", "shuffled_join", "auto"} for r in results)
     assert (tmp_path / "sweep.md").read_text().startswith("| axis") and (tmp_path / "sweep.png").stat().st_size > 0

@@ -225,10 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "table of many small commits")
     bench.set_defaults(run=_cmd_bench)
 
-    swp = commands.add_parser("sweep", help="where the strategies cross over: delete rows, delete files, key columns")
+    swp = commands.add_parser("sweep", help="where the strategies cross over: delete rows, delete files, key columns, key type")
     _add_session_args(swp)
     swp.add_argument("--quick", action="store_true", help="tiny tables, one run: checks rows, not speed (CI)")
-    swp.add_argument("--only", help="comma-separated axes: delete_rows, delete_files, key_columns")
+    swp.add_argument("--only", help="comma-separated axes: delete_rows, delete_files, key_columns, key_type")
     swp.add_argument("--base-rows", type=int, default=2_000_000, help="keys in each point's table (default: %(default)s)")
     swp.add_argument("--runs", type=int, default=3, help="timed runs per variant (default: %(default)s)")
     swp.add_argument("--out", default="bench-results", help="output directory (default: %(default)s)")
