@@ -16,6 +16,7 @@ from eqdelete.compare import Comparison, NoEqualityDeletesError, ResultsDifferEr
 from eqdelete.config import STRATEGIES, configure, session
 from eqdelete.decisions import Decision, decisions, last_decisions
 from eqdelete.deletes import Commit, write_equality_deletes
+from eqdelete.resolve import ResolveConflictError, ResolveResult, resolve_equality_deletes
 from eqdelete.summary import TableSummary, summarize
 from eqdelete.toggles import get_strategy, set_enabled, set_strategy, use_conf, use_strategy
 
@@ -30,6 +31,8 @@ __all__ = [
     "Comparison",
     "Decision",
     "NoEqualityDeletesError",
+    "ResolveConflictError",
+    "ResolveResult",
     "ResultsDifferError",
     "TableSummary",
     "__version__",
@@ -39,6 +42,7 @@ __all__ = [
     "get_strategy",
     "last_decisions",
     "session",
+    "resolve_equality_deletes",
     "set_enabled",
     "set_strategy",
     "summarize",

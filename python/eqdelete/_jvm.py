@@ -123,3 +123,30 @@ def seconds_to_plan(df: DataFrame) -> float:
 def forget_delete_plans(spark: SparkSession) -> None:
     """Drop eqdelete's kept delete plans, so the next query plans its deletes cold."""
     _jvm(spark).eqdelete.explain.PlanningTime.forgetDeletePlans()
+
+
+def resolve_equality_deletes(spark: SparkSession, table: str, where: str | None, dry_run: bool) -> dict[str, Any]:
+    """Run eqdelete's resolve on the JVM; its result as a dict (see eqdelete.resolve)."""
+    from py4j.protocol import Py4JJavaError
+
+    resolver = _jvm(spark).eqdelete.resolve.ResolveEqualityDeletes
+    try:
+        return dict(resolver.run(_jsession(spark), table, where, dry_run).asJava().items())
+    except Py4JJavaError as error:
+        cause = error.java_exception
+        if cause.getClass().getName().endswith("ResolveConflictException"):
+            from eqdelete.resolve import ResolveConflictError
+
+            raise ResolveConflictError(str(cause.getMessage())) from None
+        raise
+
+
+def active_stage_progress(spark: SparkSession) -> list[tuple[int, str, int, int]]:
+    """(stage id, name, tasks done, tasks) of every stage running now, from the status tracker."""
+    tracker = spark.sparkContext.statusTracker()
+    stages = []
+    for stage_id in tracker.getActiveStageIds():
+        info = tracker.getStageInfo(stage_id)
+        if info is not None:
+            stages.append((stage_id, info.name, info.numCompletedTasks, info.numTasks))
+    return stages

@@ -11,8 +11,8 @@ import org.apache.spark.sql.{SparkSession => ApiSession}
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeReference, EqualNullSafe, EqualTo, Expression, GenericInternalRow, LessThan, NamedExpression, Not, Or, ScalarSubquery}
 import org.apache.spark.sql.catalyst.expressions.aggregate.Max
-import org.apache.spark.sql.catalyst.plans.LeftAnti
-import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, BROADCAST, Filter, HintInfo, Join, JoinHint, LogicalPlan, Project, Statistics}
+import org.apache.spark.sql.catalyst.plans.{JoinType, LeftAnti, LeftSemi}
+import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, BROADCAST, Filter, HintInfo, Join, JoinHint, LogicalPlan, Project, Statistics, Union}
 import org.apache.spark.sql.catalyst.plans.physical.{SinglePartition, UnknownPartitioning}
 import org.apache.spark.sql.eqdelete.compat.SparkShim
 import org.apache.spark.sql.types.LongType
@@ -36,8 +36,29 @@ object ApplyDeletesWithJoin {
 
   def build(session: ApiSession, scan: StrippedScan, plan: ScanRewritePlan.Join,
       covered: Map[Seq[Int], CoveredRows]): LogicalPlan = {
-    // The keys travel with the rows until every join has run, even those the query does not
-    // select; fields of structs, and floats and doubles (compared by their bits), as columns.
+    val (data, keyColumns) = carryKeys(scan, plan)
+    val joined = plan.joins.foldLeft(data)((left, part) =>
+      deleteJoin(session, scan, left, part, keyColumns, covered.get(part.set.equalityIds), LeftAnti))
+    Project(scan.columns, joined)
+  }
+
+  /**
+   * The opposite: the rows of `scan` that some part deletes, as `scan.columns`, one left semi
+   * join per part in a union (a row several parts delete comes once per part). What resolving
+   * equality deletes into position deletes reads.
+   */
+  def deletedRows(session: ApiSession, scan: StrippedScan, plan: ScanRewritePlan.Join): LogicalPlan = {
+    val (data, keyColumns) = carryKeys(scan, plan)
+    val parts = plan.joins.map(part => Project(scan.columns, deleteJoin(session, scan, data, part, keyColumns, None, LeftSemi)))
+    if (parts.size == 1) parts.head else Union(parts)
+  }
+
+  /**
+   * The scan's columns with the keys, sequence number and scope the joins compare. The keys
+   * travel with the rows until every join has run, even those the query does not select;
+   * fields of structs, and floats and doubles (compared by their bits), as columns.
+   */
+  private def carryKeys(scan: StrippedScan, plan: ScanRewritePlan.Join): (LogicalPlan, Map[Expression, Attribute]) = {
     val keyValues = plan.joins.flatMap(part => scan.keyColumns(part.set)).distinct
     val carriedAs: Seq[(Expression, NamedExpression)] = keyValues.zipWithIndex.map {
       case (a: Attribute, _) if !KeyBits.isFloating(a.dataType) => a -> a
@@ -45,23 +66,22 @@ object ApplyDeletesWithJoin {
     }
     val keyColumns = carriedAs.map { case (e, carried) => e -> carried.toAttribute }.toMap
     val carried = carriedAs.map(_._2).filterNot(scan.columns.contains)
-    val data: LogicalPlan = Project(scan.columns ++ carried ++ Seq(scan.sequence, scan.scope), scan.source)
-    val joined = plan.joins.foldLeft(data)((left, part) =>
-      antiJoin(session, scan, left, part, keyColumns, covered.get(part.set.equalityIds)))
-    Project(scan.columns, joined)
+    (Project(scan.columns ++ carried ++ Seq(scan.sequence, scan.scope), scan.source), keyColumns)
   }
 
   /** A key as the join compares it: floats and doubles by their bits, anything else as it is. */
   private def comparable(key: Expression): Expression =
     if (KeyBits.isFloating(key.dataType)) KeyBitsExpression(key) else key
 
-  private def antiJoin(
+  /** `left` joined with the part's delete rows: anti (rows kept) or semi (rows deleted). */
+  private def deleteJoin(
       session: ApiSession,
       scan: StrippedScan,
       left: LogicalPlan,
       part: AntiJoin,
       keyColumns: Map[Expression, Attribute],
-      covered: Option[CoveredRows]): LogicalPlan = {
+      covered: Option[CoveredRows],
+      joinType: JoinType): LogicalPlan = {
     val keys = scan.keyColumns(part.set)
     val dataKeys = keys.map(keyColumns)
     val deleteKeys = keys.zipWithIndex.map { case (k, i) =>
@@ -102,7 +122,7 @@ object ApplyDeletesWithJoin {
     // Broadcast past Spark's own small default (10 MB is small for a hash set of keys); a
     // shuffled part is left to Spark's join selection, which shuffles sets larger than memory.
     val hint = if (broadcast) JoinHint(None, Some(HintInfo(strategy = Some(BROADCAST)))) else JoinHint.NONE
-    Join(left, deleteSide, LeftAnti, Some(condition), hint)
+    Join(left, deleteSide, joinType, Some(condition), hint)
   }
 
   /** `rows` without those the part's coverings cover (see `cost.Covering`). */

@@ -55,6 +55,10 @@ final case class DeletePlan(
   def dataFiles: Int = dataFileIndex.size
   def dataFilesWithoutDeletes: Int = dataFiles - dataFilesWithDeletes
 
+  /** The same plan applying only the delete files `keep` accepts (sets left empty are dropped). */
+  def onlyDeletes(keep: EqualityDeleteRef => Boolean): DeletePlan =
+    copy(deleteSets = deleteSets.map(set => set.copy(files = set.files.filter(keep))).filter(_.files.nonEmpty))
+
   /**
    * Why Iceberg's own reader would read this scan wrongly, if it would: then eqdelete never
    * leaves it native by choice (docs/known-iceberg-issues.md).

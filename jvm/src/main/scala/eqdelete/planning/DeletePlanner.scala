@@ -4,7 +4,7 @@ import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 import scala.util.Using
 
-import org.apache.iceberg.{ContentFile, DeleteFile, FileContent, FileScanTask, ManifestFiles, PartitionSpec, Schema, Table}
+import org.apache.iceberg.{ContentFile, DeleteFile, FileContent, FileScanTask, PartitionSpec, Schema, Table}
 import org.apache.iceberg.expressions.{Expression => IcebergExpression, Expressions}
 import org.apache.iceberg.types.{Type, TypeUtil}
 
@@ -120,16 +120,8 @@ object DeletePlanner {
    * (metadata only; read only when a planned data file may hold NaN, the only case where
    * Iceberg's pairing can leave such a delete out).
    */
-  private def overlookedNaNDeletes(table: Table, snapshotId: Long, readSchema: Schema): Seq[DeleteFile] = {
-    val snapshot = table.snapshot(snapshotId)
-    if (snapshot == null) return Nil
-    snapshot.deleteManifests(table.io()).asScala.toVector.flatMap { manifest =>
-      Using.resource(ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) { reader =>
-        reader.asScala.filter(f => f.content() == FileContent.EQUALITY_DELETES && mayHoldNaN(f, readSchema))
-          .map(_.copy(): DeleteFile).toVector
-      }
-    }
-  }
+  private def overlookedNaNDeletes(table: Table, snapshotId: Long, readSchema: Schema): Seq[DeleteFile] =
+    LiveDeleteFiles.equalityDeletes(table, snapshotId).filter(mayHoldNaN(_, readSchema))
 
   /** The rewrite's rule must cover every delete Iceberg assigned, or it could resurrect rows. */
   private def checkIcebergAgrees(task: FileScanTask, ref: EqualityDeleteRef, dataSeq: Long, dataScope: Int): Unit = {

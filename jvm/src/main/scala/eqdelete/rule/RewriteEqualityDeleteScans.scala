@@ -1,27 +1,23 @@
 package eqdelete.rule
 
-import scala.util.Try
 import scala.util.control.{ControlThrowable, NonFatal}
 
 import eqdelete.cost.{CostModel, CostSettings, DriverMemory, ScanLayout, ScanRewritePlan}
 import eqdelete.explain.{CoveredRows, Decision, DecisionLog}
 import eqdelete.filter.ApplyDeletesWithFilter
 import eqdelete.join.ApplyDeletesWithJoin
-import eqdelete.planning.{DeclinedException, DeletePlan, DeletePlanCache, PlannedScan}
+import eqdelete.planning.{DeclinedException, DeletePlan, DeletePlanCache, PlannedScan, ScanFilters}
 import eqdelete.read.DeleteFileReadException
-import eqdelete.scan.{FileSelectingTable, FileSelection, StrippedScan}
+import eqdelete.scan.{FileSelectingTable, FileSelection, IcebergViews, StrippedScan}
 
 import org.apache.iceberg.{Schema, Table}
-import org.apache.iceberg.expressions.{Expression => IcebergExpression, Expressions}
-import org.apache.iceberg.spark.SparkSchemaUtil
 import org.apache.iceberg.spark.source.SparkTable
-import org.apache.iceberg.util.SnapshotUtil
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeMap, AttributeSet, Expression, MetadataAttribute, NamedExpression, PredicateHelper}
 import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan, Project, Union}
 import org.apache.spark.sql.catalyst.rules.Rule
-import org.apache.spark.sql.eqdelete.compat.{EqDeleteConf, FilterTranslation, IcebergInternals, IcebergSparkShim}
+import org.apache.spark.sql.eqdelete.compat.EqDeleteConf
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
 
 /**
@@ -98,8 +94,8 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       read.above(namedNative(read.relation, read.sparkTable, table,
         Decision.of(table.name(), snapshotId, "native", reason, "read natively", plan), plan.map(_.scan)), withPushed = true)
     try {
-      val readSchema = schemaRead(read.sparkTable, table, snapshotId)
-      val filter = icebergFilter(read.pushed)
+      val readSchema = ScanFilters.schemaRead(read.sparkTable, table, snapshotId)
+      val filter = ScanFilters.icebergFilter(read.pushed)
       DeletePlanCache.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis) match {
         case None =>
           // Nothing to do: the relation stays exactly as it was, only marked as looked at.
@@ -147,7 +143,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       table: Table,
       decision: Decision,
       planned: Option[PlannedScan]): LogicalPlan = {
-    val view = try Some(sameView(sparkTable, decision.snapshotId,
+    val view = try Some(IcebergViews.sameView(sparkTable, decision.snapshotId,
       FileSelectingTable(table, FileSelection.Unchanged, decision, planned))) catch {
       case NonFatal(_) | _: LinkageError => None
     }
@@ -173,7 +169,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
     val decision = Decision.of(table.name(), deletePlan.snapshotId, plan.strategy.name, plan.reason, plan.describe,
       Some(deletePlan), covered.values.toSeq)
     def view(selection: FileSelection): SparkTable =
-      sameView(read.sparkTable, deletePlan.snapshotId, FileSelectingTable(table, selection, decision, Some(deletePlan.scan)))
+      IcebergViews.sameView(read.sparkTable, deletePlan.snapshotId, FileSelectingTable(table, selection, decision, Some(deletePlan.scan)))
 
     // The stripped scan reads what the query, its filters and the delete keys need, under fresh ids.
     val needed = read.needed
@@ -208,32 +204,4 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
         read.above(asOriginal, withPushed = false)
     }
   }
-
-  /** The Iceberg schema Spark reads: the current one or the snapshot's (time travel). */
-  private def schemaRead(sparkTable: SparkTable, table: Table, snapshotId: Long): Schema = {
-    val candidates = Seq(table.schema()) ++ Try(SnapshotUtil.schemaFor(table, snapshotId)).toOption
-    candidates.find(s => SparkSchemaUtil.convert(s) == sparkTable.schema()).getOrElse(
-      throw DeclinedException("cannot tell which Iceberg schema the scan reads"))
-  }
-
-  /**
-   * A SparkTable over `wrapper` showing exactly the schema `original` shows, at the snapshot the
-   * delete planning used. The snapshot is compared as resolved, not as the tables store it:
-   * Iceberg's 3.5/4.0 modules store none for a current-snapshot read, so a commit landing
-   * between planning and this check would otherwise go unnoticed.
-   */
-  private def sameView(original: SparkTable, planned: Long, wrapper: Table): SparkTable = {
-    val candidates = IcebergSparkShim.views(wrapper, Option(original.branch()), planned)
-    candidates.iterator.flatMap(c => Try(c()).toOption).find { candidate =>
-      IcebergSparkShim.snapshotId(candidate).contains(planned) && candidate.schema() == original.schema()
-    }.getOrElse(throw DeclinedException("cannot reproduce the scan's snapshot and schema"))
-  }
-
-  /** The conjuncts Iceberg can use to prune files, as Iceberg's own scan will. */
-  private def icebergFilter(conjuncts: Seq[Expression]): IcebergExpression =
-    conjuncts
-      .filterNot(_.references.exists(a => MetadataAttribute.isValid(a.metadata)))
-      .flatMap(FilterTranslation.toSourceFilter)
-      .flatMap(IcebergInternals.icebergFilter)
-      .foldLeft(Expressions.alwaysTrue(): IcebergExpression)((a, b) => Expressions.and(a, b))
 }

@@ -3,12 +3,11 @@ package eqdelete.write
 import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 
-import org.apache.iceberg.{DataFile, DeleteFile, FileFormat, PartitionKey, PartitionSpec, Schema, SerializableTable, Table, TableProperties}
+import org.apache.iceberg.{DataFile, DeleteFile, PartitionKey, PartitionSpec, Schema, SerializableTable, Table, TableProperties}
 import org.apache.iceberg.data.{GenericFileWriterFactory, InternalRecordWrapper, Record}
-import org.apache.iceberg.io.{FanoutDataWriter, OutputFileFactory, RollingEqualityDeleteWriter}
+import org.apache.iceberg.io.{FanoutDataWriter, RollingEqualityDeleteWriter}
 import org.apache.iceberg.spark.Spark3Util
 import org.apache.iceberg.types.TypeUtil
-import org.apache.spark.TaskContext
 import org.apache.spark.sql.{DataFrame, SparkSession}
 
 /**
@@ -97,22 +96,6 @@ object EqualityDeleteWriter {
     names.map(frame.col)
   }
 
-  private def fileFactory(table: Table, format: FileFormat): OutputFileFactory = {
-    val context = TaskContext.get()
-    OutputFileFactory.builderFor(table, context.partitionId(), context.taskAttemptId())
-      .format(format)
-      .build()
-  }
-
-  private def format(table: Table, key: String): FileFormat =
-    FileFormat.fromString(table.properties().getOrDefault(key,
-      table.properties().getOrDefault(TableProperties.DEFAULT_FILE_FORMAT,
-        TableProperties.DEFAULT_FILE_FORMAT_DEFAULT)))
-
-  private def targetFileSize(table: Table): Long = table.properties().getOrDefault(
-    TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
-    TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT.toString).toLong
-
   /** One rolling writer per partition seen by this task. */
   private def writeDeletes(
       table: Table,
@@ -121,13 +104,13 @@ object EqualityDeleteWriter {
       equalityIds: Array[Int],
       rows: Iterator[org.apache.spark.sql.Row]): Seq[DeleteFile] = {
     val spec = table.specs().get(specId)
-    val deleteFormat = format(table, TableProperties.DELETE_DEFAULT_FILE_FORMAT)
+    val deleteFormat = IcebergFiles.format(table, TableProperties.DELETE_DEFAULT_FILE_FORMAT)
     val writerFactory = new GenericFileWriterFactory.Builder(table)
       .deleteFileFormat(deleteFormat)
       .equalityFieldIds(equalityIds)
       .equalityDeleteRowSchema(deleteSchema)
       .build()
-    val files = fileFactory(table, deleteFormat)
+    val files = IcebergFiles.outputFiles(table, deleteFormat)
     val convert = new RecordConverter(deleteSchema)
     val partitionKey = new PartitionKey(spec, deleteSchema)
     val wrapper = new InternalRecordWrapper(deleteSchema.asStruct())
@@ -138,7 +121,7 @@ object EqualityDeleteWriter {
         partitionKey.partition(wrapper.wrap(record))
         val writer = writers.getOrElseUpdate(partitionKey.copy(),
           new RollingEqualityDeleteWriter[Record](
-            writerFactory, files, table.io(), targetFileSize(table), spec, partitionKey.copy()))
+            writerFactory, files, table.io(), IcebergFiles.targetFileSize(table), spec, partitionKey.copy()))
         writer.write(record)
       }
     } finally {
@@ -150,7 +133,7 @@ object EqualityDeleteWriter {
   private def writeData(table: Table, rows: Iterator[org.apache.spark.sql.Row]): Seq[DataFile] = {
     val schema = table.schema()
     val spec = table.spec()
-    val dataFormat = format(table, TableProperties.DEFAULT_FILE_FORMAT)
+    val dataFormat = IcebergFiles.format(table, TableProperties.DEFAULT_FILE_FORMAT)
     val writerFactory = new GenericFileWriterFactory.Builder(table)
       .dataFileFormat(dataFormat)
       .dataSchema(schema)
@@ -159,7 +142,7 @@ object EqualityDeleteWriter {
     val partitionKey = new PartitionKey(spec, schema)
     val wrapper = new InternalRecordWrapper(schema.asStruct())
     val writer = new FanoutDataWriter[Record](
-      writerFactory, fileFactory(table, dataFormat), table.io(), targetFileSize(table))
+      writerFactory, IcebergFiles.outputFiles(table, dataFormat), table.io(), IcebergFiles.targetFileSize(table))
     try {
       rows.foreach { row =>
         val record = convert(row)

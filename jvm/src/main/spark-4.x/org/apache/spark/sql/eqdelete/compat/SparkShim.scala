@@ -1,7 +1,7 @@
 package org.apache.spark.sql.eqdelete.compat
 
 import org.apache.spark.rdd.RDD
-import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.{DataFrame, SparkSession}
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.Attribute
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Statistics}
@@ -15,4 +15,8 @@ object SparkShim {
       stats: Statistics): LogicalPlan =
     LogicalRDD(output, rdd, partitioning, Nil, isStreaming = false, stream = None)(
       session.asInstanceOf[ClassicSession], Some(stats), None)
+
+  /** A DataFrame over a logical plan eqdelete built. */
+  def dataFrame(session: SparkSession, plan: LogicalPlan): DataFrame =
+    org.apache.spark.sql.classic.Dataset.ofRows(session.asInstanceOf[ClassicSession], plan)
 }

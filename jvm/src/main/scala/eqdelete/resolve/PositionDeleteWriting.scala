@@ -1,0 +1,122 @@
+package eqdelete.resolve
+
+import scala.collection.mutable
+import scala.jdk.CollectionConverters._
+
+import eqdelete.write.IcebergFiles
+
+import org.apache.iceberg.{DeleteFile, SerializableTable, StructLike, Table, TableProperties}
+import org.apache.iceberg.data.{BaseDeleteLoader, GenericFileWriterFactory, Record}
+import org.apache.iceberg.deletes.{BaseDVFileWriter, PositionDelete, PositionDeleteIndex}
+import org.apache.iceberg.io.RollingPositionDeleteWriter
+import org.apache.iceberg.util.ContentFileUtil
+import org.apache.spark.sql.DataFrame
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.functions.col
+
+/** A data file the resolve may write deletes for: its spec, partition and position deletes (DVs included). */
+final case class TargetFile(specId: Int, partition: StructLike, positionDeletes: Seq[DeleteFile])
+
+/**
+ * What one task wrote: delete files (position delete files, or one Puffin file's deletion
+ * vectors), the delete files its deletion vectors replace, the data files referenced, and the
+ * positions written.
+ */
+final case class WrittenDeletes(files: Seq[DeleteFile], replaced: Seq[DeleteFile], referenced: Seq[String], positions: Long)
+
+/**
+ * Writes the positions of deleted rows with Iceberg's own writers, in Spark tasks. The
+ * positions are clustered by data file and sorted, so each data file's deletes are written by
+ * one task (a data file may have one deletion vector) and position delete files come sorted
+ * as the spec requires. Format v2: rolling position delete files, one set per partition a task
+ * sees. Format v3: one deletion vector per data file, merged with the data file's existing
+ * position deletes (its deletion vector, or older position delete files); the deletion vectors
+ * and file-scoped delete files so merged are replaced.
+ */
+object PositionDeleteWriting {
+
+  def write(table: Table, formatVersion: Int, targets: Map[String, TargetFile], positions: DataFrame): Seq[WrittenDeletes] = {
+    val serializable = SerializableTable.copyOf(table)
+    val shipped = positions.sparkSession.sparkContext.broadcast(targets)
+    val sorted = positions.repartition(col("_file")).sortWithinPartitions("_file", "_pos")
+    sorted.queryExecution.toRdd.mapPartitions { rows =>
+      val files = shipped.value
+      Iterator(if (formatVersion >= 3) deletionVectors(serializable, files, rows) else positionDeleteFiles(serializable, files, rows))
+    }.collect().toSeq.filter(_.files.nonEmpty)
+  }
+
+  /** Each row once: several equality sets may delete the same row. */
+  private def distinctPositions(rows: Iterator[InternalRow]): Iterator[(String, Long)] = {
+    var lastPath: String = null
+    var lastPos = -1L
+    rows.flatMap { row =>
+      val path = row.getUTF8String(0).toString
+      val pos = row.getLong(1)
+      if (pos == lastPos && path == lastPath) None
+      else {
+        lastPath = path
+        lastPos = pos
+        Some((path, pos))
+      }
+    }
+  }
+
+  private def target(targets: Map[String, TargetFile], path: String): TargetFile =
+    targets.getOrElse(path, throw new IllegalStateException(s"eqdelete: data file $path was not part of the resolve's planning"))
+
+  private def positionDeleteFiles(table: Table, targets: Map[String, TargetFile], rows: Iterator[InternalRow]): WrittenDeletes = {
+    val format = IcebergFiles.format(table, TableProperties.DELETE_DEFAULT_FILE_FORMAT)
+    val factory = new GenericFileWriterFactory.Builder(table).deleteFileFormat(format).build()
+    lazy val outputs = IcebergFiles.outputFiles(table, format)
+    val writers = mutable.LinkedHashMap.empty[(Int, String), RollingPositionDeleteWriter[Record]]
+    val referenced = mutable.LinkedHashSet.empty[String]
+    val delete = PositionDelete.create[Record]()
+    var positions = 0L
+    try {
+      distinctPositions(rows).foreach { case (path, pos) =>
+        val file = target(targets, path)
+        val spec = table.specs().get(file.specId)
+        val writer = writers.getOrElseUpdate((file.specId, spec.partitionToPath(file.partition)),
+          new RollingPositionDeleteWriter[Record](factory, outputs, table.io(), IcebergFiles.targetFileSize(table), spec,
+            file.partition))
+        writer.write(delete.set(path, pos))
+        referenced += path
+        positions += 1
+      }
+    } finally {
+      writers.values.foreach(_.close())
+    }
+    WrittenDeletes(writers.values.toVector.flatMap(_.result().deleteFiles().asScala), Nil, referenced.toVector, positions)
+  }
+
+  private def deletionVectors(table: Table, targets: Map[String, TargetFile], rows: Iterator[InternalRow]): WrittenDeletes = {
+    val loader = new BaseDeleteLoader((file: DeleteFile) => table.io().newInputFile(file.location(), file.fileSizeInBytes()))
+    val previous: java.util.function.Function[String, PositionDeleteIndex] = { path =>
+      val existing = target(targets, path).positionDeletes
+      if (existing.isEmpty) null else loader.loadPositionDeletes(existing.asJava, path)
+    }
+    lazy val writer = new BaseDVFileWriter(IcebergFiles.outputFiles(table, org.apache.iceberg.FileFormat.PUFFIN), previous)
+    val referenced = mutable.LinkedHashSet.empty[String]
+    var positions = 0L
+    var opened = false
+    try {
+      distinctPositions(rows).foreach { case (path, pos) =>
+        val file = target(targets, path)
+        opened = true
+        writer.delete(path, pos, table.specs().get(file.specId), file.partition)
+        referenced += path
+        positions += 1
+      }
+    } finally {
+      if (opened) writer.close()
+    }
+    if (!opened) WrittenDeletes(Nil, Nil, Nil, 0L)
+    else {
+      val result = writer.result()
+      // A partition-scoped position delete file may hold other data files' deletes: it stays.
+      val replaced = result.rewrittenDeleteFiles().asScala.toVector
+        .filter(f => ContentFileUtil.isDV(f) || ContentFileUtil.isFileScoped(f))
+      WrittenDeletes(result.deleteFiles().asScala.toVector, replaced, referenced.toVector, positions)
+    }
+  }
+}

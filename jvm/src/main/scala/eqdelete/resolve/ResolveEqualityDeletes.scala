@@ -1,0 +1,195 @@
+package eqdelete.resolve
+
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import eqdelete.planning.{DeletePlan, ScanFilters}
+
+import org.apache.iceberg.{FileContent, Table, TableUtil}
+import org.apache.iceberg.exceptions.{CommitFailedException, ValidationException}
+import org.apache.iceberg.spark.Spark3Util
+import org.apache.iceberg.util.ContentFileUtil
+import org.apache.iceberg.spark.source.SparkTable
+import org.apache.spark.internal.Logging
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.catalyst.analysis.EliminateSubqueryAliases
+import org.apache.spark.sql.catalyst.expressions.PredicateHelper
+import org.apache.spark.sql.catalyst.plans.logical.Filter
+import org.apache.spark.sql.eqdelete.compat.IcebergSparkShim
+import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
+
+/**
+ * Resolves a table's equality deletes once, so every reader gets fast: each live row an
+ * equality delete removes becomes a position delete (format v2) or a bit in its data file's
+ * deletion vector (v3), and the equality delete files so resolved are removed, in one
+ * `RowDelta` validated from the starting snapshot. See [[ResolvePlan]] for which files are
+ * removed, [[DeletedPositions]] for how the rows are found, [[PositionDeleteWriting]] for the
+ * files written.
+ *
+ * A concurrent commit that removes or rewrites a data file the resolve writes deletes for, adds
+ * a deletion vector to one, or removes an equality delete file it removes, fails the commit;
+ * the files written are then deleted and the table is as it was. Concurrent appends and new
+ * equality deletes do not conflict (they are newer than every delete resolved). A delete file
+ * that cannot be read fails the run before anything is written.
+ */
+object ResolveEqualityDeletes extends PredicateHelper with Logging {
+
+  /**
+   * What a run did (or, with `dryRun`, would do).
+   *
+   * @param snapshotId the snapshot committed; None when nothing was (a dry run, or nothing to resolve)
+   */
+  final case class Result(
+      table: String,
+      startingSnapshotId: Long,
+      snapshotId: Option[Long],
+      formatVersion: Int,
+      equalityDeleteFilesRemoved: Int,
+      equalityDeleteFilesKept: Int,
+      rowsResolved: Long,
+      positionDeleteFilesWritten: Int,
+      deletionVectorsWritten: Int,
+      deleteFilesReplaced: Int,
+      dryRun: Boolean,
+      seconds: Double) {
+    def committed: Boolean = snapshotId.isDefined
+
+    /** For Python. */
+    def asJava: java.util.Map[String, Any] = Map[String, Any](
+      "table" -> table, "starting_snapshot_id" -> startingSnapshotId, "snapshot_id" -> snapshotId.map(Long.box).orNull,
+      "format_version" -> formatVersion, "equality_delete_files_removed" -> equalityDeleteFilesRemoved,
+      "equality_delete_files_kept" -> equalityDeleteFilesKept, "rows_resolved" -> rowsResolved,
+      "position_delete_files_written" -> positionDeleteFilesWritten, "deletion_vectors_written" -> deletionVectorsWritten,
+      "delete_files_replaced" -> deleteFilesReplaced, "dry_run" -> dryRun, "seconds" -> seconds).asJava
+  }
+
+  /** A concurrent commit conflicted with the resolve; nothing was committed. */
+  final class ResolveConflictException(message: String, cause: Throwable) extends RuntimeException(message, cause)
+
+  /**
+   * @param tableName a table as Spark names it (`catalog.db.table`)
+   * @param where     a filter on partition columns (SQL), or null for the whole table
+   */
+  def run(session: SparkSession, tableName: String, where: String, dryRun: Boolean): Result = {
+    val started = System.nanoTime()
+    if (!dryRun) prepare(session, tableName, where, started).commit()
+    else {
+      val plan = planFor(session, tableName, Option(where).map(_.trim).filter(_.nonEmpty))
+      val rows = plan.deletes.map { deletes =>
+        withJobDescription(session, s"eqdelete resolve ${plan.table.name()} (dry run): counting the rows equality deletes remove") {
+          DeletedPositions.of(session, plan, deletes).distinct().count()
+        }
+      }.getOrElse(0L)
+      Result(plan.table.name(), plan.snapshotId, None, plan.formatVersion, plan.removable.size, plan.kept, rows, 0, 0, 0,
+        dryRun = true, (System.nanoTime() - started) / 1e9)
+    }
+  }
+
+  /**
+   * The first half of a run: plans, finds the rows and writes their deletes, committing nothing
+   * (tests put a concurrent commit between the halves).
+   */
+  def prepare(session: SparkSession, tableName: String, where: String, started: Long = System.nanoTime()): Prepared = {
+    val plan = planFor(session, tableName, Option(where).map(_.trim).filter(_.nonEmpty))
+    val written = plan.deletes.toSeq.flatMap { deletes =>
+      withJobDescription(session, s"eqdelete resolve ${plan.table.name()}: finding and writing the rows equality deletes remove") {
+        PositionDeleteWriting.write(plan.table, plan.formatVersion, targets(deletes), DeletedPositions.of(session, plan, deletes))
+      }
+    }
+    new Prepared(plan, written, started)
+  }
+
+  /** Deletes written for a plan, not committed yet. */
+  final class Prepared private[ResolveEqualityDeletes] (plan: ResolvePlan, written: Seq[WrittenDeletes], started: Long) {
+    /** Commits them with the removals, if there is anything to commit; the outcome. */
+    def commit(): Result = {
+      val snapshot = if (plan.removable.isEmpty && written.isEmpty) None else Some(commitDelta(plan, written))
+      val files = written.flatMap(_.files)
+      val dvs = files.count(f => ContentFileUtil.isDV(f))
+      Result(plan.table.name(), plan.snapshotId, snapshot, plan.formatVersion, if (snapshot.isDefined) plan.removable.size else 0,
+        plan.kept, written.map(_.positions).sum, files.size - dvs, dvs, written.flatMap(_.replaced).map(_.location()).distinct.size,
+        dryRun = false, (System.nanoTime() - started) / 1e9)
+    }
+
+    /** Deletes the files written, committing nothing. */
+    def abort(): Unit = discard(plan.table, written)
+  }
+
+  /** The table as Spark reads it now, and the filter's conjuncts bound to that read. */
+  private def planFor(session: SparkSession, tableName: String, where: Option[String]): ResolvePlan = {
+    // Iceberg's catalog may cache the table: start from its newest metadata.
+    Spark3Util.loadIcebergTable(session, tableName).refresh()
+    val frame = where.foldLeft(session.table(tableName))((df, condition) => df.where(condition))
+    val analyzed = EliminateSubqueryAliases(frame.queryExecution.analyzed)
+    val relation = analyzed.collectFirst { case r: DataSourceV2Relation => r }.getOrElse(
+      throw new IllegalArgumentException(s"eqdelete: $tableName is not an Iceberg table"))
+    val sparkTable = relation.table match {
+      case t: SparkTable => t
+      case other => throw new IllegalArgumentException(s"eqdelete: $tableName is not an Iceberg table (${other.getClass.getName})")
+    }
+    val table: Table = sparkTable.table()
+    val conditions = analyzed.collectFirst { case Filter(condition, _) => splitConjunctivePredicates(condition) }.getOrElse(Nil)
+    val version = TableUtil.formatVersion(table)
+    IcebergSparkShim.snapshotId(sparkTable) match {
+      case None => ResolvePlan(table, sparkTable, relation, -1L, version, conditions, Nil, 0, None)
+      case Some(snapshot) =>
+        ResolvePlan.plan(table, sparkTable, relation, snapshot, version, conditions, session.sessionState.conf.caseSensitiveAnalysis)
+    }
+  }
+
+  /** Every planned data file with its spec, partition and position deletes, for the writers. */
+  private def targets(deletes: DeletePlan): Map[String, TargetFile] =
+    deletes.scan.tasks.map { task =>
+      val positionDeletes = task.deletes().asScala.filter(_.content() == FileContent.POSITION_DELETES).toVector
+      task.file().location() -> TargetFile(task.spec().specId(), task.file().partition(), positionDeletes)
+    }.toMap
+
+  private def commitDelta(plan: ResolvePlan, written: Seq[WrittenDeletes]): Long = {
+    val table = plan.table
+    val delta = table.newRowDelta()
+    written.flatMap(_.files).foreach(delta.addDeletes)
+    written.flatMap(_.replaced).groupBy(_.location()).values.map(_.head).foreach(delta.removeDeletes)
+    plan.removable.foreach(delta.removeDeletes)
+    val marker = java.util.UUID.randomUUID().toString
+    delta.set(ResolveEqualityDeletes.SummaryKey, marker)
+    delta.validateFromSnapshot(plan.snapshotId)
+      .validateDataFilesExist(written.flatMap(_.referenced).distinct.map(p => p: CharSequence).asJava)
+      .validateDeletedFiles()
+    try {
+      delta.commit()
+    } catch {
+      case e @ (_: ValidationException | _: CommitFailedException) =>
+        discard(table, written)
+        throw new ResolveConflictException(s"eqdelete: resolving the equality deletes of ${table.name()} conflicts with a " +
+          s"commit made since snapshot ${plan.snapshotId}: ${e.getMessage}. Nothing was committed; run it again.", e)
+      case NonFatal(e) =>
+        // The commit's state is unknown: the files may be referenced now, so they stay.
+        throw e
+    }
+    // The snapshot this commit made, even if another has landed on top of it since.
+    table.refresh()
+    Iterator.iterate(table.currentSnapshot())(s => Option(s.parentId()).map(id => table.snapshot(id.longValue())).orNull)
+      .takeWhile(_ != null)
+      .find(s => marker == s.summary().get(SummaryKey))
+      .map(_.snapshotId())
+      .getOrElse(throw new IllegalStateException(s"eqdelete: the resolve of ${table.name()} committed, but its snapshot is not in the table's history"))
+  }
+
+  /** The snapshot summary property marking a resolve's commit. */
+  val SummaryKey = "eqdelete.resolve-id"
+
+  /** Deletes the files a failed commit would have added. */
+  private def discard(table: Table, written: Seq[WrittenDeletes]): Unit =
+    written.flatMap(_.files).map(_.location()).distinct.foreach { path =>
+      try table.io().deleteFile(path) catch {
+        case NonFatal(e) => logWarning(s"eqdelete: could not delete $path, written by a resolve that did not commit", e)
+      }
+    }
+
+  private def withJobDescription[T](session: SparkSession, description: String)(body: => T): T = {
+    val context = session.sparkContext
+    val before = context.getLocalProperty("spark.job.description")
+    context.setJobDescription(description)
+    try body finally context.setLocalProperty("spark.job.description", before)
+  }
+}
