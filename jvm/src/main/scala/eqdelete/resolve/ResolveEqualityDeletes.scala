@@ -89,7 +89,10 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
    * The first half of a run: plans, finds the rows and writes their deletes, committing nothing
    * (tests put a concurrent commit between the halves).
    */
-  def prepare(session: SparkSession, tableName: String, where: String, started: Long = System.nanoTime()): Prepared = {
+  def prepare(session: SparkSession, tableName: String, where: String): Prepared =
+    prepare(session, tableName, where, System.nanoTime())
+
+  private def prepare(session: SparkSession, tableName: String, where: String, started: Long): Prepared = {
     val plan = planFor(session, tableName, Option(where).map(_.trim).filter(_.nonEmpty))
     val written = plan.deletes.toSeq.flatMap { deletes =>
       withJobDescription(session, s"eqdelete resolve ${plan.table.name()}: finding and writing the rows equality deletes remove") {
