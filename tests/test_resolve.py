@@ -237,3 +237,18 @@ def test_nested_keys_are_resolved(spark: SparkSession, table_name: str) -> None:
     assert result.committed and result.rows_resolved == 40 - len(expected)
     with eqdelete.use_strategy(spark, "native"):
         assert sorted_rows([(r.id, tuple(r.s), r.v) for r in spark.table(table_name).collect()]) == expected
+
+
+def test_cli_resolves_with_progress(tmp_path: Path) -> None:
+    from processes import eqdelete_cli
+
+    common = ["--warehouse", str(tmp_path / "wh"), "--master", "local[2]", "--driver-memory", "1g"]
+    made = eqdelete_cli(tmp_path, "generate", "--table", "local.demo.cdc", "--rows", "3000", "--commits", "3",
+                        "--format-version", "3", *common)
+    assert made.returncode == 0, made.stderr[-2000:]
+    result = eqdelete_cli(tmp_path, "resolve", "--table", "local.demo.cdc", "--progress-seconds", "0.2", *common)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "resolved local.demo.cdc: snapshot" in result.stdout and "deletion vector(s)" in result.stdout
+    assert "[eqdelete resolve]" in result.stderr and "tasks" in result.stderr
+    again = eqdelete_cli(tmp_path, "resolve", "--table", "local.demo.cdc", "--where", "length(k1) > 1", *common)
+    assert again.returncode == 2 and "cannot evaluate it on partitions" in again.stderr, again.stderr[-2000:]

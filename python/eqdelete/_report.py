@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
-from typing import Callable, Sequence, TypeVar
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -30,3 +35,28 @@ def run_each(
         results.append(run_one(item))
         save(results)
     return results
+
+
+@contextmanager
+def spark_progress(spark: "SparkSession", report: Callable[[str], None], every: float = 5.0) -> Iterator[None]:
+    """While the block runs, report every ``every`` seconds the elapsed time and the tasks done
+    of each running Spark stage (from the status tracker), for work that runs as Spark jobs."""
+    from eqdelete import _jvm
+
+    done = threading.Event()
+    started = time.monotonic()
+
+    def watch() -> None:
+        while not done.wait(every):
+            stages = _jvm.active_stage_progress(spark)
+            work = "; ".join(f"stage {i} ({name.split(' at ')[0]}): {finished}/{total} tasks"
+                             for i, name, finished, total in stages) or "planning or committing"
+            report(f"{time.monotonic() - started:.0f}s: {work}")
+
+    thread = threading.Thread(target=watch, name="eqdelete-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()

@@ -109,6 +109,21 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_resolve(args: argparse.Namespace) -> int:
+    from eqdelete._report import spark_progress, stderr_reporter
+    from eqdelete.resolve import ResolveConflictError, resolve_equality_deletes
+
+    spark = _session(args, "eqdelete resolve")
+    with spark_progress(spark, stderr_reporter("eqdelete resolve"), every=args.progress_seconds):
+        try:
+            result = resolve_equality_deletes(spark, args.table, where=args.where, dry_run=args.dry_run)
+        except ResolveConflictError as error:
+            print(str(error), file=sys.stderr)
+            return 4
+    print(result.render())
+    return 0
+
+
 def _only(items: list, only: str | None, name: Callable[[Any], str], noun: str) -> list:
     """The items named in the comma-separated ``only`` (all when None); unknown names fail."""
     if not only:
@@ -233,6 +248,16 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("--runs", type=int, default=3, help="timed runs per variant (default: %(default)s)")
     swp.add_argument("--out", default="bench-results", help="output directory (default: %(default)s)")
     swp.set_defaults(run=_cmd_sweep)
+
+    res = commands.add_parser(
+        "resolve",
+        help="turn a table's equality deletes into position deletes (v2) or deletion vectors (v3), in one commit")
+    _add_session_args(res)
+    res.add_argument("--table", required=True, help="the Iceberg table, catalog.namespace.table")
+    res.add_argument("--where", help="resolve only the partitions this SQL filter selects wholly (e.g. \"region = 3\")")
+    res.add_argument("--dry-run", action="store_true", help="count what would be resolved; write nothing")
+    res.add_argument("--progress-seconds", type=float, default=5.0, help="how often to report progress (default: %(default)s)")
+    res.set_defaults(run=_cmd_resolve)
 
     docs = commands.add_parser("docs", help="print the configuration reference (docs/configuration.md)")
     docs.add_argument("--write", action="store_true",
