@@ -77,3 +77,15 @@ def test_sweep_quick_profile_checks_every_variant(spark: SparkSession, tmp_path:
     assert [r.key_type for r in results] == ["long", "long", "long,string,date", "string"]
     assert all(set(r.medians) == {"native", "filter", "broadcast_join", "shuffled_join", "auto"} for r in results)
     assert (tmp_path / "sweep.md").read_text().startswith("| axis") and (tmp_path / "sweep.png").stat().st_size > 0
+
+
+def test_resolve_bench_quick_profile_checks_rows(spark: SparkSession, tmp_path: Path) -> None:
+    from eqdelete import resolve_bench
+    from eqdelete.cli import resolve_bench_scenarios
+
+    scenarios = resolve_bench_scenarios(quick=True, scale=1.0)
+    results = resolve_bench.run(spark, scenarios, tmp_path, runs=1, warmup=0, progress=lambda _m: None)
+    assert [r.name for r in results] == ["cdc_upsert", "streaming_upsert"]
+    assert all(r.equality_delete_files > 0 and r.rows_resolved > 0 for r in results)
+    assert all(set(r.after) == {"resolved_native", "rewritten_native", "floor"} for r in results)
+    assert (tmp_path / "resolve.md").read_text().startswith("| scenario")

@@ -136,6 +136,19 @@ def _only(items: list, only: str | None, name: Callable[[Any], str], noun: str) 
     return [i for i in items if name(i) in wanted]
 
 
+def resolve_bench_scenarios(quick: bool, scale: float) -> list:
+    """The benchmark's CDC table and the streaming-upsert table of many small commits."""
+    from dataclasses import replace
+
+    from eqdelete import bench
+
+    if quick:
+        tiny = [s for s in bench.quick_scenarios() if s.name == "cdc_upsert"]
+        stream = bench.streaming_upsert(0.005, commits=4)
+        return tiny + [replace(stream, spec=replace(stream.spec, files_per_commit=2))]
+    return [s for s in bench.default_scenarios(scale) if s.name == "cdc_upsert"] + [bench.streaming_upsert(scale)]
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -147,6 +160,18 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         result = bench.planning(spark, scenario, runs=1 if args.quick else args.runs, out=Path(args.out))
         print(result.markdown())
         print(f"results in {args.out}/planning.json, planning.md")
+        return 0
+
+    if args.resolve:
+        from eqdelete import resolve_bench
+
+        spark = _session(args, "eqdelete bench --resolve")
+        scenarios = resolve_bench_scenarios(args.quick, args.scale)
+        scenarios = _only(scenarios, args.only, lambda s: s.name, "scenario")
+        results = resolve_bench.run(spark, scenarios, Path(args.out), runs=1 if args.quick else args.runs,
+                                    warmup=0 if args.quick else 1)
+        print(resolve_bench.markdown(results))
+        print(f"results in {args.out}/resolve.json, resolve.md")
         return 0
 
     scenarios = bench.quick_scenarios() if args.quick else bench.default_scenarios(args.scale)
@@ -238,6 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--planning", action="store_true",
                        help="instead: seconds to plan a query, cold and warm, per strategy, on a streaming-upsert "
                             "table of many small commits")
+    bench.add_argument("--resolve", action="store_true",
+                       help="instead: time resolve_equality_deletes against Iceberg's rewrite_data_files, and the "
+                            "native read after, on the CDC table and a streaming-upsert table")
     bench.set_defaults(run=_cmd_bench)
 
     swp = commands.add_parser("sweep", help="where the strategies cross over: delete rows, delete files, key columns, key type")
