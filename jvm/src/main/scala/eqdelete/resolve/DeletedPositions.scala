@@ -22,8 +22,9 @@ import org.apache.spark.sql.eqdelete.compat.{EqDeleteConf, SparkShim}
 object DeletedPositions {
 
   def of(session: SparkSession, plan: ResolvePlan, deletes: DeletePlan): DataFrame = {
-    val (relation, table) = (plan.relation, plan.table)
-    val readSchema = ScanFilters.schemaRead(plan.sparkTable, table, plan.snapshotId)
+    val target = plan.target
+    val (relation, table) = (target.relation, target.table)
+    val readSchema = ScanFilters.schemaRead(target.sparkTable, table, target.snapshotId)
     val settings = CostSettings.from(session.sessionState.conf, DriverMemory.heapBytes, session.sparkContext.defaultParallelism)
       .copy(strategy = EqDeleteConf.Strategy.Join)
     val join = CostModel.plan(deletes, readSchema, settings) match {
@@ -34,21 +35,21 @@ object DeletedPositions {
     val selection =
       if (deletes.assignmentMayMiss.isDefined) FileSelection.AllEqualityDeletesRemoved else FileSelection.EqualityDeletesRemoved
     val decision = Decision.of(table.name(), plan.snapshotId, "join", "resolving equality deletes", join.describe, Some(deletes))
-    val view = IcebergViews.sameView(plan.sparkTable, plan.snapshotId,
+    val view = IcebergViews.sameView(target.sparkTable, target.snapshotId,
       FileSelectingTable(table, selection, decision, Some(deletes.scan)))
 
     def metadata(name: String) = relation.metadataOutput.find(_.name == name)
       .getOrElse(throw DeclinedException(s"the table exposes no $name metadata column"))
     val (file, pos) = (metadata("_file"), metadata("_pos"))
     val keys = deletes.deleteSets.flatMap(_.keyPaths.map(_.head)).toSet
-    val filtered = AttributeSet(plan.conditions.flatMap(_.references))
+    val filtered = AttributeSet(target.conditions.flatMap(_.references))
     val read = relation.output.filter(a => keys.contains(a.name) || filtered.contains(a))
     // No catalog or identifier: Spark 4.1 reloads a DataFrame's tables by them when it runs,
     // which would put Iceberg's own table (equality deletes applied) back in.
     val stripped = relation.copy(table = view, output = read ++ Seq(file, pos), catalog = None, identifier = None)
     // The filter selects whole partitions for the deletes applied, so it drops none of their rows;
     // it is there so Spark pushes it and the scan is served the planned files.
-    val source = plan.conditions.reduceOption(And).map(Filter(_, stripped)).getOrElse(stripped)
+    val source = target.conditions.reduceOption(And).map(Filter(_, stripped)).getOrElse(stripped)
     val scan = StrippedScan(stripped, source, Seq(file, pos), file, deletes, table, readSchema)
     SparkShim.dataFrame(session, ApplyDeletesWithJoin.deletedRows(session, scan, join))
   }

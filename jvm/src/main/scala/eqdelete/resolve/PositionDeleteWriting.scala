@@ -5,12 +5,13 @@ import scala.jdk.CollectionConverters._
 
 import eqdelete.write.IcebergFiles
 
-import org.apache.iceberg.{DeleteFile, SerializableTable, StructLike, Table, TableProperties}
-import org.apache.iceberg.data.{BaseDeleteLoader, GenericFileWriterFactory, Record}
-import org.apache.iceberg.deletes.{BaseDVFileWriter, PositionDelete, PositionDeleteIndex}
+import org.apache.iceberg.{DeleteFile, FileFormat, SerializableTable, StructLike, Table, TableProperties}
+import org.apache.iceberg.data.{GenericFileWriterFactory, Record}
+import org.apache.iceberg.deletes.{PositionDelete, PositionDeleteIndex}
 import org.apache.iceberg.io.RollingPositionDeleteWriter
 import org.apache.iceberg.util.ContentFileUtil
 import org.apache.spark.sql.DataFrame
+import org.apache.spark.sql.eqdelete.compat.IcebergInternals
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.functions.col
 
@@ -90,12 +91,11 @@ object PositionDeleteWriting {
   }
 
   private def deletionVectors(table: Table, targets: Map[String, TargetFile], rows: Iterator[InternalRow]): WrittenDeletes = {
-    val loader = new BaseDeleteLoader((file: DeleteFile) => table.io().newInputFile(file.location(), file.fileSizeInBytes()))
     val previous: java.util.function.Function[String, PositionDeleteIndex] = { path =>
       val existing = target(targets, path).positionDeletes
-      if (existing.isEmpty) null else loader.loadPositionDeletes(existing.asJava, path)
+      if (existing.isEmpty) null else IcebergInternals.loadPositionDeletes(table.io(), existing.asJava, path)
     }
-    lazy val writer = new BaseDVFileWriter(IcebergFiles.outputFiles(table, org.apache.iceberg.FileFormat.PUFFIN), previous)
+    lazy val writer = IcebergInternals.deletionVectorWriter(IcebergFiles.outputFiles(table, FileFormat.PUFFIN), previous)
     val referenced = mutable.LinkedHashSet.empty[String]
     var positions = 0L
     var opened = false

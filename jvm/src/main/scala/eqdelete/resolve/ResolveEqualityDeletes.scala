@@ -132,12 +132,9 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
     }
     val table: Table = sparkTable.table()
     val conditions = analyzed.collectFirst { case Filter(condition, _) => splitConjunctivePredicates(condition) }.getOrElse(Nil)
-    val version = TableUtil.formatVersion(table)
-    IcebergSparkShim.snapshotId(sparkTable) match {
-      case None => ResolvePlan(table, sparkTable, relation, -1L, version, conditions, Nil, 0, None)
-      case Some(snapshot) =>
-        ResolvePlan.plan(table, sparkTable, relation, snapshot, version, conditions, session.sessionState.conf.caseSensitiveAnalysis)
-    }
+    val snapshot = IcebergSparkShim.snapshotId(sparkTable)
+    val target = ResolveTarget(table, sparkTable, relation, snapshot.getOrElse(-1L), TableUtil.formatVersion(table), conditions)
+    if (snapshot.isEmpty) ResolvePlan.empty(target) else ResolvePlan.plan(target, session.sessionState.conf.caseSensitiveAnalysis)
   }
 
   /** Every planned data file with its spec, partition and position deletes, for the writers. */

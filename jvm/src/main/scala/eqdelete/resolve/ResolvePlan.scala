@@ -1,7 +1,5 @@
 package eqdelete.resolve
 
-import scala.jdk.CollectionConverters._
-
 import eqdelete.planning.{DeletePlan, DeletePlanner, LiveDeleteFiles, ScanFilters}
 
 import org.apache.iceberg.{DeleteFile, Table}
@@ -11,9 +9,21 @@ import org.apache.spark.sql.catalyst.expressions.Expression
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
 
 /**
- * What resolving a table's equality deletes will do, from metadata only: the snapshot it
- * starts from, the equality delete files it removes, and the delete plan (restricted to those
- * files) whose matching rows become position deletes or deletion vectors.
+ * The read a resolve starts from: the table as Spark reads it now (its snapshot, or -1 when it
+ * has none), its format version, and the `where` filter's conjuncts on the relation's attributes.
+ */
+final case class ResolveTarget(
+    table: Table,
+    sparkTable: SparkTable,
+    relation: DataSourceV2Relation,
+    snapshotId: Long,
+    formatVersion: Int,
+    conditions: Seq[Expression])
+
+/**
+ * What resolving a table's equality deletes will do, from metadata only: the equality delete
+ * files it removes, and the delete plan (restricted to those files) whose matching rows become
+ * position deletes or deletion vectors.
  *
  * An equality delete file D may be removed only when every data file it can apply to (same
  * spec and partition, or any for a global D, with a smaller data sequence number) is resolved.
@@ -21,56 +31,45 @@ import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
  * projection of the filter on D's spec says so): then every row of every such data file
  * satisfies the filter and is read. A global D needs the whole table, so no filter.
  *
- * @param removable  the equality delete files to remove
- * @param kept       live equality delete files the filter leaves in place
- * @param deletes    the delete plan of the selected files, applying only `removable`; None
- *                   when no planned data file carries one
- * @param conditions the filter's conjuncts, on `relation`'s attributes
+ * @param removable the equality delete files to remove
+ * @param kept      live equality delete files the filter leaves in place
+ * @param deletes   the delete plan of the selected files, applying only `removable`; None
+ *                  when no planned data file carries one
  */
-final case class ResolvePlan(
-    table: Table,
-    sparkTable: SparkTable,
-    relation: DataSourceV2Relation,
-    snapshotId: Long,
-    formatVersion: Int,
-    conditions: Seq[Expression],
-    removable: Seq[DeleteFile],
-    kept: Int,
-    deletes: Option[DeletePlan]) {
-  def removableRecords: Long = removable.map(_.recordCount()).sum
+final case class ResolvePlan(target: ResolveTarget, removable: Seq[DeleteFile], kept: Int, deletes: Option[DeletePlan]) {
+  def table: Table = target.table
+  def snapshotId: Long = target.snapshotId
+  def formatVersion: Int = target.formatVersion
 }
 
 object ResolvePlan {
 
+  /** Nothing to resolve: the table has no snapshot. */
+  def empty(target: ResolveTarget): ResolvePlan = ResolvePlan(target, Nil, 0, None)
+
   /**
-   * @param conditions the `where` filter's conjuncts; each must be one Iceberg can evaluate on
-   *                   partitions and files, or resolving would skip rows of files it selects
+   * The target's conditions must each be one Iceberg can evaluate on partitions and files, or
+   * resolving would skip rows of files it selects.
    */
-  def plan(
-      table: Table,
-      sparkTable: SparkTable,
-      relation: DataSourceV2Relation,
-      snapshotId: Long,
-      formatVersion: Int,
-      conditions: Seq[Expression],
-      caseSensitive: Boolean): ResolvePlan = {
-    val untranslatable = conditions.filter(ScanFilters.icebergFilter(_).isEmpty)
+  def plan(target: ResolveTarget, caseSensitive: Boolean): ResolvePlan = {
+    val table = target.table
+    val untranslatable = target.conditions.filter(ScanFilters.icebergFilter(_).isEmpty)
     if (untranslatable.nonEmpty) {
       throw new IllegalArgumentException(s"eqdelete: cannot resolve equality deletes of ${table.name()} with the filter " +
         s"${untranslatable.map(_.sql).mkString(" AND ")}: Iceberg cannot evaluate it on partitions; use a filter on " +
         "partition columns")
     }
-    val filter = ScanFilters.icebergFilter(conditions)
-    val live = LiveDeleteFiles.equalityDeletes(table, snapshotId)
+    val filter = ScanFilters.icebergFilter(target.conditions)
+    val live = LiveDeleteFiles.equalityDeletes(table, target.snapshotId)
     val (removable, kept) = live.partition(wholly(table, filter, caseSensitive))
     val removablePaths = removable.map(_.location()).toSet
-    val readSchema = ScanFilters.schemaRead(sparkTable, table, snapshotId)
+    val readSchema = ScanFilters.schemaRead(target.sparkTable, table, target.snapshotId)
     val deletes = if (removable.isEmpty) None else {
-      DeletePlanner.plan(table, snapshotId, readSchema, filter, caseSensitive)
+      DeletePlanner.plan(table, target.snapshotId, readSchema, filter, caseSensitive)
         .map(_.onlyDeletes(ref => removablePaths.contains(ref.file.location())))
         .filter(_.deleteSets.nonEmpty)
     }
-    ResolvePlan(table, sparkTable, relation, snapshotId, formatVersion, conditions, removable, kept.size, deletes)
+    ResolvePlan(target, removable, kept.size, deletes)
   }
 
   /** Whether every row of `delete`'s partition (every partition, for a global one) satisfies `filter`. */

@@ -4,6 +4,8 @@ import scala.util.Try
 
 import org.apache.iceberg.{BaseFileScanTask, DeleteFile, FileScanTask, PartitionSpecParser, Schema, SchemaParser, StructLike}
 import org.apache.iceberg.data.BaseDeleteLoader
+import org.apache.iceberg.deletes.{BaseDVFileWriter, DVFileWriter, PositionDeleteIndex}
+import org.apache.iceberg.io.OutputFileFactory
 import org.apache.iceberg.expressions.{Expression, ResidualEvaluator}
 import org.apache.iceberg.io.FileIO
 import org.apache.iceberg.spark.SparkV2Filters
@@ -26,8 +28,19 @@ object IcebergInternals {
       ResidualEvaluator.unpartitioned(task.residual()))
 
   /** Every row of an equality delete file of a format eqdelete does not read itself, through Iceberg's loader. */
-  def loadEqualityDeletes(io: FileIO, file: DeleteFile, projection: Schema): java.lang.Iterable[StructLike] = {
-    val loader = new BaseDeleteLoader((f: DeleteFile) => io.newInputFile(f.location(), f.fileSizeInBytes()))
-    loader.loadEqualityDeletes(java.util.Collections.singletonList(file), projection)
-  }
+  def loadEqualityDeletes(io: FileIO, file: DeleteFile, projection: Schema): java.lang.Iterable[StructLike] =
+    loader(io).loadEqualityDeletes(java.util.Collections.singletonList(file), projection)
+
+  /** The positions `files` (position delete files or a deletion vector) delete in data file `path`, merged. */
+  def loadPositionDeletes(io: FileIO, files: java.util.List[DeleteFile], path: String): PositionDeleteIndex =
+    loader(io).loadPositionDeletes(files, path)
+
+  /**
+   * Iceberg's writer of deletion vectors (one Puffin file), which merges each data file's
+   * `previous` deletes (null: none) into its new vector and reports the files it replaced.
+   */
+  def deletionVectorWriter(files: OutputFileFactory, previous: java.util.function.Function[String, PositionDeleteIndex]): DVFileWriter =
+    new BaseDVFileWriter(files, previous)
+
+  private def loader(io: FileIO) = new BaseDeleteLoader((f: DeleteFile) => io.newInputFile(f.location(), f.fileSizeInBytes()))
 }
