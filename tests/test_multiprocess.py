@@ -1,7 +1,7 @@
 """The rewrite on a multi-process Spark (local-cluster: executors in their own JVMs), so the
 data file index, the filter's delete keys (its broadcast handle too, read by interpreted
-evaluation on the executors), the delete-row reader and the broadcast delete side all cross JVM
-boundaries by serialization."""
+evaluation on the executors), the delete-row reader, the broadcast delete side and resolving's
+writers all cross JVM boundaries by serialization."""
 
 from __future__ import annotations
 
@@ -46,6 +46,16 @@ for name in ("null_keys", "global_after_spec_change", "two_equality_sets"):
 with eqdelete.use_strategy(spark, "join"):
     plan = spark.sql("EXPLAIN SELECT * FROM local.mp.null_keys").first()[0]
 assert "BroadcastHashJoin" in plan and "LeftAnti" in plan, plan
+# Resolving: Iceberg's writers, the data files' specs, partitions and deletion vectors, and the
+# written files cross JVMs.
+from test_resolve import build, eq_delete_files, native_rows
+for version in (2, 3):
+    history = build(spark, f"local.mp.resolve_v{{version}}", version)
+    result = eqdelete.resolve_equality_deletes(spark, f"local.mp.resolve_v{{version}}")
+    assert result.committed and result.rows_resolved == history.model.resolvable(), result
+    assert eq_delete_files(spark, f"local.mp.resolve_v{{version}}") == 0
+    assert native_rows(spark, f"local.mp.resolve_v{{version}}") == history.model.live()
+    print("resolved", version)
 print("MULTIPROCESS OK")
 """
 

@@ -252,3 +252,17 @@ def test_cli_resolves_with_progress(tmp_path: Path) -> None:
     assert "[eqdelete resolve]" in result.stderr and "tasks" in result.stderr
     again = eqdelete_cli(tmp_path, "resolve", "--table", "local.demo.cdc", "--where", "length(k1) > 1", *common)
     assert again.returncode == 2 and "cannot evaluate it on partitions" in again.stderr, again.stderr[-2000:]
+
+
+def test_sql_call_procedure(spark: SparkSession, table_name: str) -> None:
+    """Spark 4.x runs CALL itself; ``eqdelete.session()`` registers the procedure catalog."""
+    h = build(spark, table_name, 3)
+    dry = spark.sql(f"CALL eqdelete.system.resolve_equality_deletes(table => '{table_name}', dry_run => true)").collect()
+    assert [(r.dry_run, r.snapshot_id, r.rows_resolved) for r in dry] == [(True, None, h.model.resolvable())]
+    [row] = spark.sql(f"CALL eqdelete.system.resolve_equality_deletes(table => '{table_name}', where => 'p = 0')").collect()
+    assert row.snapshot_id == snapshot(spark, table_name) and row.equality_delete_files_removed == 2
+    [row] = spark.sql(f"CALL eqdelete.system.resolve_equality_deletes('{table_name}')").collect()
+    assert row.equality_delete_files_removed == 4 and eq_delete_files(spark, table_name) == 0
+    assert native_rows(spark, table_name) == h.model.live()
+    with pytest.raises(Exception, match="`eqdelete`.`system`.`nothing`"):  # Spark's FAILED_TO_LOAD_ROUTINE
+        spark.sql("CALL eqdelete.system.nothing()").collect()

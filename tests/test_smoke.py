@@ -1,6 +1,6 @@
 """The smoke suite, run on every pair of the support matrix (``scripts/test.sh --pair 3.5:1.11``):
 each fixture under filter, join and auto against native and the rows written by hand, EXPLAIN,
-the decision records, and the versions the session reports."""
+the decision records, the versions the session reports, and resolving equality deletes."""
 
 from __future__ import annotations
 
@@ -67,3 +67,17 @@ def test_nested_and_floating_point_keys_against_written_rows(spark: SparkSession
     for strategy, settings in SETTINGS.items():
         with eqdelete.use_conf(spark, settings):
             assert multiset(spark.table(floating).collect()) == multiset([(5.0, 2), (-0.0, 3)]), strategy
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_resolving_equality_deletes(spark: SparkSession, table_name: str, version: int) -> None:
+    # Iceberg's writers and RowDelta as this pair has them: position deletes (v2), deletion
+    # vectors merged with the DELETE's (v3), against the modelled rows.
+    from test_resolve import build, eq_delete_files, native_rows
+
+    history = build(spark, table_name, version)
+    result = eqdelete.resolve_equality_deletes(spark, table_name)
+    assert result.committed and result.rows_resolved == history.model.resolvable()
+    assert eq_delete_files(spark, table_name) == 0
+    assert native_rows(spark, table_name) == history.model.live()
+    assert not eqdelete.resolve_equality_deletes(spark, table_name).committed

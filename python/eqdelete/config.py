@@ -13,6 +13,9 @@ from eqdelete import _conf, _jars, _jvm
 EXTENSION = "eqdelete.EqualityDeleteExtensions"
 ICEBERG_EXTENSION = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 DEFAULT_CATALOG = "local"
+#: eqdelete's catalog of SQL procedures (Spark 4.0 and later): CALL eqdelete.system.resolve_equality_deletes(...)
+PROCEDURE_CATALOG = "eqdelete"
+PROCEDURE_CATALOG_CLASS = "eqdelete.sql.ResolveProcedureCatalog"
 DEFAULT_WAREHOUSE = "warehouse"
 #: The values spark.eqdelete.strategy accepts, from the extension's own declarations.
 STRATEGIES: tuple[str, ...] = tuple(_conf.rules()["spark.eqdelete.strategy"]["values"])
@@ -67,7 +70,8 @@ def configure(
     Unless the builder already configures a catalog (any ``spark.sql.catalog.*`` key: REST,
     Hive, Hadoop, JDBC elsewhere, which is then left untouched) or ``catalog`` is None, an
     Iceberg JDBC catalog named ``catalog`` is added on an embedded SQLite file in
-    ``warehouse``.
+    ``warehouse``. On Spark 4.0 and later, eqdelete's procedure catalog is added as ``eqdelete``
+    (``CALL eqdelete.system.resolve_equality_deletes(table => ...)``) unless that name is taken.
 
     Every ``spark.eqdelete.*`` value on the builder is checked here, with the extension's own
     rules: a bad one raises ValueError naming the key, the value and what is allowed, before
@@ -104,6 +108,9 @@ def configure(
     if add_catalog:
         for key, value in catalog_options(catalog, warehouse).items():
             builder.config(key, value)
+    procedures = f"spark.sql.catalog.{PROCEDURE_CATALOG}"
+    if int(line.spark.split(".")[0]) >= 4 and procedures not in options:  # Spark 3.5 has no CALL of its own
+        builder.config(procedures, PROCEDURE_CATALOG_CLASS)
     if strategy is not None:
         builder.config("spark.eqdelete.strategy", strategy)
     return builder

@@ -68,7 +68,7 @@ def default_points(quick: bool = False) -> list[SweepPoint]:
     return ([SweepPoint("delete_rows", d, 1, 1) for d in (100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000)]
             + [SweepPoint("delete_files", 100_000, f, 1) for f in (10, 100, 1_000)]
             + [SweepPoint("key_columns", 100_000, 1, k) for k in (2, 3)]
-            + [SweepPoint("key_type", 100_000, 1, 1, t) for t in SINGLE_KEY_TYPES if t != "long"])
+            + [SweepPoint("key_type", 100_000, 1, 1, t) for t in SINGLE_KEY_TYPES])
 
 
 @dataclass

@@ -27,14 +27,7 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
     if (matching.isEmpty) DeleteKeyIndex.NoDelete else matching.max
   }
 
-  private def newest(index: DeleteKeyIndex, scope: Long, key: Seq[Any]): Long = index match {
-    case longs: LongKeyIndex =>
-      val v = key.head
-      longs.newest(scope, v == null, if (v == null) 0L else KeyBits.of(v))
-    case hashed: HashedKeyIndex =>
-      val values = key.toArray
-      hashed.newest(scope, KeyHash.of(values), values)
-  }
+  private def newest(index: DeleteKeyIndex, scope: Long, key: Seq[Any]): Long = index.newestOf(scope, key.toArray)
 
   private def check(types: Seq[DataType], value: Random => Any, deletes: Int, expectedKeys: Long, seed: Long): Unit = {
     val random = new Random(seed)
@@ -118,5 +111,24 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
   test("size estimates cover the primitive table actually allocated") {
     assert(DeleteKeyIndex.estimatedBytes(Seq(LongType), 1000000) >= 24L * 2 * 1000000)
     assert(DeleteKeyIndex.estimatedBytes(Seq(StringType), 1000) == 1000 * HashedKeyIndex.BytesPerKey)
+  }
+
+  test("covers: the same key, as new or newer, in the row's scope or globally") {
+    Seq(Seq(LongType), Seq(StringType)).foreach { types =>
+      def key(n: Long): Any = if (types.head == LongType) n else UTF8String.fromString(s"k$n")
+      val index = DeleteKeyIndex.forKeyTypes(types, 4)
+      index.add(3, Array(key(1)), 10)     // scoped to 3
+      index.add(Global, Array(key(2)), 10)
+      index.add(3, Array[Any](null), 10)  // NULL equals NULL
+      index.seal()
+      // (scope, key, sequence number of the row checked, covered)
+      val cases = Seq(
+        (3L, key(1), 10L, true), (3L, key(1), 9L, true), (3L, key(1), 11L, false), (4L, key(1), 5L, false),
+        (Global, key(1), 5L, false), (4L, key(2), 10L, true), (Global, key(2), 10L, true), (3L, key(3), 1L, false),
+        (3L, null, 10L, true), (4L, null, 1L, false))
+      cases.foreach { case (scope, k, seq, covered) =>
+        assert(index.covers(scope, Array(k), seq) == covered, s"$types: ($scope, $k, $seq)")
+      }
+    }
   }
 }
