@@ -85,7 +85,7 @@ def test_resolve_bench_quick_profile_checks_rows(spark: SparkSession, tmp_path: 
 
     scenarios = resolve_bench_scenarios(quick=True, scale=1.0)
     results = resolve_bench.run(spark, scenarios, tmp_path, runs=1, warmup=0, progress=lambda _m: None)
-    assert [r.name for r in results] == ["cdc_upsert", "streaming_upsert"]
+    assert [r.name for r in results] == ["cdc_upsert", "streaming_upsert", "streaming_upsert_v3"]
     assert all(r.equality_delete_files > 0 and r.rows_resolved > 0 for r in results)
     assert all(set(r.after) == {"resolved_native", "rewritten_native", "floor"} for r in results)
     assert (tmp_path / "resolve.md").read_text().startswith("| scenario")

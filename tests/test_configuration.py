@@ -13,6 +13,8 @@ from pyspark.sql import SparkSession
 
 import eqdelete
 from eqdelete import _jars, _jvm
+
+SPARK_MAJOR = int(pyspark.__version__.split(".")[0])
 from eqdelete.cli import DOCS_HEADER
 from eqdelete.config import EXTENSION, ICEBERG_EXTENSION
 
@@ -63,11 +65,20 @@ def test_a_user_catalog_is_left_untouched(tmp_path: Path) -> None:
     )
     eqdelete.configure(builder, warehouse=tmp_path)
     catalogs = {k: v for k, v in builder._options.items() if k.startswith("spark.sql.catalog.")}
+    # No default Iceberg catalog is added; on Spark 4.x, eqdelete's procedure catalog is.
+    procedures = {"spark.sql.catalog.eqdelete": "eqdelete.sql.ResolveProcedureCatalog"} if SPARK_MAJOR >= 4 else {}
     assert catalogs == {
         "spark.sql.catalog.prod": "org.apache.iceberg.spark.SparkCatalog",
         "spark.sql.catalog.prod.type": "rest",
         "spark.sql.catalog.prod.uri": "http://127.0.0.1:8181",
+        **procedures,
     }
+
+
+def test_the_procedure_catalog_name_is_left_to_a_user_who_takes_it(tmp_path: Path) -> None:
+    builder = SparkSession.Builder().config("spark.sql.catalog.eqdelete", "org.apache.iceberg.spark.SparkCatalog")
+    eqdelete.configure(builder, warehouse=tmp_path)
+    assert builder._options["spark.sql.catalog.eqdelete"] == "org.apache.iceberg.spark.SparkCatalog"
 
 
 def test_configure_rejects_bad_arguments() -> None:

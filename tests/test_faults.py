@@ -290,7 +290,7 @@ def test_generate_checks_the_catalog_before_creating_anything(spark: SparkSessio
     assert "eqdelete: invalid CDC table parameters: table 'db.cdc2' should be <catalog>.<namespace>.<table>, e.g. local.db.cdc" in result.stderr
     spec = CdcSpec(table="nocatalog.db.cdc2", rows=10, commits=1)
     with pytest.raises(ValueError, match="cannot create nocatalog.db.cdc2: catalog 'nocatalog' is not configured in this session "
-                                         r"\(catalogs configured: local\)"):
+                                         r"\(Iceberg catalogs configured: local\)"):
         generate(spark, spec)
     spec = CdcSpec(table="spark_catalog.db.cdc2", rows=10, commits=1)
     with pytest.raises(ValueError, match="catalog 'spark_catalog' is not configured"):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
 
 if TYPE_CHECKING:
@@ -17,6 +20,17 @@ Result = TypeVar("Result")
 
 def stderr_reporter(prefix: str) -> Callable[[str], None]:
     return lambda message: print(f"[{prefix}] {message}", file=sys.stderr, flush=True)
+
+
+def saver(out: Path, stem: str, markdown: Callable[[list], str]) -> Callable[[list], None]:
+    """Writes all results so far to ``out/<stem>.json`` (dataclasses as dicts) and ``<stem>.md``."""
+    out.mkdir(parents=True, exist_ok=True)
+
+    def save(results: list) -> None:
+        (out / f"{stem}.json").write_text(json.dumps([asdict(r) for r in results], indent=2))
+        (out / f"{stem}.md").write_text(markdown(results))
+
+    return save
 
 
 def run_each(

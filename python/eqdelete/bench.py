@@ -16,7 +16,7 @@ from typing import Callable
 from pyspark.sql import SparkSession
 
 from eqdelete import _jvm
-from eqdelete._report import run_each, stderr_reporter
+from eqdelete._report import run_each, saver, stderr_reporter
 from eqdelete.cdc import CdcSpec, generate
 from eqdelete.compare import Comparison, Variant, compare_rows, fingerprint, measure
 from eqdelete.config import STRATEGIES
@@ -88,7 +88,7 @@ class ScenarioResult:
     ratio_to_floor: dict[str, float] = field(default_factory=dict)
 
 
-def _floor(spark: SparkSession, table: str) -> str:
+def make_floor(spark: SparkSession, table: str) -> str:
     """The same rows compacted into a table without delete files."""
     floor = f"{table}_floor"
     spark.sql(f"DROP TABLE IF EXISTS {floor} PURGE")
@@ -101,7 +101,7 @@ def run_scenario(spark: SparkSession, scenario: Scenario, runs: int, warmup: int
                  progress: Callable[[str], None]) -> ScenarioResult:
     progress(f"{scenario.name}: generating ({scenario.description})")
     generate(spark, scenario.spec, replace=True, progress=lambda m: progress(f"{scenario.name}: {m}"))
-    floor = _floor(spark, scenario.spec.table)
+    floor = make_floor(spark, scenario.spec.table)
     # Every strategy and the floor, interleaved in one measurement: none gets the warm JVM alone.
     sql, floor_sql = QUERY.format(t=scenario.spec.table), QUERY.format(t=floor)
     variants = [Variant(s, s, sql) for s in STRATEGIES] + [Variant("floor", "native", floor_sql)]
@@ -168,12 +168,8 @@ def chart(results: list[ScenarioResult], path: Path) -> None:
 def run(spark: SparkSession, scenarios: list[Scenario], out: Path, runs: int, warmup: int,
         progress: Callable[[str], None] | None = None) -> list[ScenarioResult]:
     report = progress or stderr_reporter("eqdelete bench")
-    out.mkdir(parents=True, exist_ok=True)
     spark.sql("CREATE NAMESPACE IF NOT EXISTS local.bench")
-
-    def save(results: list[ScenarioResult]) -> None:
-        (out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=2))
-        (out / "results.md").write_text(markdown(results))
+    save = saver(out, "results", markdown)
 
     results = run_each(scenarios, lambda s: run_scenario(spark, s, runs, warmup, report), save, report, "scenario")
     chart(results, out / "results.png")

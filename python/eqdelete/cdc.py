@@ -215,13 +215,13 @@ def _check_iceberg_catalog(spark: SparkSession, table: str) -> None:
     implementation = spark.conf.get(f"spark.sql.catalog.{catalog}", None)
     if implementation is None or not implementation.startswith("org.apache.iceberg."):
         configured = sorted(
-            key.split(".")[3] for key, _ in spark.sparkContext.getConf().getAll()
-            if key.startswith("spark.sql.catalog.") and key.count(".") == 3
+            key.split(".")[3] for key, value in spark.sparkContext.getConf().getAll()
+            if key.startswith("spark.sql.catalog.") and key.count(".") == 3 and value.startswith("org.apache.iceberg.")
         )
         what = "is not configured" if implementation is None else f"is {implementation}, not an Iceberg catalog"
         raise ValueError(
             f"cannot create {table}: catalog '{catalog}' {what} in this session "
-            f"(catalogs configured: {', '.join(configured) or 'none'})"
+            f"(Iceberg catalogs configured: {', '.join(configured) or 'none'})"
         )
 
 

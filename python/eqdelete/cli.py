@@ -137,7 +137,8 @@ def _only(items: list, only: str | None, name: Callable[[Any], str], noun: str) 
 
 
 def resolve_bench_scenarios(quick: bool, scale: float) -> list:
-    """The benchmark's CDC table and the streaming-upsert table of many small commits."""
+    """The benchmark's CDC table and the streaming-upsert table of many small commits, the
+    latter also as format v3 (deletion vectors)."""
     from dataclasses import replace
 
     from eqdelete import bench
@@ -145,8 +146,13 @@ def resolve_bench_scenarios(quick: bool, scale: float) -> list:
     if quick:
         tiny = [s for s in bench.quick_scenarios() if s.name == "cdc_upsert"]
         stream = bench.streaming_upsert(0.005, commits=4)
-        return tiny + [replace(stream, spec=replace(stream.spec, files_per_commit=2))]
-    return [s for s in bench.default_scenarios(scale) if s.name == "cdc_upsert"] + [bench.streaming_upsert(scale)]
+        stream = replace(stream, spec=replace(stream.spec, files_per_commit=2))
+    else:
+        tiny = [s for s in bench.default_scenarios(scale) if s.name == "cdc_upsert"]
+        stream = bench.streaming_upsert(scale)
+    v3 = replace(stream, name=f"{stream.name}_v3", description=f"{stream.description}, format v3",
+                 spec=replace(stream.spec, table=f"{stream.spec.table}_v3", format_version=3))
+    return tiny + [stream, v3]
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:

@@ -10,18 +10,17 @@ asserted. In local mode the executors share the driver's JVM, so the peak heap i
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 from pyspark.sql import SparkSession
 
 from eqdelete import _jvm
-from eqdelete._report import run_each, spark_progress, stderr_reporter
-from eqdelete.bench import QUERY, Scenario, _floor
+from eqdelete._report import run_each, saver, spark_progress, stderr_reporter
+from eqdelete.bench import QUERY, Scenario, make_floor
 from eqdelete.cdc import generate
 from eqdelete.compare import ResultsDifferError, Variant, fingerprint, measure
 from eqdelete.config import STRATEGIES
@@ -62,7 +61,7 @@ def run_scenario(spark: SparkSession, scenario: Scenario, runs: int, warmup: int
     say(f"generating two identical tables ({scenario.description})")
     generate(spark, scenario.spec, replace=True, progress=say)
     generate(spark, replace(scenario.spec, table=rewritten), replace=True, progress=say)
-    floor = _floor(spark, table)
+    floor = make_floor(spark, table)
     sql, floor_sql = QUERY.format(t=table), QUERY.format(t=floor)
     with use_strategy(spark, "native"):
         truth = fingerprint(spark.sql(floor_sql))
@@ -120,11 +119,7 @@ def markdown(results: list[ResolveBenchResult]) -> str:
 def run(spark: SparkSession, scenarios: list[Scenario], out: Path, runs: int, warmup: int,
         progress: Callable[[str], None] | None = None) -> list[ResolveBenchResult]:
     report = progress or stderr_reporter("eqdelete bench --resolve")
-    out.mkdir(parents=True, exist_ok=True)
     spark.sql("CREATE NAMESPACE IF NOT EXISTS local.bench")
-
-    def save(results: list[ResolveBenchResult]) -> None:
-        (out / "resolve.json").write_text(json.dumps([asdict(r) for r in results], indent=2))
-        (out / "resolve.md").write_text(markdown(results))
+    save = saver(out, "resolve", markdown)
 
     return run_each(scenarios, lambda s: run_scenario(spark, s, runs, warmup, report), save, report, "scenario")

@@ -10,16 +10,15 @@ against native; times are medians of interleaved runs, reported as ratios to nat
 
 from __future__ import annotations
 
-import json
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Union
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from eqdelete._report import run_each, stderr_reporter
+from eqdelete._report import run_each, saver, stderr_reporter
 from eqdelete.cdc import CdcSpec, generate
 from eqdelete.compare import ResultsDifferError, Variant, fingerprint, measure
 from eqdelete.decisions import decisions
@@ -183,12 +182,8 @@ def chart(results: list[PointResult], path: Path) -> None:
 def run(spark: SparkSession, points: list[SweepPoint], out: Path, base_rows: int, runs: int, warmup: int,
         progress: Callable[[str], None] | None = None) -> list[PointResult]:
     report = progress or stderr_reporter("eqdelete sweep")
-    out.mkdir(parents=True, exist_ok=True)
     spark.sql("CREATE NAMESPACE IF NOT EXISTS local.sweep")
-
-    def save(results: list[PointResult]) -> None:
-        (out / "sweep.json").write_text(json.dumps([asdict(r) for r in results], indent=2))
-        (out / "sweep.md").write_text(markdown(results))
+    save = saver(out, "sweep", markdown)
 
     results = run_each(points, lambda p: run_point(spark, p, "local.sweep.point", base_rows, runs, warmup, report),
                        save, report, "point")

@@ -1,6 +1,6 @@
 package eqdelete.index
 
-import org.apache.spark.sql.types.{BooleanType, DataType}
+import org.apache.spark.sql.types.{BinaryType, BooleanType, DataType, StringType}
 import org.apache.spark.unsafe.types.UTF8String
 
 /**
@@ -47,9 +47,12 @@ object KeyHash {
   /** Generated Java for the hash `h` with `value` (of `dataType`, NULL when `isNull`) folded in. */
   def code(h: String, dataType: DataType, value: String, isNull: String): String = {
     val self = "eqdelete.index.KeyHash"
+    // The same functions `ofValue` applies, called directly for the common types.
     val folded =
       if (dataType == BooleanType) s"$self.ofLong($h, $value ? 1L : 0L)"
       else if (LongKeyIndex.supports(dataType)) s"$self.ofLong($h, ${KeyBits.code(dataType, value)})"
+      else if (dataType == StringType) s"$self.ofLong($h, (long) $value.hashCode())"
+      else if (dataType == BinaryType) s"$self.ofLong($h, (long) java.util.Arrays.hashCode($value))"
       else s"$self.ofValue($h, (Object) $value)"
     s"($isNull ? $self.ofNull($h) : $folded)"
   }
