@@ -30,6 +30,12 @@ JOB = """
         spark.sql("CREATE TABLE local.db.p (k BIGINT) USING iceberg")
         spark.sql("INSERT INTO local.db.p VALUES (1), (2)")
         print("PLAIN", sorted(r.k for r in spark.table("local.db.p").collect()))
+        if os.environ.get("RESOLVE"):  # resolving refuses, naming why; the session stays
+            try:
+                eqdelete.resolve_equality_deletes(spark, "local.db.p")
+                print("RESOLVED")
+            except Exception as error:
+                print("RESOLVE REFUSED", str(error).splitlines()[0])
     if os.environ.get("WITH_TABLE"):
         spark.sql("CREATE TABLE local.db.t (k BIGINT, v STRING) USING iceberg TBLPROPERTIES ('format-version'='2')")
         spark.sql("INSERT INTO local.db.t VALUES (1, 'a'), (2, 'b'), (3, 'c')")
@@ -42,9 +48,10 @@ JOB = """
 """
 
 
-def _run(tmp_path: Path, jars: list[Path], python: Path | None = None, with_table: bool = True, iceberg: bool = True):
+def _run(tmp_path: Path, jars: list[Path], python: Path | None = None, with_table: bool = True, iceberg: bool = True,
+         resolve: bool = False):
     env = {"EQDELETE_JARS": os.pathsep.join(str(j) for j in jars), "WITH_TABLE": "1" if with_table else "",
-           "ICEBERG": "1" if iceberg else ""}
+           "ICEBERG": "1" if iceberg else "", "RESOLVE": "1" if resolve else ""}
     return python_job(JOB, tmp_path, timeout=300, python=python, env=env)
 
 
@@ -69,11 +76,12 @@ def test_a_jar_built_for_another_spark_line_stands_aside(tmp_path: Path) -> None
     other = _jars.matrix()["4.0"]
     python = REPO / "build" / "venvs" / "spark-4.0" / "bin" / "python"
     jar = _jars.extension_jar(_jars.matrix()["4.1"])
-    result = _run(tmp_path, [jar, *_deps(other, other.iceberg[0])], python=python, with_table=False)
+    result = _run(tmp_path, [jar, *_deps(other, other.iceberg[0])], python=python, with_table=False, resolve=True)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "found Spark 4.0." in result.stderr and "but this eqdelete jar supports Spark 4.1.x" in result.stderr
     assert "NO VERSION FUNCTION" in result.stdout and "ALIVE 42 True" in result.stdout
     assert "PLAIN [1, 2]" in result.stdout
+    assert "RESOLVE REFUSED" in result.stdout and "cannot resolve equality deletes: found Spark 4.0." in result.stdout, result.stdout
 
 
 def test_a_class_missing_from_the_jar_leaves_the_scan_native(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@ package eqdelete.filter
 
 import scala.collection.mutable.ArrayBuilder
 
+import eqdelete.explain.JobDescription
 import eqdelete.index.{DeleteKeyIndex, KeyBits, LongKeyIndex}
 import eqdelete.planning.EqualityDeleteSet
 import eqdelete.read.{DeleteRowReader, DeleteRows}
@@ -59,10 +60,8 @@ object DeleteIndexBuilder {
     }
     var covered = 0L
     var failure: OutOfMemoryError = null
-    val description = context.getLocalProperty(JobDescription)
-    context.setLocalProperty(JobDescription, s"eqdelete: ${indexed.describe}")
     // Spark calls the handler on one thread at a time, as each task's result arrives.
-    try {
+    JobDescription.during(context, s"eqdelete: ${indexed.describe}") {
       context.runJob(batches, (rows: Iterator[DeleteRowBatch]) => rows.next(), (_: Int, batch: DeleteRowBatch) =>
         if (failure == null) {
           covered += batch.covered
@@ -72,15 +71,10 @@ object DeleteIndexBuilder {
               failure = e
           }
         })
-    } finally {
-      context.setLocalProperty(JobDescription, description)
     }
     if (failure != null) throw failure
     (index.seal(), covered)
   }
-
-  /** Spark's local property naming a job in its UI. */
-  private val JobDescription = "spark.job.description"
 }
 
 /**

@@ -3,7 +3,7 @@ package eqdelete.resolve
 import eqdelete.cost.{CostModel, CostSettings, DriverMemory, ScanRewritePlan}
 import eqdelete.explain.Decision
 import eqdelete.join.ApplyDeletesWithJoin
-import eqdelete.planning.{DeclinedException, DeletePlan, ScanFilters}
+import eqdelete.planning.{DeclinedException, DeletePlan}
 import eqdelete.scan.{FileSelectingTable, FileSelection, IcebergViews, StrippedScan}
 
 import org.apache.spark.sql.{DataFrame, SparkSession}
@@ -24,7 +24,7 @@ object DeletedPositions {
   def of(session: SparkSession, plan: ResolvePlan, deletes: DeletePlan): DataFrame = {
     val target = plan.target
     val (relation, table) = (target.relation, target.table)
-    val readSchema = ScanFilters.schemaRead(target.sparkTable, table, target.snapshotId)
+    val readSchema = deletes.scan.readSchema
     val settings = CostSettings.from(session.sessionState.conf, DriverMemory.heapBytes, session.sparkContext.defaultParallelism)
       .copy(strategy = EqDeleteConf.Strategy.Join)
     val join = CostModel.plan(deletes, readSchema, settings) match {

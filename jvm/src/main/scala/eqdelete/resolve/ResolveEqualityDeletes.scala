@@ -3,9 +3,11 @@ package eqdelete.resolve
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import eqdelete.planning.{DeletePlan, ScanFilters}
+import eqdelete.SupportedVersions
+import eqdelete.explain.JobDescription
+import eqdelete.planning.DeletePlan
 
-import org.apache.iceberg.{FileContent, Table, TableUtil}
+import org.apache.iceberg.{DeleteFile, FileContent, Table, TableUtil}
 import org.apache.iceberg.exceptions.{CommitFailedException, ValidationException}
 import org.apache.iceberg.spark.Spark3Util
 import org.apache.iceberg.util.ContentFileUtil
@@ -74,14 +76,14 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
     val started = System.nanoTime()
     if (!dryRun) prepare(session, tableName, where, started).commit()
     else {
-      val plan = planFor(session, tableName, Option(where).map(_.trim).filter(_.nonEmpty))
+      val plan = planFor(session, tableName, where)
       val rows = plan.deletes.map { deletes =>
-        withJobDescription(session, s"eqdelete resolve ${plan.table.name()} (dry run): counting the rows equality deletes remove") {
+        JobDescription.during(session.sparkContext,
+            s"eqdelete resolve ${plan.table.name()} (dry run): counting the rows equality deletes remove") {
           DeletedPositions.of(session, plan, deletes).distinct().count()
         }
       }.getOrElse(0L)
-      Result(plan.table.name(), plan.snapshotId, None, plan.formatVersion, plan.removable.size, plan.kept, rows, 0, 0, 0,
-        dryRun = true, (System.nanoTime() - started) / 1e9)
+      result(plan, None, rows, Nil, dryRun = true, started)
     }
   }
 
@@ -93,9 +95,10 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
     prepare(session, tableName, where, System.nanoTime())
 
   private def prepare(session: SparkSession, tableName: String, where: String, started: Long): Prepared = {
-    val plan = planFor(session, tableName, Option(where).map(_.trim).filter(_.nonEmpty))
+    val plan = planFor(session, tableName, where)
     val written = plan.deletes.toSeq.flatMap { deletes =>
-      withJobDescription(session, s"eqdelete resolve ${plan.table.name()}: finding and writing the rows equality deletes remove") {
+      JobDescription.during(session.sparkContext,
+          s"eqdelete resolve ${plan.table.name()}: finding and writing the rows equality deletes remove") {
         PositionDeleteWriting.write(plan.table, plan.formatVersion, targets(deletes), DeletedPositions.of(session, plan, deletes))
       }
     }
@@ -107,19 +110,38 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
     /** Commits them with the removals, if there is anything to commit; the outcome. */
     def commit(): Result = {
       val snapshot = if (plan.removable.isEmpty && written.isEmpty) None else Some(commitDelta(plan, written))
-      val files = written.flatMap(_.files)
-      val dvs = files.count(f => ContentFileUtil.isDV(f))
-      Result(plan.table.name(), plan.snapshotId, snapshot, plan.formatVersion, if (snapshot.isDefined) plan.removable.size else 0,
-        plan.kept, written.map(_.positions).sum, files.size - dvs, dvs, written.flatMap(_.replaced).map(_.location()).distinct.size,
-        dryRun = false, (System.nanoTime() - started) / 1e9)
+      result(plan, snapshot, written.map(_.positions).sum, written, dryRun = false, started)
     }
 
     /** Deletes the files written, committing nothing. */
     def abort(): Unit = discard(plan.table, written)
   }
 
+  private def result(plan: ResolvePlan, snapshot: Option[Long], rows: Long, written: Seq[WrittenDeletes], dryRun: Boolean,
+      started: Long): Result = {
+    val files = written.flatMap(_.files)
+    val dvs = files.count(f => ContentFileUtil.isDV(f))
+    Result(plan.table.name(), plan.snapshotId, snapshot, plan.formatVersion,
+      if (snapshot.isDefined || dryRun) plan.removable.size else 0, plan.kept, rows, files.size - dvs, dvs,
+      replaced(written).size, dryRun, (System.nanoTime() - started) / 1e9)
+  }
+
+  /** The delete files the written deletion vectors replace, once each. */
+  private def replaced(written: Seq[WrittenDeletes]): Seq[DeleteFile] =
+    written.flatMap(_.replaced).groupBy(_.location()).values.map(_.head).toSeq
+
+  /**
+   * On a Spark and Iceberg pair this jar was not built for, the rewrite stands aside; a resolve,
+   * which writes and commits, refuses to start with the same reason rather than risk a half-linked run.
+   */
+  private def requireSupportedVersions(): Unit = SupportedVersions.unsupported.foreach { why =>
+    throw new UnsupportedOperationException(s"eqdelete ${SupportedVersions.eqdelete} cannot resolve equality deletes: $why")
+  }
+
   /** The table as Spark reads it now, and the filter's conjuncts bound to that read. */
-  private def planFor(session: SparkSession, tableName: String, where: Option[String]): ResolvePlan = {
+  private def planFor(session: SparkSession, tableName: String, whereSql: String): ResolvePlan = {
+    requireSupportedVersions()
+    val where = Option(whereSql).map(_.trim).filter(_.nonEmpty)
     // Iceberg's catalog may cache the table: start from its newest metadata.
     Spark3Util.loadIcebergTable(session, tableName).refresh()
     val frame = where.foldLeft(session.table(tableName))((df, condition) => df.where(condition))
@@ -148,13 +170,15 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
     val table = plan.table
     val delta = table.newRowDelta()
     written.flatMap(_.files).foreach(delta.addDeletes)
-    written.flatMap(_.replaced).groupBy(_.location()).values.map(_.head).foreach(delta.removeDeletes)
+    replaced(written).foreach(delta.removeDeletes)
     plan.removable.foreach(delta.removeDeletes)
     val marker = java.util.UUID.randomUUID().toString
     delta.set(ResolveEqualityDeletes.SummaryKey, marker)
     delta.validateFromSnapshot(plan.snapshotId)
       .validateDataFilesExist(written.flatMap(_.referenced).distinct.map(p => p: CharSequence).asJava)
       .validateDeletedFiles()
+    // Only a conflict deletes the files written: after any other failure the commit's state is
+    // unknown, and they may be referenced now.
     try {
       delta.commit()
     } catch {
@@ -162,9 +186,6 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
         discard(table, written)
         throw new ResolveConflictException(s"eqdelete: resolving the equality deletes of ${table.name()} conflicts with a " +
           s"commit made since snapshot ${plan.snapshotId}: ${e.getMessage}. Nothing was committed; run it again.", e)
-      case NonFatal(e) =>
-        // The commit's state is unknown: the files may be referenced now, so they stay.
-        throw e
     }
     // The snapshot this commit made, even if another has landed on top of it since.
     table.refresh()
@@ -185,11 +206,4 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
         case NonFatal(e) => logWarning(s"eqdelete: could not delete $path, written by a resolve that did not commit", e)
       }
     }
-
-  private def withJobDescription[T](session: SparkSession, description: String)(body: => T): T = {
-    val context = session.sparkContext
-    val before = context.getLocalProperty("spark.job.description")
-    context.setJobDescription(description)
-    try body finally context.setLocalProperty("spark.job.description", before)
-  }
 }

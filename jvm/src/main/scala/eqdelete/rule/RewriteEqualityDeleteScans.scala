@@ -107,13 +107,11 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
           CostModel.plan(deletePlan, readSchema, settings) match {
             case ScanRewritePlan.Native(reason) => leaveNative(reason, Some(deletePlan))
             case filter: ScanRewritePlan.Filter =>
-              val covered = coveredCounters(filter)
-              build(read, readSchema, deletePlan, filter, filter.layout, covered,
-                scan => ApplyDeletesWithFilter.build(scan, filter, covered))
+              build(read, readSchema, deletePlan, filter, filter.layout,
+                (scan, covered) => ApplyDeletesWithFilter.build(scan, filter, covered))
             case join: ScanRewritePlan.Join =>
-              val covered = coveredCounters(join)
-              build(read, readSchema, deletePlan, join, join.layout, covered,
-                scan => ApplyDeletesWithJoin.build(session, scan, join, covered))
+              build(read, readSchema, deletePlan, join, join.layout,
+                (scan, covered) => ApplyDeletesWithJoin.build(session, scan, join, covered))
           }
       }
     } catch {
@@ -152,20 +150,19 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
     named
   }
 
-  /** A counter of covered delete rows per multi-column set the plan covers, for its decision. */
-  private def coveredCounters(plan: ScanRewritePlan): Map[Seq[Int], CoveredRows] =
-    plan.coveredSets.map(set => set.equalityIds -> CoveredRows.registered(session.sparkContext, set.describeKeys)).toMap
-
-  /** The read as `plan` lays it out, with `applyDeletes` (the strategy's builder) on the stripped files. */
+  /**
+   * The read as `plan` lays it out, with `applyDeletes` (the strategy's builder) on the stripped
+   * files, given a counter of covered delete rows per multi-column set the plan covers.
+   */
   private def build(
       read: IcebergRead,
       readSchema: Schema,
       deletePlan: DeletePlan,
       plan: ScanRewritePlan,
       layout: ScanLayout,
-      covered: Map[Seq[Int], CoveredRows],
-      applyDeletes: StrippedScan => LogicalPlan): LogicalPlan = {
+      applyDeletes: (StrippedScan, Map[Seq[Int], CoveredRows]) => LogicalPlan): LogicalPlan = {
     val (relation, table) = (read.relation, read.table)
+    val covered = plan.coveredSets.map(set => set.equalityIds -> CoveredRows.registered(session.sparkContext, set.describeKeys)).toMap
     val decision = Decision.of(table.name(), deletePlan.snapshotId, plan.strategy.name, plan.reason, plan.describe,
       Some(deletePlan), covered.values.toSeq)
     def view(selection: FileSelection): SparkTable =
@@ -189,7 +186,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       output = read0.map(fresh(_)) ++ (if (existingFile.isDefined) Nil else Seq(file)))
     val freshPushed = read.pushed.map(_.transform { case a: Attribute if fresh.contains(a) => fresh(a) })
     val source = freshPushed.reduceOption(And).map(Filter(_, stripped)).getOrElse(stripped)
-    val deletesApplied = applyDeletes(StrippedScan(stripped, source, needed.map(fresh(_)), file, deletePlan, table, readSchema))
+    val deletesApplied = applyDeletes(StrippedScan(stripped, source, needed.map(fresh(_)), file, deletePlan, table, readSchema), covered)
     // Back to the original's ids, so nothing above the read changes.
     val asOriginal = Project(needed.map(a => Alias(fresh(a), a.name)(a.exprId, a.qualifier)), deletesApplied)
     logInfo(s"eqdelete: ${table.name()} snapshot ${deletePlan.snapshotId}: ${decision.describe}")
