@@ -3,12 +3,13 @@ package eqdelete.filter
 import scala.collection.mutable.ArrayBuilder
 
 import eqdelete.explain.JobDescription
-import eqdelete.index.{DeleteKeyIndex, KeyBits, LongKeyIndex}
+import eqdelete.index.{DeleteKeyIndex, HashedKeyIndex, KeyBits, KeyBytes, KeyHash}
 import eqdelete.planning.EqualityDeleteSet
 import eqdelete.read.{DeleteRowReader, DeleteRows}
 
 import org.apache.spark.SparkContext
 import org.apache.spark.broadcast.Broadcast
+import org.apache.spark.sql.types.DataType
 
 /**
  * Builds the filter strategy's index of one equality set with bounded driver memory: Spark
@@ -42,11 +43,11 @@ object DeleteIndexBuilder {
       coverers: Seq[(Broadcast[DeleteKeyIndex], Int)]): (DeleteKeyIndex, Long) = {
     val indexed = source.indexed
     var index = DeleteKeyIndex.forKeyTypes(indexed.keyTypes, indexed.read.records)
-    val integral = index.isInstanceOf[LongKeyIndex]
     val reader = new DeleteRowReader(source.io, source.readSchema, indexed.set.equalityIds)
     val rows = DeleteRows.rdd(context, reader, indexed.read.files, indexed.read.tasks, indexed.set.describeKeys)
+    val keyTypes = indexed.keyTypes
     val batches = rows.mapPartitions { rows =>
-      if (coverers.isEmpty) Iterator(DeleteRowBatch(rows, integral))
+      if (coverers.isEmpty) Iterator(DeleteRowBatch(rows, keyTypes))
       else {
         var covered = 0L
         val kept = rows.filter { case (keys, scope, seq) =>
@@ -54,7 +55,7 @@ object DeleteIndexBuilder {
           if (isCovered) covered += 1
           !isCovered
         }
-        val batch = DeleteRowBatch(kept, integral) // consumes `kept`, counting as it goes
+        val batch = DeleteRowBatch(kept, keyTypes) // consumes `kept`, counting as it goes
         Iterator(batch.withCovered(covered))
       }
     }
@@ -78,40 +79,49 @@ object DeleteIndexBuilder {
 }
 
 /**
- * The delete rows one task read, as it ships them: for one integral or floating-point key, (key bits, scope, seq)
- * triples in a long array (24 bytes a row) and NULL keys as (scope, seq) pairs; for other keys,
- * the rows themselves.
+ * The delete rows one task read, as it ships them: for one integral or floating-point key,
+ * (key bits, scope, seq) triples in a long array (24 bytes a row) and NULL keys as (scope, seq)
+ * pairs; for other keys, (hash, scope, seq) triples and the keys packed ([[KeyBytes]]) one
+ * after the other, each after its 4-byte length.
  */
 final class DeleteRowBatch private (
     triples: Array[Long],
     nullKeys: Array[Long],
-    rows: Array[(Array[Any], Long, Long)],
+    packed: Array[Byte],
     val covered: Long)
   extends Serializable {
 
   /** The same rows, and `n` rows dropped as covered before them. */
-  def withCovered(n: Long): DeleteRowBatch = new DeleteRowBatch(triples, nullKeys, rows, n)
+  def withCovered(n: Long): DeleteRowBatch = new DeleteRowBatch(triples, nullKeys, packed, n)
 
-  def addTo(index: DeleteKeyIndex): Unit = {
-    var i = 0
-    while (i < triples.length) {
-      index.add(triples(i + 1), Array[Any](triples(i)), triples(i + 2))
-      i += 3
-    }
-    i = 0
-    while (i < nullKeys.length) {
-      index.add(nullKeys(i), Array[Any](null), nullKeys(i + 1))
-      i += 2
-    }
-    rows.foreach { case (keys, scope, seq) => index.add(scope, keys, seq) }
+  def addTo(index: DeleteKeyIndex): Unit = index match {
+    case hashed: HashedKeyIndex =>
+      var i = 0
+      var at = 0
+      while (i < triples.length) {
+        val length = KeyBytes.readLength(packed, at)
+        hashed.addPacked(triples(i), triples(i + 1), packed, at + KeyBytes.LengthBytes, length, triples(i + 2))
+        at += KeyBytes.LengthBytes + length
+        i += 3
+      }
+    case _ =>
+      var i = 0
+      while (i < triples.length) {
+        index.add(triples(i + 1), Array[Any](triples(i)), triples(i + 2))
+        i += 3
+      }
+      i = 0
+      while (i < nullKeys.length) {
+        index.add(nullKeys(i), Array[Any](null), nullKeys(i + 1))
+        i += 2
+      }
   }
 }
 
 object DeleteRowBatch {
-  def apply(rows: Iterator[(Array[Any], Long, Long)], integral: Boolean): DeleteRowBatch =
-    if (!integral) new DeleteRowBatch(Array.emptyLongArray, Array.emptyLongArray, rows.toArray, 0L)
-    else {
-      val triples = new ArrayBuilder.ofLong
+  def apply(rows: Iterator[(Array[Any], Long, Long)], keyTypes: Seq[DataType]): DeleteRowBatch = {
+    val triples = new ArrayBuilder.ofLong
+    if (DeleteKeyIndex.isPrimitive(keyTypes)) {
       val nulls = new ArrayBuilder.ofLong
       rows.foreach { case (keys, scope, seq) =>
         keys(0) match {
@@ -119,8 +129,22 @@ object DeleteRowBatch {
           case key => triples += KeyBits.of(key) += scope += seq
         }
       }
-      new DeleteRowBatch(triples.result(), nulls.result(), Array.empty, 0L)
+      new DeleteRowBatch(triples.result(), nulls.result(), Array.emptyByteArray, 0L)
+    } else {
+      val types = keyTypes.toArray
+      val key = new KeyBytes
+      val packed = new java.io.ByteArrayOutputStream()
+      val length = new Array[Byte](KeyBytes.LengthBytes)
+      rows.foreach { case (keys, scope, seq) =>
+        KeyBytes.pack(types, keys, key)
+        triples += KeyHash.of(keys) += scope += seq
+        KeyBytes.writeLength(length, 0, key.length)
+        packed.write(length)
+        packed.write(key.bytes, 0, key.length)
+      }
+      new DeleteRowBatch(triples.result(), Array.emptyLongArray, packed.toByteArray, 0L)
     }
+  }
 }
 
 /** The driver ran out of memory building a filter index; the query fails, the session stays. */

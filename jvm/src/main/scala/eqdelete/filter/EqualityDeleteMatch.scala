@@ -1,11 +1,11 @@
 package eqdelete.filter
 
-import eqdelete.index.{DeleteKeyIndex, HashedKeyIndex, KeyBits, KeyHash, LongKeyIndex}
+import eqdelete.index.{DeleteKeyIndex, HashedKeyIndex, KeyBits, KeyBytes, KeyHash, LongKeyIndex}
 
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Expression, NonSQLExpression}
-import org.apache.spark.sql.catalyst.expressions.codegen.{CodeGenerator, CodegenContext, ExprCode, FalseLiteral}
+import org.apache.spark.sql.catalyst.expressions.codegen.{CodegenContext, ExprCode, FalseLiteral}
 import org.apache.spark.sql.catalyst.expressions.codegen.Block._
 import org.apache.spark.sql.types.{BooleanType, DataType}
 
@@ -58,17 +58,22 @@ case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequenc
         val k = keyCodes.head
         ("", s"$indexRef.newest($scopeValue, ${k.isNull}, ${k.isNull} ? 0L : ${KeyBits.code(keys.head.dataType, k.value.toString)})")
       case _: HashedKeyIndex =>
-        // The hash first, from the values as they are; the key is boxed for the index only
-        // when the Bloom filter says it may hold it.
+        // The hash first, from the values as they are; the key is packed into this task's
+        // buffer for the index only when the Bloom filter says it may hold it.
         val hash = ctx.freshName("keyHash")
         val folds = keys.zip(keyCodes).map { case (k, c) => s"$hash = ${KeyHash.code(hash, k.dataType, c.value.toString, c.isNull.toString)};" }
-        val args = keys.zip(keyCodes).map { case (k, c) =>
-          val boxed = if (CodeGenerator.isPrimitiveType(k.dataType)) s"${CodeGenerator.boxedType(k.dataType)}.valueOf(${c.value})" else c.value.toString
-          s"(${c.isNull} ? null : (Object) $boxed)"
-        }
-        (s"long $hash = ${KeyHash.Seed}L;\n${folds.mkString("\n")}",
-          s"$indexRef.mightContain($hash) ? $indexRef.newest($scopeValue, $hash, new Object[] {${args.mkString(", ")}}) : " +
-            s"${DeleteKeyIndex.NoDelete}L")
+        val keyBytes = ctx.addMutableState(classOf[KeyBytes].getName, "keyBytes",
+          v => s"$v = new ${classOf[KeyBytes].getName}();", forceInline = true)
+        val packs = keys.zip(keyCodes).map { case (k, c) => KeyBytes.code(keyBytes, k.dataType, c.value.toString, c.isNull.toString) }
+        val found = ctx.freshName("foundDelete")
+        (s"""long $hash = ${KeyHash.Seed}L;
+            |${folds.mkString("\n")}
+            |long $found = ${DeleteKeyIndex.NoDelete}L;
+            |if ($indexRef.mightContain($hash)) {
+            |  $keyBytes.reset();
+            |  ${packs.mkString("\n")}
+            |  $found = $indexRef.newest($scopeValue, $hash, $keyBytes);
+            |}""".stripMargin, found)
     }
     ev.copy(code = code"""
       ${keyCodes.map(_.code).mkString("\n")}

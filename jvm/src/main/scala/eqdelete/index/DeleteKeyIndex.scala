@@ -21,10 +21,14 @@ sealed abstract class DeleteKeyIndex extends Serializable {
   def distinctKeys: Int
 
   final def add(scope: Long, values: Array[Any], sequenceNumber: Long): Unit = {
+    noteScope(scope, sequenceNumber)
+    put(scope, values, sequenceNumber)
+  }
+
+  protected final def noteScope(scope: Long, sequenceNumber: Long): Unit = {
     // Sequence numbers of delete files start at 1; 0 marks an empty slot below.
     require(sequenceNumber > 0, s"delete sequence number $sequenceNumber")
     if (scope == DeletePlan.GlobalScope) hasGlobal = true else scoped = true
-    put(scope, values, sequenceNumber)
   }
 
   protected def put(scope: Long, values: Array[Any], sequenceNumber: Long): Unit
@@ -37,7 +41,7 @@ sealed abstract class DeleteKeyIndex extends Serializable {
     case longs: LongKeyIndex =>
       val value = values(0)
       longs.newest(scope, value == null, if (value == null) 0L else KeyBits.of(value))
-    case hashed: HashedKeyIndex => hashed.newest(scope, KeyHash.of(values), values)
+    case hashed: HashedKeyIndex => hashed.newest(scope, KeyHash.of(values), hashed.pack(values))
   }
 
   /**
@@ -65,14 +69,15 @@ object DeleteKeyIndex {
    * for `records` delete rows (an upper bound of its keys), else a general one.
    */
   def forKeyTypes(types: Seq[DataType], records: Long): DeleteKeyIndex =
-    if (primitive(types)) new LongKeyIndex(records) else new HashedKeyIndex(records)
+    if (primitive(types)) new LongKeyIndex(records) else new HashedKeyIndex(types, records)
 
   /**
    * Bytes the index `forKeyTypes` builds for `records` delete rows takes at most, for sizing it
-   * before reading any: exact for the primitive table, a rough per-key figure for Java maps.
+   * before reading any: exact for the primitive table, a guess for the length of strings and
+   * binary values in the hashed one.
    */
   def estimatedBytes(types: Seq[DataType], records: Long): Long =
-    if (primitive(types)) LongKeyIndex.bytesFor(records) else records * HashedKeyIndex.BytesPerKey
+    if (primitive(types)) LongKeyIndex.bytesFor(records) else HashedKeyIndex.bytesFor(types, records)
 
   def isPrimitive(types: Seq[DataType]): Boolean = primitive(types)
 
@@ -211,21 +216,28 @@ object LongKeyIndex {
 }
 
 /**
- * Any other key (strings, decimals, booleans, binary, several columns): open addressing over
- * (hash, scope, seq, key number) in one long array, behind the same Bloom filter as the
- * primitive table, with the keys themselves kept apart and compared only on a hash hit. A row
- * whose key has no delete (almost every row) costs its hash, computed from the column values
- * without allocating ([[KeyHash]]), and one cache-resident Bloom check.
+ * Any other key (strings, decimals, booleans, binary, several columns of `types`): open
+ * addressing over (hash, scope, seq, key offset) in one long array, behind the same Bloom
+ * filter as the primitive table, with the keys themselves packed ([[KeyBytes]]) one after the
+ * other in one byte array and compared only on a hash hit. A row whose key has no delete
+ * (almost every row) costs its hash, computed from the column values without allocating
+ * ([[KeyHash]]), and one cache-resident Bloom check; a row whose key may have one, its key
+ * packed into a reused buffer and two cache lines: its slot and the stored key's bytes.
  *
  * Keys compare as Iceberg's equality does: NULL equals NULL, binary by content, floats and
  * doubles as Java's `equals` (NaN equals NaN, -0.0 is not 0.0).
  */
-final class HashedKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
+final class HashedKeyIndex(types: Seq[DataType], expectedKeys: Long) extends DeleteKeyIndex {
+  private val keyTypes = types.toArray
   private var slots = new Array[Long](4 * LongKeyIndex.capacityFor(expectedKeys, slotLongs = 4))
   private var mask = slots.length / 4 - 1
-  private var keys = new Array[Array[Any]](math.max(16, math.min(expectedKeys, 1L << 20).toInt))
+  // Each key as a 4-byte length and its packed bytes; a slot holds its key's offset.
+  private var keys = new Array[Byte](math.max(64L, math.min(expectedKeys * (KeyBytes.LengthBytes + HashedKeyIndex.packedBytes(types)), 1L << 24)).toInt)
+  private var keysUsed = 0
   private var used = 0
   private var bloom: BlockedBloom = _
+
+  require(keyTypes.forall(KeyBytes.supports), s"no packed form for key types ${types.mkString(", ")}")
 
   def distinctKeys: Int = used
 
@@ -242,34 +254,48 @@ final class HashedKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
   /** False when no delete has a key of this hash: the common case, without touching the table. */
   def mightContain(hash: Long): Boolean = bloom == null || bloom.mightContain(hash)
 
+  /** `values` packed, in a fresh buffer: for the interpreted paths. */
+  def pack(values: Array[Any]): KeyBytes = KeyBytes.pack(keyTypes, values, new KeyBytes)
+
   protected def put(scope: Long, values: Array[Any], sequenceNumber: Long): Unit = {
+    val key = pack(values)
+    putPacked(KeyHash.of(values), scope, key.bytes, 0, key.length, sequenceNumber)
+  }
+
+  /**
+   * A delete row already hashed and packed (`length` bytes of `packed` from `offset`), as the
+   * tasks reading delete files ship them.
+   */
+  def addPacked(hash: Long, scope: Long, packed: Array[Byte], offset: Int, length: Int, sequenceNumber: Long): Unit = {
+    noteScope(scope, sequenceNumber)
+    putPacked(hash, scope, packed, offset, length, sequenceNumber)
+  }
+
+  private def putPacked(hash: Long, scope: Long, packed: Array[Byte], offset: Int, length: Int, sequenceNumber: Long): Unit = {
     require(bloom == null, "the index is sealed")
     if ((used + 1) * 2 > mask + 1) grow()
-    val hash = KeyHash.of(values)
     var i = slot(hash, scope)
     while (slots(4 * i + 2) != 0) {
       val at = 4 * i
-      if (slots(at) == hash && slots(at + 1) == scope && HashedKeyIndex.sameKey(keys(slots(at + 3).toInt), values)) {
+      if (slots(at) == hash && slots(at + 1) == scope && storedEquals(slots(at + 3).toInt, packed, offset, length)) {
         if (slots(at + 2) < sequenceNumber) slots(at + 2) = sequenceNumber
         return
       }
       i = (i + 1) & mask
     }
-    if (used == keys.length) keys = java.util.Arrays.copyOf(keys, keys.length * 2)
-    keys(used) = values.clone()
     val at = 4 * i
     slots(at) = hash
     slots(at + 1) = scope
     slots(at + 2) = sequenceNumber
-    slots(at + 3) = used
+    slots(at + 3) = store(packed, offset, length)
     used += 1
   }
 
   /** The newest delete of the key (of `hash`, see [[KeyHash]]) in `scope` or globally, or NoDelete. */
-  def newest(scope: Long, hash: Long, values: Array[Any]): Long = {
+  def newest(scope: Long, hash: Long, key: KeyBytes): Long = {
     if (!mightContain(hash)) return DeleteKeyIndex.NoDelete
-    val global = if (hasGlobal) lookup(hash, DeletePlan.GlobalScope, values) else DeleteKeyIndex.NoDelete
-    if (scoped && scope != DeletePlan.GlobalScope) math.max(global, lookup(hash, scope, values)) else global
+    val global = if (hasGlobal) lookup(hash, DeletePlan.GlobalScope, key) else DeleteKeyIndex.NoDelete
+    if (scoped && scope != DeletePlan.GlobalScope) math.max(global, lookup(hash, scope, key)) else global
   }
 
   private def slot(hash: Long, scope: Long): Int = {
@@ -277,16 +303,33 @@ final class HashedKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
     ((h ^ (h >>> 29)) * 0xBF58476D1CE4E5B9L >>> 32).toInt & mask
   }
 
-  private def lookup(hash: Long, scope: Long, values: Array[Any]): Long = {
+  private def lookup(hash: Long, scope: Long, key: KeyBytes): Long = {
     var i = slot(hash, scope)
     while (true) {
       val at = 4 * i
       val seq = slots(at + 2)
       if (seq == 0) return DeleteKeyIndex.NoDelete
-      if (slots(at) == hash && slots(at + 1) == scope && HashedKeyIndex.sameKey(keys(slots(at + 3).toInt), values)) return seq
+      if (slots(at) == hash && slots(at + 1) == scope && storedEquals(slots(at + 3).toInt, key.bytes, 0, key.length)) return seq
       i = (i + 1) & mask
     }
     DeleteKeyIndex.NoDelete
+  }
+
+  private def storedEquals(at: Int, packed: Array[Byte], offset: Int, length: Int): Boolean = {
+    val start = at + KeyBytes.LengthBytes
+    KeyBytes.readLength(keys, at) == length && java.util.Arrays.equals(keys, start, start + length, packed, offset, offset + length)
+  }
+
+  /** Appends a key's length and bytes to `keys`; returns where they start. */
+  private def store(packed: Array[Byte], offset: Int, length: Int): Int = {
+    val need = keysUsed.toLong + KeyBytes.LengthBytes + length
+    require(need <= Int.MaxValue - 8, s"the delete keys take more than 2 GB packed; too many for one index")
+    if (need > keys.length) keys = java.util.Arrays.copyOf(keys, math.min(Int.MaxValue - 8L, math.max(need, 2L * keys.length)).toInt)
+    val at = keysUsed
+    KeyBytes.writeLength(keys, at, length)
+    System.arraycopy(packed, offset, keys, at + KeyBytes.LengthBytes, length)
+    keysUsed = need.toInt
+    at
   }
 
   private def grow(): Unit = {
@@ -303,24 +346,18 @@ final class HashedKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
       at += 4
     }
   }
+
+  // Shipped to every executor: without the spare room the key bytes were grown with.
+  private def writeObject(out: java.io.ObjectOutputStream): Unit = {
+    if (keys.length != keysUsed) keys = java.util.Arrays.copyOf(keys, keysUsed)
+    out.defaultWriteObject()
+  }
 }
 
 object HashedKeyIndex {
-  /** Rough heap bytes per key: its slots (half full), the key's array and values. */
-  val BytesPerKey = 160L
+  /** Bytes `keys` keys of `types` take at most: their slots, Bloom filter and packed bytes (a guess for strings). */
+  def bytesFor(types: Seq[DataType], keys: Long): Long =
+    32 * LongKeyIndex.slotsFor(keys) + BlockedBloom.bytesFor(keys) + keys * (KeyBytes.LengthBytes + packedBytes(types))
 
-  private def sameKey(stored: Array[Any], values: Array[Any]): Boolean = {
-    var i = 0
-    while (i < stored.length) {
-      val same = (stored(i), values(i)) match {
-        case (null, null) => true
-        case (null, _) | (_, null) => false
-        case (a: Array[Byte], b: Array[Byte]) => java.util.Arrays.equals(a, b)
-        case (a: AnyRef, b: AnyRef) => a.equals(b)
-      }
-      if (!same) return false
-      i += 1
-    }
-    true
-  }
+  private[index] def packedBytes(types: Seq[DataType]): Long = types.map(t => KeyBytes.estimatedBytes(t).toLong).sum
 }

@@ -123,7 +123,7 @@ class CostModelSuite extends AnyFunSuite {
     val plan = CostModel.plan(deletePlan(refs), schema, settings("filter")).asInstanceOf[ScanRewritePlan.Filter]
     assert(plan.indexes.map(_.set.keyColumns) == Seq(Seq("id"), Seq("name")))
     assert(plan.indexes.map(_.read.records) == Seq(100L, 50L))
-    assert(plan.indexes(1).estimatedBytes == 50 * eqdelete.index.HashedKeyIndex.BytesPerKey)
+    assert(plan.indexes(1).estimatedBytes == eqdelete.index.HashedKeyIndex.bytesFor(Seq(org.apache.spark.sql.types.StringType), 50))
   }
 
   test("single-column sets cover the multi-column sets keying on their column: always under filter, shuffled joins only") {

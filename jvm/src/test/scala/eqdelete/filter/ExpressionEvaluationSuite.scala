@@ -109,7 +109,7 @@ class ExpressionEvaluationSuite extends AnyFunSuite {
       case DoubleType => java.lang.Double.valueOf(Seq(0.0, -0.0, Double.NaN, 1.5, -1.5)(r.nextInt(5)))
       case FloatType => java.lang.Float.valueOf(Seq(0.0f, -0.0f, Float.NaN, 2.5f)(r.nextInt(4)))
       case BooleanType => java.lang.Boolean.valueOf(r.nextBoolean())
-      case _: DecimalType => Decimal(BigDecimal(r.nextInt(20)) / 4, 10, 2)
+      case d: DecimalType => Decimal(BigDecimal(r.nextInt(20)) / 4, d.precision, d.scale)
     }
 
   Seq(
@@ -122,7 +122,8 @@ class ExpressionEvaluationSuite extends AnyFunSuite {
     "a float key" -> Seq(FloatType),
     "a composite key with a double" -> Seq(DoubleType, IntegerType),
     "a boolean key" -> Seq(BooleanType),
-    "a decimal and string key" -> Seq(DecimalType(10, 2), StringType)).zipWithIndex.foreach { case ((name, types), seed) =>
+    "a decimal and string key" -> Seq(DecimalType(10, 2), StringType),
+    "a wide decimal, a boolean and a long key" -> Seq(DecimalType(30, 4), BooleanType, LongType)).zipWithIndex.foreach { case ((name, types), seed) =>
     test(s"EqualityDeleteMatch on $name") {
       checkMatch(types, (r, t) => smallValue(r, t), seed)
     }

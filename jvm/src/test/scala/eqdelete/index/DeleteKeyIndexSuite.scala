@@ -4,7 +4,7 @@ import scala.util.Random
 
 import eqdelete.planning.DeletePlan
 
-import org.apache.spark.sql.types.{BinaryType, DataType, DateType, DoubleType, FloatType, IntegerType, LongType, StringType}
+import org.apache.spark.sql.types.{BinaryType, BooleanType, DataType, DateType, Decimal, DecimalType, DoubleType, FloatType, IntegerType, LongType, StringType, TimestampType}
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -29,14 +29,18 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
 
   private def newest(index: DeleteKeyIndex, scope: Long, key: Seq[Any]): Long = index.newestOf(scope, key.toArray)
 
-  private def check(types: Seq[DataType], value: Random => Any, deletes: Int, expectedKeys: Long, seed: Long): Unit = {
+  private def check(types: Seq[DataType], value: Random => Any, deletes: Int, expectedKeys: Long, seed: Long): Unit =
+    check(types, (r: Random, _: DataType) => value(r), deletes, expectedKeys, seed)
+
+  /** Random delete rows against the reference, each column's values from `value` for its type. */
+  private def check(types: Seq[DataType], value: (Random, DataType) => Any, deletes: Int, expectedKeys: Long, seed: Long): Unit = {
     val random = new Random(seed)
     val scopes = Seq(Global, 0L, 1L, 2L)
-    val rows = Seq.fill(deletes)((scopes(random.nextInt(4)), types.map(_ => value(random)), 1L + random.nextInt(20)))
+    val rows = Seq.fill(deletes)((scopes(random.nextInt(4)), types.map(t => value(random, t)), 1L + random.nextInt(20)))
     val index = DeleteKeyIndex.forKeyTypes(types, expectedKeys)
     rows.foreach { case (s, k, seq) => index.add(s, k.toArray, seq) }
     index.seal()
-    val probes = rows.map(r => (r._1, r._2)) ++ Seq.fill(deletes)((scopes(random.nextInt(4)), types.map(_ => value(random))))
+    val probes = rows.map(r => (r._1, r._2)) ++ Seq.fill(deletes)((scopes(random.nextInt(4)), types.map(t => value(random, t))))
     probes.foreach { case (scope, key) =>
       // A row's scope is never global; global deletes still reach it.
       val rowScope = if (scope == Global) 0L else scope
@@ -70,12 +74,15 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
     // Sized for 1 key: the table grows; the keys share few hash values only by chance, so the
     // stored keys decide.
     check(Seq(StringType), r => UTF8String.fromString(s"key-${r.nextInt(5000)}"), 4000, 1, 10)
-    val index = new HashedKeyIndex(4)
+    val index = new HashedKeyIndex(Seq(StringType), 4)
     index.add(0, Array[Any](UTF8String.fromString("a")), 3)
     index.seal()
-    val other = Array[Any](UTF8String.fromString("b"))
+    val other = index.pack(Array[Any](UTF8String.fromString("b")))
     // The same hash as "a" but another key: never a delete.
     assert(index.newest(0, KeyHash.of(Array[Any](UTF8String.fromString("a"))), other) == DeleteKeyIndex.NoDelete)
+    // A key that is a prefix of the stored one is another key too.
+    assert(index.newest(0, KeyHash.of(Array[Any](UTF8String.fromString("a"))), index.pack(Array[Any](UTF8String.fromString(""))))
+      == DeleteKeyIndex.NoDelete)
   }
 
   test("string keys: hashed index, NULL equal to NULL") {
@@ -83,9 +90,27 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
   }
 
   test("multi-column keys: every column must match") {
-    check(Seq(IntegerType, StringType), r =>
-      if (r.nextInt(10) == 0) null else if (r.nextBoolean()) Integer.valueOf(r.nextInt(10)) else UTF8String.fromString("s"),
+    check(Seq(IntegerType, StringType), (r, t) =>
+      if (r.nextInt(10) == 0) null else if (t == IntegerType) Integer.valueOf(r.nextInt(10)) else UTF8String.fromString(s"s${r.nextInt(3)}"),
       1000, 1000, 5)
+  }
+
+  test("multi-column keys of every packed type: booleans, decimals narrow and wide, binary, timestamps") {
+    val types = Seq(BooleanType, DecimalType(10, 2), DecimalType(30, 4), BinaryType, TimestampType)
+    check(types, (r, t) => if (r.nextInt(10) == 0) null else t match {
+      case BooleanType => java.lang.Boolean.valueOf(r.nextBoolean())
+      case d: DecimalType => Decimal(BigDecimal(r.nextInt(3)) / 4, d.precision, d.scale)
+      case BinaryType => Array.fill[Byte](r.nextInt(3))(1)
+      case _ => java.lang.Long.valueOf(r.nextInt(3))
+    }, 1000, 1000, 10)
+  }
+
+  test("a decimal compares by value whatever scale it carries") {
+    val index = DeleteKeyIndex.forKeyTypes(Seq(DecimalType(10, 2), StringType), 4)
+    index.add(0, Array[Any](Decimal(BigDecimal("1.50"), 10, 2), UTF8String.fromString("a")), 3)
+    index.seal()
+    assert(index.newestOf(0, Array[Any](Decimal(BigDecimal("1.5"), 10, 1), UTF8String.fromString("a"))) == 3)
+    assert(index.newestOf(0, Array[Any](Decimal(BigDecimal("1.51"), 10, 2), UTF8String.fromString("a"))) == DeleteKeyIndex.NoDelete)
   }
 
   test("binary keys compare by content") {
@@ -99,8 +124,8 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
       500, 500, 7)
     check(Seq(FloatType), r => if (r.nextInt(10) == 0) null else java.lang.Float.valueOf(Seq(0.0f, -0.0f, Float.NaN, 3f)(r.nextInt(4))),
       500, 500, 8)
-    check(Seq(DoubleType, StringType), r => if (r.nextBoolean()) java.lang.Double.valueOf(doubles(r.nextInt(doubles.size)))
-      else UTF8String.fromString("s"), 500, 500, 9)
+    check(Seq(DoubleType, StringType), (r, t) => if (t == DoubleType) java.lang.Double.valueOf(doubles(r.nextInt(doubles.size)))
+      else UTF8String.fromString(s"s${r.nextInt(2)}"), 500, 500, 9)
   }
 
   test("a sequence number of 0 is refused: no delete file has it") {
@@ -110,7 +135,10 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
 
   test("size estimates cover the primitive table actually allocated") {
     assert(DeleteKeyIndex.estimatedBytes(Seq(LongType), 1000000) >= 24L * 2 * 1000000)
-    assert(DeleteKeyIndex.estimatedBytes(Seq(StringType), 1000) == 1000 * HashedKeyIndex.BytesPerKey)
+    // The hashed table: its slots and Bloom filter, and keys of up to 24 bytes, packed.
+    val keys = 1000
+    val packed = keys * (KeyBytes.LengthBytes + 1 + KeyBytes.LengthBytes + 24)
+    assert(DeleteKeyIndex.estimatedBytes(Seq(StringType), keys) >= 32L * 2 * keys + packed)
   }
 
   test("covers: the same key, as new or newer, in the row's scope or globally") {
