@@ -55,9 +55,16 @@ def test_bench_quick_profile_runs_every_scenario(spark: SparkSession, tmp_path: 
     assert [r.name for r in results] == [s.name for s in scenarios]
     assert all(r.identical for r in results), [r.name for r in results if not r.identical]
     saved = json.loads((tmp_path / "results.json").read_text())
-    assert {tuple(sorted(r["medians"])) for r in saved} == {tuple(sorted([*eqdelete.STRATEGIES, "floor"]))}
+    assert {tuple(sorted(r["medians"])) for r in saved} == {tuple(sorted([*eqdelete.STRATEGIES, "floor", "floor_keys"]))}
+    assert all(r["ratio_to_floor_keys"]["floor_keys"] == 1.0 for r in saved)
     assert (tmp_path / "results.md").read_text().startswith("| scenario")
     assert (tmp_path / "results.png").stat().st_size > 0
+
+
+def test_reading_keys_adds_the_key_columns_to_the_query(spark: SparkSession) -> None:
+    sql = bench.reading_keys(bench.QUERY.format(t="local.db.t"), ["k1", "k2"])
+    assert sql.endswith(", count(k1) AS k1_read, count(k2) AS k2_read FROM local.db.t")
+    assert sql.startswith(bench.QUERY.split(" FROM ")[0])
 
 
 def test_planning_benchmark_reports_cold_and_warm_per_strategy(spark: SparkSession, tmp_path: Path) -> None:

@@ -1,8 +1,10 @@
-"""The benchmark: scenarios x {native, filter, join, auto, floor}, medians and ratios.
+"""The benchmark: scenarios x {native, filter, join, auto, floor, floor_keys}, medians and ratios.
 
 The floor is the same logical table compacted (rewritten without delete files): what no
-delete strategy can beat. Every strategy's rows are checked against the others; timings
-are reported, never asserted.
+delete strategy can beat. ``floor_keys`` is the floor's query reading the key columns too,
+which the query itself does not need and every delete strategy must read: the part of a
+strategy's gap to the floor that no way of applying deletes removes. Every strategy's rows are
+checked against the others; timings are reported, never asserted.
 """
 
 from __future__ import annotations
@@ -23,6 +25,16 @@ from eqdelete.config import STRATEGIES
 from eqdelete.toggles import use_strategy
 
 QUERY = "SELECT count(*) AS n, sum(CAST(round(amount * 100) AS BIGINT)) AS cents, count(DISTINCT version) AS versions FROM {t}"
+
+# The columns of the result tables: each strategy, then the two references.
+REFERENCES = ("floor", "floor_keys")
+COLUMNS = (*STRATEGIES, *REFERENCES)
+
+
+def reading_keys(sql: str, key_columns: list[str]) -> str:
+    """``sql`` (a QUERY) also reading ``key_columns``, and doing nothing else with them."""
+    counts = ", ".join(f"count({c}) AS {c}_read" for c in key_columns)
+    return sql.replace(" FROM ", f", {counts} FROM ", 1)
 
 
 @dataclass(frozen=True)
@@ -86,6 +98,7 @@ class ScenarioResult:
     identical: bool
     ratio_to_native: dict[str, float] = field(default_factory=dict)
     ratio_to_floor: dict[str, float] = field(default_factory=dict)
+    ratio_to_floor_keys: dict[str, float] = field(default_factory=dict)
 
 
 def make_floor(spark: SparkSession, table: str) -> str:
@@ -104,14 +117,16 @@ def run_scenario(spark: SparkSession, scenario: Scenario, runs: int, warmup: int
     floor = make_floor(spark, scenario.spec.table)
     # Every strategy and the floor, interleaved in one measurement: none gets the warm JVM alone.
     sql, floor_sql = QUERY.format(t=scenario.spec.table), QUERY.format(t=floor)
-    variants = [Variant(s, s, sql) for s in STRATEGIES] + [Variant("floor", "native", floor_sql)]
+    variants = [Variant(s, s, sql) for s in STRATEGIES] + [
+        Variant("floor", "native", floor_sql),
+        Variant("floor_keys", "native", reading_keys(floor_sql, scenario.spec.key_columns))]
     timings = measure(spark, variants, runs=runs, warmup=warmup, progress=lambda m: progress(f"{scenario.name}: {m}"))
     comparison: Comparison = compare_rows(spark, sql, STRATEGIES, timings)
     floor_rows = fingerprint(spark.sql(floor_sql))
     identical = comparison.identical and floor_rows == (comparison.runs[0].rows, comparison.runs[0].fingerprint)
 
     medians = {name: statistics.median(t.seconds) for name, t in timings.items()}
-    native, floor_median = medians["native"], medians["floor"]
+    native, floor_median, floor_keys = medians["native"], medians["floor"], medians["floor_keys"]
     result = ScenarioResult(
         name=scenario.name,
         description=scenario.description,
@@ -123,19 +138,21 @@ def run_scenario(spark: SparkSession, scenario: Scenario, runs: int, warmup: int
         identical=identical,
         ratio_to_native={k: v / native for k, v in medians.items()},
         ratio_to_floor={k: v / floor_median for k, v in medians.items()},
+        ratio_to_floor_keys={k: v / floor_keys for k, v in medians.items()},
     )
     progress(f"{scenario.name}: " + ", ".join(f"{k} {v:.2f}s" for k, v in medians.items()))
     return result
 
 
 def markdown(results: list[ScenarioResult]) -> str:
-    columns = list(STRATEGIES) + ["floor"]
     lines = [
-        "| scenario | delete files | delete rows | " + " | ".join(f"{c} s (x native, x floor)" for c in columns) + " | auto plan | peak heap MB native / auto |",
-        "| --- | ---: | ---: | " + " | ".join("---:" for _ in columns) + " | --- | ---: |",
+        "| scenario | delete files | delete rows | "
+        + " | ".join(f"{c} s (x native, x floor, x floor_keys)" for c in COLUMNS) + " | auto plan | peak heap MB native / auto |",
+        "| --- | ---: | ---: | " + " | ".join("---:" for _ in COLUMNS) + " | --- | ---: |",
     ]
     for r in results:
-        cells = [f"{r.medians[c]:.2f} ({r.ratio_to_native[c]:.2f}, {r.ratio_to_floor[c]:.2f})" for c in columns]
+        cells = [f"{r.medians[c]:.2f} ({r.ratio_to_native[c]:.2f}, {r.ratio_to_floor[c]:.2f}, {r.ratio_to_floor_keys[c]:.2f})"
+                 for c in COLUMNS]
         lines.append(
             f"| {r.name} | {r.delete_files:,} | {r.delete_rows:,} | " + " | ".join(cells)
             + f" | {r.plans.get('auto', '-')} | {r.peak_heap_mb['native']:,.0f} / {r.peak_heap_mb['auto']:,.0f} |"
@@ -149,7 +166,7 @@ def chart(results: list[ScenarioResult], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    columns = list(STRATEGIES) + ["floor"]
+    columns = COLUMNS
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(results)), 4))
     width = 0.8 / len(columns)
     for i, column in enumerate(columns):

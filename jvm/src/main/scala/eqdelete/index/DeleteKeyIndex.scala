@@ -216,24 +216,31 @@ object LongKeyIndex {
 }
 
 /**
- * Any other key (strings, decimals, booleans, binary, several columns of `types`): open
- * addressing over (hash, scope, seq, key offset) in one long array, behind the same Bloom
- * filter as the primitive table, with the keys themselves packed ([[KeyBytes]]) one after the
- * other in one byte array and compared only on a hash hit. A row whose key has no delete
- * (almost every row) costs its hash, computed from the column values without allocating
- * ([[KeyHash]]), and one cache-resident Bloom check; a row whose key may have one, its key
- * packed into a reused buffer and two cache lines: its slot and the stored key's bytes.
+ * Any other key (strings, decimals, booleans, binary, several columns of `types`), behind the
+ * same Bloom filter as the primitive table. Each (scope, key) is one record, and the records lie
+ * one after the other in one byte array: hash, scope, newest sequence number, the key's length
+ * and the key packed ([[KeyBytes]]). An open-addressing table of longs finds them: per slot the
+ * hash's upper 32 bits and the record's offset, 8 bytes, so the table stays small enough for the
+ * CPU's caches.
+ *
+ * A row whose key has no delete (almost every row) costs its hash, computed from the column
+ * values without allocating ([[KeyHash]]), and one cache-resident Bloom check. A row whose key
+ * may have one costs its key packed into a reused buffer, a slot, and the record, where scope,
+ * sequence number and key bytes share a cache line or two. Profiling multi_key showed those two
+ * loads as the lookup's cost; boxed keys had cost one more load per column.
  *
  * Keys compare as Iceberg's equality does: NULL equals NULL, binary by content, floats and
  * doubles as Java's `equals` (NaN equals NaN, -0.0 is not 0.0).
  */
 final class HashedKeyIndex(types: Seq[DataType], expectedKeys: Long) extends DeleteKeyIndex {
+  import HashedKeyIndex.{Hash, KeyAt, Scope, Sequence}
+
   private val keyTypes = types.toArray
-  private var slots = new Array[Long](4 * LongKeyIndex.capacityFor(expectedKeys, slotLongs = 4))
-  private var mask = slots.length / 4 - 1
-  // Each key as a 4-byte length and its packed bytes; a slot holds its key's offset.
-  private var keys = new Array[Byte](math.max(64L, math.min(expectedKeys * (KeyBytes.LengthBytes + HashedKeyIndex.packedBytes(types)), 1L << 24)).toInt)
-  private var keysUsed = 0
+  // 0 is an empty slot; else (hash >>> 32) << 32 | (record offset + 1).
+  private var slots = new Array[Long](LongKeyIndex.capacityFor(expectedKeys, slotLongs = 1))
+  private var mask = slots.length - 1
+  private var records = new Array[Byte](math.max(64L, math.min(expectedKeys * HashedKeyIndex.recordBytes(types), 1L << 24)).toInt)
+  private var recordsEnd = 0
   private var used = 0
   private var bloom: BlockedBloom = _
 
@@ -244,9 +251,9 @@ final class HashedKeyIndex(types: Seq[DataType], expectedKeys: Long) extends Del
   override def seal(): this.type = {
     bloom = BlockedBloom.forKeys(used)
     var at = 0
-    while (at < slots.length) {
-      if (slots(at + 2) != 0) bloom.add(slots(at))
-      at += 4
+    while (at < recordsEnd) {
+      bloom.add(KeyBytes.readLong(records, at + Hash))
+      at = next(at)
     }
     this
   }
@@ -274,90 +281,104 @@ final class HashedKeyIndex(types: Seq[DataType], expectedKeys: Long) extends Del
   private def putPacked(hash: Long, scope: Long, packed: Array[Byte], offset: Int, length: Int, sequenceNumber: Long): Unit = {
     require(bloom == null, "the index is sealed")
     if ((used + 1) * 2 > mask + 1) grow()
-    var i = slot(hash, scope)
-    while (slots(4 * i + 2) != 0) {
-      val at = 4 * i
-      if (slots(at) == hash && slots(at + 1) == scope && storedEquals(slots(at + 3).toInt, packed, offset, length)) {
-        if (slots(at + 2) < sequenceNumber) slots(at + 2) = sequenceNumber
-        return
-      }
-      i = (i + 1) & mask
+    val at = find(hash, scope, packed, offset, length)
+    if (at >= 0) {
+      if (KeyBytes.readLong(records, at + Sequence) < sequenceNumber) KeyBytes.writeLong(records, at + Sequence, sequenceNumber)
+    } else {
+      place(hash, scope, append(hash, scope, sequenceNumber, packed, offset, length))
+      used += 1
     }
-    val at = 4 * i
-    slots(at) = hash
-    slots(at + 1) = scope
-    slots(at + 2) = sequenceNumber
-    slots(at + 3) = store(packed, offset, length)
-    used += 1
   }
 
   /** The newest delete of the key (of `hash`, see [[KeyHash]]) in `scope` or globally, or NoDelete. */
   def newest(scope: Long, hash: Long, key: KeyBytes): Long = {
     if (!mightContain(hash)) return DeleteKeyIndex.NoDelete
-    val global = if (hasGlobal) lookup(hash, DeletePlan.GlobalScope, key) else DeleteKeyIndex.NoDelete
-    if (scoped && scope != DeletePlan.GlobalScope) math.max(global, lookup(hash, scope, key)) else global
+    val global = if (hasGlobal) sequenceOf(find(hash, DeletePlan.GlobalScope, key.bytes, 0, key.length)) else DeleteKeyIndex.NoDelete
+    if (scoped && scope != DeletePlan.GlobalScope) math.max(global, sequenceOf(find(hash, scope, key.bytes, 0, key.length))) else global
   }
+
+  private def sequenceOf(record: Int): Long = if (record < 0) DeleteKeyIndex.NoDelete else KeyBytes.readLong(records, record + Sequence)
 
   private def slot(hash: Long, scope: Long): Int = {
     val h = hash + scope * 0xC2B2AE3D27D4EB4FL
     ((h ^ (h >>> 29)) * 0xBF58476D1CE4E5B9L >>> 32).toInt & mask
   }
 
-  private def lookup(hash: Long, scope: Long, key: KeyBytes): Long = {
+  /** The offset of the record of (scope, key), or -1. */
+  private def find(hash: Long, scope: Long, packed: Array[Byte], offset: Int, length: Int): Int = {
+    val fingerprint = hash >>> 32
     var i = slot(hash, scope)
     while (true) {
-      val at = 4 * i
-      val seq = slots(at + 2)
-      if (seq == 0) return DeleteKeyIndex.NoDelete
-      if (slots(at) == hash && slots(at + 1) == scope && storedEquals(slots(at + 3).toInt, key.bytes, 0, key.length)) return seq
+      val entry = slots(i)
+      if (entry == 0) return -1
+      if (entry >>> 32 == fingerprint) {
+        val at = (entry & 0xFFFFFFFFL).toInt - 1
+        if (KeyBytes.readLong(records, at + Scope) == scope && sameKey(at, packed, offset, length)) return at
+      }
       i = (i + 1) & mask
     }
-    DeleteKeyIndex.NoDelete
+    -1
   }
 
-  private def storedEquals(at: Int, packed: Array[Byte], offset: Int, length: Int): Boolean = {
-    val start = at + KeyBytes.LengthBytes
-    KeyBytes.readLength(keys, at) == length && java.util.Arrays.equals(keys, start, start + length, packed, offset, offset + length)
+  private def sameKey(at: Int, packed: Array[Byte], offset: Int, length: Int): Boolean = {
+    val start = at + KeyAt
+    KeyBytes.readLength(records, start) == length &&
+      java.util.Arrays.equals(records, start + KeyBytes.LengthBytes, start + KeyBytes.LengthBytes + length, packed, offset, offset + length)
   }
 
-  /** Appends a key's length and bytes to `keys`; returns where they start. */
-  private def store(packed: Array[Byte], offset: Int, length: Int): Int = {
-    val need = keysUsed.toLong + KeyBytes.LengthBytes + length
-    require(need <= Int.MaxValue - 8, s"the delete keys take more than 2 GB packed; too many for one index")
-    if (need > keys.length) keys = java.util.Arrays.copyOf(keys, math.min(Int.MaxValue - 8L, math.max(need, 2L * keys.length)).toInt)
-    val at = keysUsed
-    KeyBytes.writeLength(keys, at, length)
-    System.arraycopy(packed, offset, keys, at + KeyBytes.LengthBytes, length)
-    keysUsed = need.toInt
+  private def place(hash: Long, scope: Long, record: Int): Unit = {
+    var i = slot(hash, scope)
+    while (slots(i) != 0) i = (i + 1) & mask
+    slots(i) = ((hash >>> 32) << 32) | (record + 1L)
+  }
+
+  private def next(record: Int): Int = record + KeyAt + KeyBytes.LengthBytes + KeyBytes.readLength(records, record + KeyAt)
+
+  /** Appends a record; returns where it starts. */
+  private def append(hash: Long, scope: Long, sequenceNumber: Long, packed: Array[Byte], offset: Int, length: Int): Int = {
+    val need = recordsEnd.toLong + KeyAt + KeyBytes.LengthBytes + length
+    require(need < Int.MaxValue - 8, "the delete keys take more than 2 GB packed; too many for one index")
+    if (need > records.length) records = java.util.Arrays.copyOf(records, math.min(Int.MaxValue - 8L, math.max(need, 2L * records.length)).toInt)
+    val at = recordsEnd
+    KeyBytes.writeLong(records, at + Hash, hash)
+    KeyBytes.writeLong(records, at + Scope, scope)
+    KeyBytes.writeLong(records, at + Sequence, sequenceNumber)
+    KeyBytes.writeLength(records, at + KeyAt, length)
+    System.arraycopy(packed, offset, records, at + KeyAt + KeyBytes.LengthBytes, length)
+    recordsEnd = need.toInt
     at
   }
 
   private def grow(): Unit = {
-    val old = slots
-    slots = new Array[Long](old.length * 2)
-    mask = slots.length / 4 - 1
+    slots = new Array[Long](slots.length * 2)
+    mask = slots.length - 1
     var at = 0
-    while (at < old.length) {
-      if (old(at + 2) != 0) {
-        var i = slot(old(at), old(at + 1))
-        while (slots(4 * i + 2) != 0) i = (i + 1) & mask
-        System.arraycopy(old, at, slots, 4 * i, 4)
-      }
-      at += 4
+    while (at < recordsEnd) {
+      place(KeyBytes.readLong(records, at + Hash), KeyBytes.readLong(records, at + Scope), at)
+      at = next(at)
     }
   }
 
-  // Shipped to every executor: without the spare room the key bytes were grown with.
+  // Shipped to every executor: without the spare room the records were grown with.
   private def writeObject(out: java.io.ObjectOutputStream): Unit = {
-    if (keys.length != keysUsed) keys = java.util.Arrays.copyOf(keys, keysUsed)
+    if (records.length != recordsEnd) records = java.util.Arrays.copyOf(records, recordsEnd)
     out.defaultWriteObject()
   }
 }
 
 object HashedKeyIndex {
-  /** Bytes `keys` keys of `types` take at most: their slots, Bloom filter and packed bytes (a guess for strings). */
-  def bytesFor(types: Seq[DataType], keys: Long): Long =
-    32 * LongKeyIndex.slotsFor(keys) + BlockedBloom.bytesFor(keys) + keys * (KeyBytes.LengthBytes + packedBytes(types))
+  // A record's layout: where its fields start.
+  private val Hash = 0
+  private val Scope = 8
+  private val Sequence = 16
+  private val KeyAt = 24
 
-  private[index] def packedBytes(types: Seq[DataType]): Long = types.map(t => KeyBytes.estimatedBytes(t).toLong).sum
+  /**
+   * Bytes `keys` keys of `types` take at most: the index's fixed parts, its slots, Bloom filter
+   * and records (a guess for the length of strings and binary values).
+   */
+  def bytesFor(types: Seq[DataType], keys: Long): Long =
+    4096 + 8 * LongKeyIndex.slotsFor(keys) + BlockedBloom.bytesFor(keys) + keys * recordBytes(types)
+
+  private def recordBytes(types: Seq[DataType]): Long = KeyAt + KeyBytes.LengthBytes + types.map(t => KeyBytes.estimatedBytes(t).toLong).sum
 }

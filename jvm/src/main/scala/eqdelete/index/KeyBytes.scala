@@ -38,11 +38,7 @@ final class KeyBytes {
   def putLong(value: Long): Unit = {
     room(9)
     buffer(used) = 1
-    var i = 0
-    while (i < 8) {
-      buffer(used + 1 + i) = (value >>> (56 - 8 * i)).toByte
-      i += 1
-    }
+    KeyBytes.writeLong(buffer, used + 1, value)
     used += 9
   }
 
@@ -105,6 +101,25 @@ object KeyBytes {
     bytes(at + 1) = (n >>> 16).toByte
     bytes(at + 2) = (n >>> 8).toByte
     bytes(at + 3) = n.toByte
+  }
+
+  /** A long in 8 bytes, big-endian. */
+  def writeLong(bytes: Array[Byte], at: Int, value: Long): Unit = {
+    var i = 0
+    while (i < 8) {
+      bytes(at + i) = (value >>> (56 - 8 * i)).toByte
+      i += 1
+    }
+  }
+
+  def readLong(bytes: Array[Byte], at: Int): Long = {
+    var value = 0L
+    var i = 0
+    while (i < 8) {
+      value = (value << 8) | (bytes(at + i) & 0xFFL)
+      i += 1
+    }
+    value
   }
 
   def readLength(bytes: Array[Byte], at: Int): Int =

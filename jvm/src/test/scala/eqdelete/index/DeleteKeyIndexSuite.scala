@@ -133,12 +133,23 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
     assertThrows[IllegalArgumentException](index.add(0, Array[Any](1L), 0))
   }
 
-  test("size estimates cover the primitive table actually allocated") {
+  test("size estimates cover the tables actually allocated") {
     assert(DeleteKeyIndex.estimatedBytes(Seq(LongType), 1000000) >= 24L * 2 * 1000000)
-    // The hashed table: its slots and Bloom filter, and keys of up to 24 bytes, packed.
-    val keys = 1000
-    val packed = keys * (KeyBytes.LengthBytes + 1 + KeyBytes.LengthBytes + 24)
-    assert(DeleteKeyIndex.estimatedBytes(Seq(StringType), keys) >= 32L * 2 * keys + packed)
+    // The hashed table, as shipped to executors: keys of up to 24 bytes stay within the estimate.
+    Seq(Seq(StringType), Seq(LongType, StringType, DateType)).foreach { types =>
+      val keys = 1000
+      val index = DeleteKeyIndex.forKeyTypes(types, keys)
+      (0 until keys).foreach { k =>
+        index.add(0, types.map {
+          case StringType => UTF8String.fromString(s"a-key-of-24-bytes-${100000 + k}")
+          case _ => java.lang.Long.valueOf(k)
+        }.toArray, 1)
+      }
+      index.seal()
+      val shipped = new java.io.ByteArrayOutputStream()
+      new java.io.ObjectOutputStream(shipped).writeObject(index)
+      assert(shipped.size() <= DeleteKeyIndex.estimatedBytes(types, keys), s"$types: ${shipped.size()} > ${DeleteKeyIndex.estimatedBytes(types, keys)}")
+    }
   }
 
   test("covers: the same key, as new or newer, in the row's scope or globally") {
