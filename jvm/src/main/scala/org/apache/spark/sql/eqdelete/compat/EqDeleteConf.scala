@@ -136,7 +136,8 @@ object EqDeleteConf {
 
   val FILTER_CACHE_MAX_KEYS: ConfigEntry[Long] = countConf("filter.cacheMaxKeys",
     "The filter strategy keeps the delete indexes it builds (driver and executor memory, " +
-    "about 64 bytes per key for one integral key column, 160 for other keys) for later queries " +
+    "about 64 bytes per key for one integral key column; for other keys about 60 bytes plus " +
+    "the key's own: 9 per numeric or date column, 5 plus its length per string) for later queries " +
     "reading the same delete files, up to this many keys in all, dropping the least recently " +
     "used beyond it. 0 disables the cache.",
     4000000L)
