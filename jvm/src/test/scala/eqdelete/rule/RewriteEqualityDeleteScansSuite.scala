@@ -41,7 +41,7 @@ class RewriteEqualityDeleteScansSuite extends AnyFunSuite with BeforeAndAfterEac
 
   private def deleteKeys(keys: Seq[java.lang.Long]): Unit = {
     import spark.implicits._
-    EqualityDeleteWriter.commit(spark, table, java.util.List.of("k"), keys.toDF("k").coalesce(1), null, false)
+    EqualityDeleteWriter.commit(spark, table, java.util.Collections.singletonList("k"), keys.toDF("k").coalesce(1), null, false)
   }
 
   private def withStrategy[T](strategy: String)(body: => T): T = {
