@@ -3,7 +3,7 @@ package eqdelete.filter
 import scala.collection.mutable.ArrayBuilder
 
 import eqdelete.explain.JobDescription
-import eqdelete.index.{DeleteKeyIndex, HashedKeyIndex, KeyBits, KeyBytes, KeyHash}
+import eqdelete.index.{DeleteKeyIndex, HashedKeyIndex, IndexCapacityException, KeyBits, KeyBytes, KeyHash}
 import eqdelete.planning.EqualityDeleteSet
 import eqdelete.read.{DeleteRowReader, DeleteRows}
 
@@ -21,7 +21,8 @@ import org.apache.spark.sql.types.DataType
  * the tasks, before they are shipped, and counted.
  *
  * Running out of memory while adding a batch is caught before it reaches Spark's scheduler
- * thread, where it would stop the SparkContext, and reported as [[FilterIndexMemoryException]].
+ * thread, where it would stop the SparkContext, and reported as [[FilterIndexMemoryException]];
+ * keys that outgrow one index (2 GB of packed keys) as [[FilterIndexCapacityException]].
  */
 object DeleteIndexBuilder {
 
@@ -32,7 +33,10 @@ object DeleteIndexBuilder {
       coverers: Seq[(Broadcast[DeleteKeyIndex], Int)]): DeleteIndexCache.BuiltIndex = {
     val set = source.indexed.set
     def outOfMemory(e: OutOfMemoryError) = new FilterIndexMemoryException(set, source.indexed.estimatedBytes, e)
-    val (index, covered) = try buildIndex(context, source, coverers) catch { case e: OutOfMemoryError => throw outOfMemory(e) }
+    val (index, covered) = try buildIndex(context, source, coverers) catch {
+      case e: OutOfMemoryError => throw outOfMemory(e)
+      case e: IndexCapacityException => throw new FilterIndexCapacityException(set, e)
+    }
     val broadcast = try context.broadcast(index) catch { case e: OutOfMemoryError => throw outOfMemory(e) }
     DeleteIndexCache.BuiltIndex(broadcast, covered)
   }
@@ -60,14 +64,14 @@ object DeleteIndexBuilder {
       }
     }
     var covered = 0L
-    var failure: OutOfMemoryError = null
+    var failure: Throwable = null
     // Spark calls the handler on one thread at a time, as each task's result arrives.
     JobDescription.during(context, s"eqdelete: ${indexed.describe}") {
       context.runJob(batches, (rows: Iterator[DeleteRowBatch]) => rows.next(), (_: Int, batch: DeleteRowBatch) =>
         if (failure == null) {
           covered += batch.covered
           try batch.addTo(index) catch {
-            case e: OutOfMemoryError =>
+            case e @ (_: OutOfMemoryError | _: IndexCapacityException) =>
               index = null // let the collector have it back before anything else needs memory
               failure = e
           }
@@ -153,3 +157,9 @@ final class FilterIndexMemoryException(set: EqualityDeleteSet, estimatedBytes: L
     s"eqdelete: the driver ran out of memory building the filter strategy's index of ${set.records} delete " +
       s"row(s) on ${set.describeKeys} (estimated ${estimatedBytes >> 20} MB); use spark.eqdelete.strategy=join, " +
       "unset spark.eqdelete.filter.force, or give the driver more memory", cause)
+
+/** The delete keys do not fit one filter index; the query fails saying so, the session stays. */
+final class FilterIndexCapacityException(set: EqualityDeleteSet, cause: IndexCapacityException)
+  extends RuntimeException(
+    s"eqdelete: the filter strategy's index of ${set.records} delete row(s) on ${set.describeKeys} cannot be " +
+      s"built: ${cause.getMessage}; use spark.eqdelete.strategy=join or unset spark.eqdelete.filter.force", cause)

@@ -232,14 +232,19 @@ object LongKeyIndex {
  * Keys compare as Iceberg's equality does: NULL equals NULL, binary by content, floats and
  * doubles as Java's `equals` (NaN equals NaN, -0.0 is not 0.0).
  */
-final class HashedKeyIndex(types: Seq[DataType], expectedKeys: Long) extends DeleteKeyIndex {
+final class HashedKeyIndex(
+    types: Seq[DataType],
+    expectedKeys: Long,
+    maxRecordBytes: Long = HashedKeyIndex.MaxRecordBytes) // smaller in tests only
+  extends DeleteKeyIndex {
   import HashedKeyIndex.{Hash, KeyAt, Scope, Sequence}
 
   private val keyTypes = types.toArray
   // 0 is an empty slot; else (hash >>> 32) << 32 | (record offset + 1).
   private var slots = new Array[Long](LongKeyIndex.capacityFor(expectedKeys, slotLongs = 1))
   private var mask = slots.length - 1
-  private var records = new Array[Byte](math.max(64L, math.min(expectedKeys * HashedKeyIndex.recordBytes(types), 1L << 24)).toInt)
+  // Sized up front for the estimate (exact for fixed-width keys), as the driver's budget counts it.
+  private var records = new Array[Byte](math.max(64L, math.min(expectedKeys * HashedKeyIndex.recordBytes(types), maxRecordBytes)).toInt)
   private var recordsEnd = 0
   private var used = 0
   private var bloom: BlockedBloom = _
@@ -249,6 +254,8 @@ final class HashedKeyIndex(types: Seq[DataType], expectedKeys: Long) extends Del
   def distinctKeys: Int = used
 
   override def seal(): this.type = {
+    // Shipped to every executor as it is, by whichever serializer Spark uses: without spare room.
+    if (records.length != recordsEnd) records = java.util.Arrays.copyOf(records, recordsEnd)
     bloom = BlockedBloom.forKeys(used)
     var at = 0
     while (at < recordsEnd) {
@@ -337,8 +344,13 @@ final class HashedKeyIndex(types: Seq[DataType], expectedKeys: Long) extends Del
   /** Appends a record; returns where it starts. */
   private def append(hash: Long, scope: Long, sequenceNumber: Long, packed: Array[Byte], offset: Int, length: Int): Int = {
     val need = recordsEnd.toLong + KeyAt + KeyBytes.LengthBytes + length
-    require(need < Int.MaxValue - 8, "the delete keys take more than 2 GB packed; too many for one index")
-    if (need > records.length) records = java.util.Arrays.copyOf(records, math.min(Int.MaxValue - 8L, math.max(need, 2L * records.length)).toInt)
+    if (need > maxRecordBytes) {
+      throw new IndexCapacityException(s"the delete keys take more than ${maxRecordBytes} bytes packed, " +
+        s"more than one index holds (after $used keys)")
+    }
+    if (need > records.length) {
+      records = java.util.Arrays.copyOf(records, math.min(maxRecordBytes, math.max(need, 2L * records.length)).toInt)
+    }
     val at = recordsEnd
     KeyBytes.writeLong(records, at + Hash, hash)
     KeyBytes.writeLong(records, at + Scope, scope)
@@ -359,14 +371,12 @@ final class HashedKeyIndex(types: Seq[DataType], expectedKeys: Long) extends Del
     }
   }
 
-  // Shipped to every executor: without the spare room the records were grown with.
-  private def writeObject(out: java.io.ObjectOutputStream): Unit = {
-    if (records.length != recordsEnd) records = java.util.Arrays.copyOf(records, recordsEnd)
-    out.defaultWriteObject()
-  }
 }
 
 object HashedKeyIndex {
+  /** The most bytes of records one index holds: one Java array. */
+  val MaxRecordBytes: Long = Int.MaxValue - 8L
+
   // A record's layout: where its fields start.
   private val Hash = 0
   private val Scope = 8
@@ -382,3 +392,6 @@ object HashedKeyIndex {
 
   private def recordBytes(types: Seq[DataType]): Long = KeyAt + KeyBytes.LengthBytes + types.map(t => KeyBytes.estimatedBytes(t).toLong).sum
 }
+
+/** The delete keys do not fit one index, however much memory there is: the query should take the join. */
+final class IndexCapacityException(message: String) extends RuntimeException(message)

@@ -152,6 +152,26 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
     }
   }
 
+  test("keys beyond what one index holds fail with IndexCapacityException, not a wrong index") {
+    val index = new HashedKeyIndex(Seq(StringType), 4, maxRecordBytes = 1000)
+    val error = intercept[IndexCapacityException] {
+      (0 until 100).foreach(k => index.add(0, Array[Any](UTF8String.fromString(s"key-$k")), 1))
+    }
+    assert(error.getMessage.contains("more than one index holds"))
+  }
+
+  test("a sealed index ships its records without spare room, whichever serializer Spark uses") {
+    val index = new HashedKeyIndex(Seq(StringType), 1000) // sized for 1,000 keys, given 3
+    (0 until 3).foreach(k => index.add(0, Array[Any](UTF8String.fromString(s"k$k")), 1))
+    index.seal()
+    val kryo = new org.apache.spark.serializer.KryoSerializer(new org.apache.spark.SparkConf()).newInstance()
+    val shipped = kryo.deserialize[HashedKeyIndex](kryo.serialize(index))
+    (0 until 4).foreach { k =>
+      assert(shipped.newestOf(0, Array[Any](UTF8String.fromString(s"k$k"))) == (if (k < 3) 1 else DeleteKeyIndex.NoDelete))
+    }
+    assert(kryo.serialize(index).limit() < 20000)
+  }
+
   test("covers: the same key, as new or newer, in the row's scope or globally") {
     Seq(Seq(LongType), Seq(StringType)).foreach { types =>
       def key(n: Long): Any = if (types.head == LongType) n else UTF8String.fromString(s"k$n")
