@@ -41,7 +41,10 @@ sealed abstract class DeleteKeyIndex extends Serializable {
     case longs: LongKeyIndex =>
       val value = values(0)
       longs.newest(scope, value == null, if (value == null) 0L else KeyBits.of(value))
-    case hashed: HashedKeyIndex => hashed.newest(scope, KeyHash.of(values), hashed.pack(values))
+    case hashed: HashedKeyIndex =>
+      // As generated code does: the key is packed only when the Bloom filter may hold it.
+      val hash = KeyHash.of(values)
+      if (hashed.mightContain(hash)) hashed.newest(scope, hash, hashed.pack(values)) else DeleteKeyIndex.NoDelete
   }
 
   /**
@@ -297,9 +300,11 @@ final class HashedKeyIndex(
     }
   }
 
-  /** The newest delete of the key (of `hash`, see [[KeyHash]]) in `scope` or globally, or NoDelete. */
+  /**
+   * The newest delete of the key (of `hash`, see [[KeyHash]]) in `scope` or globally, or
+   * NoDelete; callers check `mightContain(hash)` first, before packing the key.
+   */
   def newest(scope: Long, hash: Long, key: KeyBytes): Long = {
-    if (!mightContain(hash)) return DeleteKeyIndex.NoDelete
     val global = if (hasGlobal) sequenceOf(find(hash, DeletePlan.GlobalScope, key.bytes, 0, key.length)) else DeleteKeyIndex.NoDelete
     if (scoped && scope != DeletePlan.GlobalScope) math.max(global, sequenceOf(find(hash, scope, key.bytes, 0, key.length))) else global
   }
@@ -370,7 +375,6 @@ final class HashedKeyIndex(
       at = next(at)
     }
   }
-
 }
 
 object HashedKeyIndex {
