@@ -7,7 +7,7 @@ import scala.util.Try
 
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.eqdelete.compat.SparkInternals
-import org.apache.spark.sql.catalyst.plans.logical.CommandResult
+import org.apache.spark.sql.catalyst.plans.logical.{CommandResult, V2CreateTableAsSelectPlan}
 import org.apache.spark.sql.execution.QueryExecution
 import org.apache.spark.sql.util.QueryExecutionListener
 
@@ -48,10 +48,14 @@ object DecisionLog {
 
   private final class Listener(session: SparkSession) extends QueryExecutionListener {
     // Collecting or showing the result of a command Spark already ran (DELETE, UPDATE, MERGE)
-    // runs nothing: the decisions of that command stay the last ones.
-    private def record(qe: QueryExecution): Unit = if (!qe.optimizedPlan.isInstanceOf[CommandResult]) {
-      Try(Decisions.of(qe.optimizedPlan)).foreach(decisions => last.put(session, decisions))
+    // runs nothing: the decisions of that command stay the last ones. CREATE/REPLACE TABLE AS
+    // SELECT optimizes and runs its query as a write of its own, reported before it: those
+    // decisions are the statement's.
+    private def record(qe: QueryExecution): Unit = qe.optimizedPlan match {
+      case _: CommandResult | _: V2CreateTableAsSelectPlan =>
+      case plan => Try(Decisions.of(plan)).foreach(decisions => last.put(session, decisions))
     }
+
     override def onSuccess(funcName: String, qe: QueryExecution, durationNs: Long): Unit = record(qe)
     override def onFailure(funcName: String, qe: QueryExecution, exception: Exception): Unit = record(qe)
   }

@@ -20,6 +20,7 @@ object Decisions {
 
   private def fromRelation(relation: DataSourceV2Relation): Option[Decision] =
     relation.getTagValue(Decision.NativeTag).orElse(relation.table match {
+      case named: CarriesDecision if !named.repeatsDecision => Some(named.decision)
       case table: SparkTable => table.table() match {
         case carrier: CarriesDecision if !carrier.repeatsDecision => Some(carrier.decision)
         case _ => None

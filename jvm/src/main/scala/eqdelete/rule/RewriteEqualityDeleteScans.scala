@@ -8,7 +8,7 @@ import eqdelete.filter.ApplyDeletesWithFilter
 import eqdelete.join.ApplyDeletesWithJoin
 import eqdelete.planning.{DeclinedException, DeletePlan, DeletePlanCache, PlannedScan, ScanFilters}
 import eqdelete.read.DeleteFileReadException
-import eqdelete.scan.{FileSelectingTable, FileSelection, IcebergViews, StrippedScan}
+import eqdelete.scan.{FileSelectingTable, FileSelection, IcebergViews, NamedNativeTable, StrippedScan}
 
 import org.apache.iceberg.{Schema, Table}
 import org.apache.iceberg.spark.source.SparkTable
@@ -85,9 +85,45 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
         relation.output.filter(used.contains)
       case None => relation.output
     }
+
+    /**
+     * The relation's columns the read uses. Not its output: Spark adds every metadata column to
+     * the relation once the query references any, and prunes them only later.
+     */
+    def used: Seq[Attribute] = {
+      val usedSet = AttributeSet(needed) ++ AttributeSet(pushed.flatMap(_.references))
+      relation.output.filter(usedSet.contains)
+    }
   }
 
+  /** The read rewritten, when eqdelete models all of it and its files carry equality deletes. */
   private def rewrite(read: IcebergRead): LogicalPlan = {
+    val unmodelledPart = try ReadAllowlist.unmodelled(read.used, read.relation.options, read.table, read.snapshotId) catch {
+      case e: Throwable if !e.isInstanceOf[InterruptedException] && !e.isInstanceOf[ControlThrowable] =>
+        logWarning(s"eqdelete: cannot check the read of ${read.table.name()}; reading it natively", e)
+        Some(s"cannot check the read: $e")
+    }
+    unmodelledPart.map(leaveUnmodelled(read, _)).getOrElse(planAndRewrite(read))
+  }
+
+  /**
+   * A read the allowlist does not cover: Iceberg's own table and options, untouched; on a
+   * snapshot that may hold equality deletes, shown under a name carrying the reason.
+   */
+  private def leaveUnmodelled(read: IcebergRead, reason: String): LogicalPlan = {
+    val decision = Decision.of(read.table.name(), read.snapshotId, "native", reason, "read natively", None)
+    logInfo(s"eqdelete: ${read.table.name()}: ${decision.describe}")
+    val summary = Option(read.table.snapshot(read.snapshotId)).flatMap(s => Option(s.summary()))
+    val mayHoldEqualityDeletes = !summary.flatMap(s => Option(s.get("total-equality-deletes"))).contains("0")
+    val relation =
+      if (mayHoldEqualityDeletes) read.relation.copy(table = NamedNativeTable(read.sparkTable, decision))
+      else read.relation
+    relation.setTagValue(Decision.NativeTag, decision)
+    read.above(relation, withPushed = true)
+  }
+
+  /** The read planned, and rewritten as the cost model says. */
+  private def planAndRewrite(read: IcebergRead): LogicalPlan = {
     val table = read.table
     val snapshotId = read.snapshotId
     def leaveNative(reason: String, plan: Option[DeletePlan] = None): LogicalPlan =

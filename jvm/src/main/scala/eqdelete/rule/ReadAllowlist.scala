@@ -1,0 +1,70 @@
+package eqdelete.rule
+
+import scala.jdk.CollectionConverters._
+import scala.util.Try
+
+import org.apache.iceberg.Table
+import org.apache.iceberg.util.SnapshotUtil
+import org.apache.spark.sql.catalyst.expressions.{Attribute, MetadataAttribute}
+import org.apache.spark.sql.util.CaseInsensitiveStringMap
+
+/**
+ * The reads eqdelete rewrites, as an allowlist: a batch read of one snapshot (current, time
+ * travel, branch or tag) whose every read option and metadata column eqdelete models. Anything
+ * else keeps Iceberg's own reader, so an option or column a later Iceberg adds is rewritten only
+ * once someone has modelled it (a blocklist would rewrite it, rightly or not).
+ */
+object ReadAllowlist {
+  /** Metadata columns the rewritten scans return as Iceberg does (they read the same files with Iceberg's readers). */
+  val MetadataColumns: Set[String] =
+    Set("_file", "_pos", "_spec_id", "_partition", "_row_id", "_last_updated_sequence_number")
+
+  /** Options that tune how Iceberg splits, reads or reports a scan; the rows stay the same. */
+  private val Tuning = Set("split-size", "lookback", "file-open-cost", "vectorization-enabled", "batch-size",
+    "locality", "aggregate-push-down-enabled", "derive-stats-from-manifest-enabled")
+
+  /** Options Spark consumed to load the table, which is pinned to what they name. */
+  private val Loading = Set("path", "versionasof", "timestampasof")
+
+  /** Options choosing a snapshot: modelled when they choose the one the table was loaded at. */
+  private val SnapshotChoice = Set("snapshot-id", "as-of-timestamp", "branch", "tag")
+
+  /** Options making an incremental scan, which applies no deletes at all. */
+  private val Incremental = Seq("start-snapshot-id", "end-snapshot-id", "start-timestamp", "end-timestamp")
+
+  /**
+   * Why eqdelete does not rewrite a read of `table` at `snapshotId` that uses the relation's
+   * columns `used` with `options`, or None when it models every part of it.
+   */
+  def unmodelled(used: Seq[Attribute], options: CaseInsensitiveStringMap, table: Table, snapshotId: Long): Option[String] =
+    metadataColumn(used).orElse(option(options.asCaseSensitiveMap().asScala.toMap, table, snapshotId))
+
+  private def metadataColumn(used: Seq[Attribute]): Option[String] =
+    used.filter(a => MetadataAttribute.isValid(a.metadata)).map(_.name).find(!MetadataColumns.contains(_)).map {
+      case "_deleted" => "reads the _deleted metadata column (Iceberg returns deleted rows marked, not dropped)"
+      case other => s"reads the metadata column $other, which eqdelete does not model"
+    }
+
+  private def option(options: Map[String, String], table: Table, snapshotId: Long): Option[String] = {
+    val keys = options.keys.map(k => k.toLowerCase(java.util.Locale.ROOT) -> k).toMap
+    def otherSnapshot(key: String): Option[String] = {
+      val value = options(keys(key))
+      val chosen = chosenSnapshot(key, value, table)
+      if (chosen.contains(snapshotId)) None
+      else Some(s"read option $key=$value chooses snapshot ${chosen.getOrElse("none")}, not the snapshot " +
+        s"$snapshotId the table was loaded at")
+    }
+    Incremental.find(keys.contains).map(k => s"incremental read ($k): Iceberg applies no deletes to the rows it appends")
+      .orElse(keys.collectFirst {
+        case (k, original) if !Tuning(k) && !Loading(k) && !SnapshotChoice(k) =>
+          s"read option '$original' is not one eqdelete models"
+      })
+      .orElse(keys.keys.filter(SnapshotChoice).toSeq.sorted.flatMap(otherSnapshot).headOption)
+  }
+
+  private def chosenSnapshot(option: String, value: String, table: Table): Option[Long] = Try(option match {
+    case "snapshot-id" => Some(value.toLong)
+    case "as-of-timestamp" => Some(SnapshotUtil.snapshotIdAsOfTime(table, value.toLong))
+    case "branch" | "tag" => Option(table.refs().get(value)).map(_.snapshotId())
+  }).toOption.flatten
+}
