@@ -8,7 +8,10 @@
 #   3. sbt's launcher from Maven Central, resolving from Maven Central only;
 #   4. one extension jar per line, build/jars/eqdelete-spark-<line>_<scala>-<version>.jar,
 #      compiled against that line's pyspark jars and the oldest tested Iceberg release,
-#      rebuilt only when a source changed.
+#      rebuilt only when a source changed;
+#   5. the Flink virtualenv (build/venvs/flink) and Flink's jars (build/deps/flink) with which
+#      tests/flink_writer.py writes tables through Flink's Iceberg sink, the real producer of
+#      equality deletes; the versions are that file's pins (its --pins), not repeated here.
 # A second run does nothing heavy.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -78,4 +81,26 @@ if [ -n "$stale" ]; then
   "$root/scripts/sbt.sh" package >&2
   touch "${jars[@]}"
 fi
+
+# 5. Flink, for the tests' real producer (tests/flink_writer.py, tests/test_flink.py): a
+#    virtualenv with the pinned apache-flink, and the pinned jars (Iceberg's Flink runtime, Hadoop's
+#    client for the Hadoop catalog) by Maven coordinates. The marker holds the installed pin, so a
+#    changed pin reinstalls and an unchanged one does nothing.
+FLINK_VENV=build/venvs/flink
+flink_pins=$(python3 tests/flink_writer.py --pins)
+flink_pip=$(echo "$flink_pins" | awk '$1 == "pip" {print $2}')
+if [ ! -x "$FLINK_VENV/bin/python" ]; then
+  log "creating $FLINK_VENV (Flink)"
+  mkdir -p "$(dirname "$FLINK_VENV")"
+  python3 -m venv "$FLINK_VENV"
+fi
+if [ "$(cat "$FLINK_VENV/.installed" 2>/dev/null)" != "$flink_pip" ]; then
+  log "installing $flink_pip into $FLINK_VENV"
+  "$FLINK_VENV/bin/python" -m pip install --quiet --upgrade pip
+  "$FLINK_VENV/bin/python" -m pip install --quiet "$flink_pip"
+  echo "$flink_pip" > "$FLINK_VENV/.installed"
+fi
+for coords in $(echo "$flink_pins" | awk '$1 == "jar" {print $2}'); do
+  fetch_jar "$coords" build/deps/flink
+done
 log "ready"

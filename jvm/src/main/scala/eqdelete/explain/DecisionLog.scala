@@ -51,7 +51,8 @@ object DecisionLog {
     // runs nothing: the decisions of that command stay the last ones. CREATE/REPLACE TABLE AS
     // SELECT optimizes and runs its query as a write of its own, reported before it: those
     // decisions are the statement's.
-    private def record(qe: QueryExecution): Unit = qe.optimizedPlan match {
+    // A query that failed analysis has no optimized plan: Try, and keep the last decisions.
+    private def record(qe: QueryExecution): Unit = Try(qe.optimizedPlan).foreach {
       case _: CommandResult | _: V2CreateTableAsSelectPlan =>
       case plan => Try(Decisions.of(plan)).foreach(decisions => last.put(session, decisions))
     }
