@@ -2,8 +2,9 @@
 # Set up (idempotent) and run the tests of every pair of the support matrix
 # (python/eqdelete/matrix.txt): on the primary pair (the newest Spark line with its newest
 # Iceberg release) the Scala unit tests (jvm/src/test, through sbt) and the full pytest suite,
-# then the smoke suite (tests/test_smoke.py) on every other pair, each in its Spark line's own
-# virtualenv; the oldest pair also runs the multi-process test.
+# then the smoke suite (tests/test_smoke.py and the query shapes, tests/test_query_shapes.py) on
+# every other pair, each in its Spark line's own virtualenv; the oldest pair also runs the
+# multi-process test.
 #
 #   ./scripts/test.sh                    every pair (what CI runs)
 #   ./scripts/test.sh --pair 3.5:1.11    one pair: the full suite for the primary, else the smoke suite
@@ -62,7 +63,7 @@ for entry in "${pairs[@]}"; do
       fi
     fi
   else
-    tests=(tests/test_smoke.py)
+    tests=(tests/test_smoke.py tests/test_query_shapes.py)
     [ "$line:$short" = "${oldest%.0}" ] && tests+=(tests/test_multiprocess.py)
     kind="smoke suite"
   fi

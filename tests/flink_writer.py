@@ -9,29 +9,36 @@ Run by the Flink virtualenv (``scripts/setup.sh`` makes it), never by the Spark 
     {"warehouse": "/abs/dir", "namespace": "db", "result": "/abs/result.json",
      "tables": [<table spec>, ...]}
 
-Each table spec has a ``scenario`` (all format v2 unless ``format_version`` says otherwise):
+Each table spec has a ``name``, a ``scenario`` and a ``format_version`` (2, or 3: Flink's sink then
+writes deletion vectors where v2 has position delete files), and is one of:
 
 ``upsert``
-    ``PRIMARY KEY (...) NOT ENFORCED`` and ``'write.upsert.enabled'='true'``; ``commits`` is a list of
-    batches of rows (lists in column order), each written by one bounded INSERT ... VALUES job, so
-    one commit each. Flink writes an equality delete for every row's key; a key written twice in one commit
-    also gets a position delete for its earlier row.
+    ``columns`` (``[name, SQL type]``), ``key`` (the ``PRIMARY KEY (...) NOT ENFORCED``),
+    ``partition_by`` (identity, on key columns) and ``'write.upsert.enabled'='true'``;
+    ``commits`` is a list of batches of rows (lists in column order), each written in order by
+    one bounded job, so one commit each. Flink writes an equality delete for every row's key; a
+    key written twice in one commit also gets a position delete for its earlier row.
 ``cdc``
     Not upsert: ``commits`` is a list of changelogs, each a list of ``[kind, row]`` with kind
     ``+I``, ``-U``, ``+U`` or ``-D``, fed through ``from_changelog_stream`` and written by one
-    streaming job (one commit at its end). Flink writes the *whole* ``-U``/``-D`` row into the
+    bounded job (one commit at its end). Flink writes the *whole* ``-U``/``-D`` row into the
     equality delete file, with ``equality_ids`` the key only (a position delete instead when
     the key was inserted in the same commit).
 ``streaming_upsert``
     A checkpointed streaming job (upsert, as above): ``datagen`` emits ``seq`` = 0 .. rows-1 at
-    ``rows_per_second``, a commit every checkpoint (``checkpoint_interval_ms``); each row is
-    ``(k = seq % keys, [p = k % partitions,] seq, v = 'v' || seq)``, so keys repeat and are
-    upserted. The rows are fixed by the spec, not by where the checkpoints fall.
+    ``rows_per_second``, a commit every checkpoint (``checkpoint_interval_ms``) and one when the
+    input ends; each row is ``(k = seq % keys, [p = k % partitions,] seq, v = 'v' || seq)``, so
+    keys repeat and are upserted. The rows are fixed by the spec, not by where the checkpoints
+    fall. Sized by ``streaming_upsert_spec`` (tests, and larger for a benchmark).
 
-The rows a table must hold are computed from its spec alone by :func:`expected_rows` (plain
-Python: this module imports pyflink only inside :func:`main`), and :func:`write` runs this file
-in the Flink virtualenv from any other process. The result (also the last line of stdout) names
-each table's snapshots, read from the Hadoop catalog's metadata files.
+``upsert_spec``, ``cdc_spec`` and ``streaming_upsert_spec`` make the specs the tests use. The rows
+a table must hold are computed from its spec alone by :func:`expected_rows` (plain Python: this
+module imports pyflink only when it writes), and :func:`write` runs this file in the Flink
+virtualenv from any other process. The result (also the last line of stdout) names each table's
+snapshots with their summaries, read from the Hadoop catalog's metadata files. Every job runs
+with parallelism 1, so the files written are the same on every run (streaming_upsert's commit
+boundaries aside). An error is one line on stderr (``flink_writer: ...``) and exit code 1
+(``--debug`` adds the traceback).
 
 The versions are pinned here, once: ``scripts/setup.sh`` reads them with ``--pins``.
 """
@@ -89,7 +96,7 @@ def jar_paths() -> list[Path]:
 
 def upsert_spec(name: str, *, partitioned: bool, format_version: int = 2) -> dict[str, Any]:
     """Three commits of upserts on (k, region): the second updates some keys several times
-    (position deletes beside the equality deletes), the third re-writes keys of both."""
+    (position deletes beside the equality deletes), the third re-writes keys of both earlier ones."""
     columns = [["k", "BIGINT"], ["region", "STRING"], ["v", "STRING"], ["amount", "DOUBLE"]]
     regions = ("eu", "us", "ap")
     base = [[k, regions[k % 3], f"v{k}.0", k * 1.5] for k in range(12)]
@@ -97,7 +104,8 @@ def upsert_spec(name: str, *, partitioned: bool, format_version: int = 2) -> dic
               + [[k, regions[k % 3], f"v{k}.2", -k * 1.0] for k in (1, 5)]      # same commit, same keys
               + [[5, "eu", "v5.eu", 0.5]]                                          # same k, other region: a new key
               + [[1, regions[1], "v1.3", 0.25]])                                   # a third write in one commit
-    third = [[k, regions[k % 3], f"v{k}.4", k * 0.75] for k in (2, 7, 20)] + [[11, regions[11 % 3], "v11.4", 11.0]]
+    # Keys of both data files the second commit deleted positions in (regions us and ap), and others.
+    third = [[k, regions[k % 3], f"v{k}.4", k * 0.75] for k in (1, 2, 7, 20)] + [[11, regions[11 % 3], "v11.4", 11.0]]
     return {"name": name, "scenario": "upsert", "format_version": format_version, "columns": columns,
             "key": ["k", "region"], "partition_by": ["region"] if partitioned else [],
             "commits": [base, second, third]}
@@ -179,7 +187,9 @@ def _typed(table: dict[str, Any], row: list) -> tuple:
         raise ValueError(f"{table['name']}: row {row} does not have the {len(columns)} columns {columns}")
     out = []
     for value, (name, sql_type) in zip(row, columns):
-        kind = TYPES[sql_type]
+        kind = TYPES.get(sql_type)
+        if kind is None:
+            raise ValueError(f"{table['name']}: column {name} has type {sql_type}: one of {', '.join(TYPES)}")
         if value is not None and kind is float:
             value = float(value)
         elif value is not None and not (isinstance(value, kind) and not (kind is int and isinstance(value, bool))):
@@ -276,18 +286,6 @@ def write(spec: dict[str, Any], workdir: Path, *, timeout: float = 900, debug: b
 # --- the writer itself (Flink virtualenv only) ---------------------------------------------------
 
 
-def _sql_literal(value: Any, sql_type: str) -> str:
-    if value is None:
-        return f"CAST(NULL AS {sql_type})"
-    if sql_type == "STRING":
-        return "'" + str(value).replace("'", "''") + "'"
-    if sql_type == "BOOLEAN":
-        return "TRUE" if value else "FALSE"
-    if sql_type == "DOUBLE":
-        return f"CAST({float(value)!r} AS DOUBLE)"
-    return f"CAST({int(value)} AS {sql_type})"
-
-
 def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -371,14 +369,17 @@ class _Flink:
         return f"{self.CATALOG}.{_quote(namespace)}.{_quote(table['name'])}"
 
     def upsert(self, target: str, table: dict[str, Any]) -> None:
-        types = [t for _, t in columns_of(table)]
         for commit in table["commits"]:
-            values = ", ".join("(" + ", ".join(_sql_literal(v, t) for v, t in zip(_typed(table, r), types)) + ")"
-                               for r in commit)
-            _, tenv = self.stream(None)  # a bounded job: one commit when its input ends
-            tenv.execute_sql(f"INSERT INTO {target} VALUES {values}").wait()
+            self._changelog(target, table, [["+I", row] for row in commit])
 
     def cdc(self, target: str, table: dict[str, Any]) -> None:
+        for commit in table["commits"]:
+            self._changelog(target, table, commit)
+
+    def _changelog(self, target: str, table: dict[str, Any], commit: list) -> None:
+        """One bounded job, so one commit: the rows in order from one collection source. (Not
+        INSERT ... VALUES: the planner makes a VALUES of expressions a UNION of one source per
+        row, whose rows reach the sink in any order.)"""
         from pyflink.common import Row, Types
         from pyflink.common.types import RowKind
 
@@ -387,15 +388,14 @@ class _Flink:
                        "DOUBLE": Types.DOUBLE(), "BOOLEAN": Types.BOOLEAN()}
         names = [c for c, _ in columns_of(table)]
         row_type = Types.ROW_NAMED(names, [flink_types[t] for _, t in columns_of(table)])
-        for commit in table["commits"]:
-            rows = []
-            for kind, raw in commit:
-                row = Row(*_typed(table, raw))
-                row.set_row_kind(kinds[kind])
-                rows.append(row)
-            env, tenv = self.stream(None)
-            changelog = tenv.from_changelog_stream(env.from_collection(rows, type_info=row_type))
-            changelog.execute_insert(target).wait()
+        rows = []
+        for kind, raw in commit:
+            row = Row(*_typed(table, raw))
+            row.set_row_kind(kinds[kind])
+            rows.append(row)
+        env, tenv = self.stream(None)
+        changelog = tenv.from_changelog_stream(env.from_collection(rows, type_info=row_type))
+        changelog.execute_insert(target).wait()
 
     def streaming_upsert(self, target: str, table: dict[str, Any]) -> None:
         _, tenv = self.stream(int(table["checkpoint_interval_ms"]))

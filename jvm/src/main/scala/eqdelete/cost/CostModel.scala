@@ -24,7 +24,8 @@ import org.apache.spark.sql.types.DataType
  *     broadcast while its estimate is under `join.broadcastMaxBytes` and the same heap share,
  *     and shuffled above it, which scales to delete sets of any size.
  * A filter the user set is bounded the same way: indexes that would not fit the driver become
- * the join, unless `filter.force` says otherwise.
+ * the join, unless `filter.force` says otherwise. A query calling input_file_name() gets no
+ * shuffled join (the function's value stays in the task that read the row): native instead.
  *
  * Where a single-column set keys on a column of a multi-column set, the multi-column set's rows
  * it covers ([[Covering]]) are dropped as they are read: always under the filter (its index of
@@ -42,7 +43,7 @@ object CostModel {
     lazy val overBudget = DriverMemory.filterOverBudget(indexes, settings)
     def join(reason: String) = joinPlan(deletes, readSchema, settings, reason)
 
-    settings.strategy match {
+    val chosen = settings.strategy match {
       case "native" => ScanRewritePlan.Native(s"$strategyKey=native")
       case "join" => join(s"$strategyKey=join")
       case "filter" if settings.filterForce => filter(deletes, indexes, s"$strategyKey=filter")
@@ -54,6 +55,15 @@ object CostModel {
       }
       case "auto" => auto(deletes, indexes, overBudget, settings, join)
       case other => throw new IllegalArgumentException(s"unknown strategy $other")
+    }
+    chosen match {
+      // A shuffle moves rows out of the task that read their file, and input_file_name() with them.
+      // Where Iceberg's reader is wrong, right rows matter more than the file name.
+      case join: ScanRewritePlan.Join if settings.rowsStayInReadTask && deletes.nativeIsWrong.isEmpty &&
+          join.joins.exists(_.distribution == JoinDistribution.Shuffled) =>
+        ScanRewritePlan.Native(s"${join.reason}; but the query calls input_file_name() or input_file_block_*(), " +
+          "which a shuffled join would lose")
+      case plan => plan
     }
   }
 

@@ -10,6 +10,8 @@ import org.apache.spark.sql.internal.SQLConf
  * @param strategy          the spark.eqdelete.strategy value: auto, filter, join or native
  * @param broadcastMaxBytes -1: never force a broadcast
  * @param parallelism       Spark's default parallelism (sizes the delete-reading tasks)
+ * @param rowsStayInReadTask the query calls input_file_name() or input_file_block_*(), whose
+ *                           value exists only in the task that read the row: no shuffled join
  */
 final case class CostSettings(
     strategy: String,
@@ -19,10 +21,11 @@ final case class CostSettings(
     maxHeapFraction: Double,
     filterForce: Boolean,
     driverHeapBytes: Long,
-    parallelism: Int)
+    parallelism: Int,
+    rowsStayInReadTask: Boolean = false)
 
 object CostSettings {
-  def from(conf: SQLConf, driverHeapBytes: Long, parallelism: Int): CostSettings = CostSettings(
+  def from(conf: SQLConf, driverHeapBytes: Long, parallelism: Int, rowsStayInReadTask: Boolean = false): CostSettings = CostSettings(
     strategy = EqDeleteConf.strategy(conf),
     minDataRows = EqDeleteConf.autoMinDataRows(conf),
     filterMaxDeleteRows = EqDeleteConf.autoFilterMaxDeleteRows(conf),
@@ -30,5 +33,6 @@ object CostSettings {
     maxHeapFraction = EqDeleteConf.filterMaxHeapFraction(conf),
     filterForce = EqDeleteConf.filterForce(conf),
     driverHeapBytes = driverHeapBytes,
-    parallelism = parallelism)
+    parallelism = parallelism,
+    rowsStayInReadTask = rowsStayInReadTask)
 }

@@ -14,7 +14,7 @@ import org.apache.iceberg.{Schema, Table}
 import org.apache.iceberg.spark.source.SparkTable
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
-import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeMap, AttributeSet, Expression, MetadataAttribute, NamedExpression, PredicateHelper}
+import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeMap, AttributeSet, Expression, InputFileBlockLength, InputFileBlockStart, InputFileName, MetadataAttribute, NamedExpression, PredicateHelper}
 import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan, Project, Union}
 import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.eqdelete.compat.EqDeleteConf
@@ -46,15 +46,19 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
   override def apply(plan: LogicalPlan): LogicalPlan = {
     if (!EqDeleteConf.enabled(conf) || EqDeleteConf.strategy(conf) == "native") return plan
     DecisionLog.register(session)
+    val rowsStayInReadTask = plan.exists(_.expressions.exists(_.exists {
+      case _: InputFileName | _: InputFileBlockStart | _: InputFileBlockLength => true
+      case _ => false
+    }))
     plan.transformDown {
       case Project(list, Filter(condition, UnvisitedIcebergRead(relation, sparkTable, table, snapshotId))) =>
-        rewrite(IcebergRead(Some(list), splitConjunctivePredicates(condition), relation, sparkTable, table, snapshotId))
+        rewrite(rowsStayInReadTask, IcebergRead(Some(list), splitConjunctivePredicates(condition), relation, sparkTable, table, snapshotId))
       case Project(list, UnvisitedIcebergRead(relation, sparkTable, table, snapshotId)) =>
-        rewrite(IcebergRead(Some(list), Nil, relation, sparkTable, table, snapshotId))
+        rewrite(rowsStayInReadTask, IcebergRead(Some(list), Nil, relation, sparkTable, table, snapshotId))
       case Filter(condition, UnvisitedIcebergRead(relation, sparkTable, table, snapshotId)) =>
-        rewrite(IcebergRead(None, splitConjunctivePredicates(condition), relation, sparkTable, table, snapshotId))
+        rewrite(rowsStayInReadTask, IcebergRead(None, splitConjunctivePredicates(condition), relation, sparkTable, table, snapshotId))
       case UnvisitedIcebergRead(relation, sparkTable, table, snapshotId) =>
-        rewrite(IcebergRead(None, Nil, relation, sparkTable, table, snapshotId))
+        rewrite(rowsStayInReadTask, IcebergRead(None, Nil, relation, sparkTable, table, snapshotId))
     }
   }
 
@@ -97,13 +101,13 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
   }
 
   /** The read rewritten, when eqdelete models all of it and its files carry equality deletes. */
-  private def rewrite(read: IcebergRead): LogicalPlan = {
+  private def rewrite(rowsStayInReadTask: Boolean, read: IcebergRead): LogicalPlan = {
     val unmodelledPart = try ReadAllowlist.unmodelled(read.used, read.relation.options, read.table, read.snapshotId) catch {
       case e: Throwable if !e.isInstanceOf[InterruptedException] && !e.isInstanceOf[ControlThrowable] =>
         logWarning(s"eqdelete: cannot check the read of ${read.table.name()}; reading it natively", e)
         Some(s"cannot check the read: $e")
     }
-    unmodelledPart.map(leaveUnmodelled(read, _)).getOrElse(planAndRewrite(read))
+    unmodelledPart.map(leaveUnmodelled(read, _)).getOrElse(planAndRewrite(read, rowsStayInReadTask))
   }
 
   /**
@@ -123,7 +127,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
   }
 
   /** The read planned, and rewritten as the cost model says. */
-  private def planAndRewrite(read: IcebergRead): LogicalPlan = {
+  private def planAndRewrite(read: IcebergRead, rowsStayInReadTask: Boolean): LogicalPlan = {
     val table = read.table
     val snapshotId = read.snapshotId
     def leaveNative(reason: String, plan: Option[DeletePlan] = None): LogicalPlan =
@@ -139,7 +143,8 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
             "no planned data file carries equality deletes", "read natively", None))
           read.above(read.relation, withPushed = true)
         case Some(deletePlan) =>
-          val settings = CostSettings.from(conf, DriverMemory.heapBytes, session.sparkContext.defaultParallelism)
+          val settings = CostSettings.from(conf, DriverMemory.heapBytes, session.sparkContext.defaultParallelism,
+            rowsStayInReadTask)
           CostModel.plan(deletePlan, readSchema, settings) match {
             case ScanRewritePlan.Native(reason) => leaveNative(reason, Some(deletePlan))
             case filter: ScanRewritePlan.Filter =>
