@@ -69,6 +69,17 @@ class CostModelSuite extends AnyFunSuite {
     }
   }
 
+  test("a query calling input_file_name() gets no shuffled join: native instead, broadcast and filter kept") {
+    val refs = Seq(deleteFile(10, 0))
+    val keep = settings("join", broadcast = -1).copy(rowsStayInReadTask = true)
+    val plan = CostModel.plan(deletePlan(refs), schema, keep)
+    assert(strategyOf(plan) == "native" && plan.reason.contains("input_file_name()"), plan.reason)
+    assert(strategyOf(CostModel.plan(deletePlan(refs), schema, settings("join").copy(rowsStayInReadTask = true))) == "join")
+    assert(strategyOf(CostModel.plan(deletePlan(refs), schema, settings("filter", broadcast = -1)
+      .copy(rowsStayInReadTask = true))) == "filter")
+    assert(strategyOf(CostModel.plan(deletePlan(refs), schema, settings("join", broadcast = -1))) == "join")
+  }
+
   test("each join part is broadcast or shuffled on its own size, and the reason says so") {
     // Keys are longs: 8 + 24 bytes a delete row. Scoped: 10 rows (320 bytes); global: 1 row (32).
     val refs = Seq(deleteFile(10, 0), deleteFile(1, DeletePlan.GlobalScope))

@@ -3,7 +3,7 @@ package eqdelete.rule
 import java.util.concurrent.atomic.AtomicInteger
 
 import eqdelete.filter.{BuildDeleteKeyIndex, EqualityDeleteMatch}
-import eqdelete.scan.{FileSelectingTable, ScanPlanning}
+import eqdelete.scan.{FileSelectingTable, NamedNativeTable, ScanPlanning}
 import eqdelete.testing.TestSpark
 import eqdelete.write.EqualityDeleteWriter
 
@@ -151,6 +151,32 @@ class RewriteEqualityDeleteScansSuite extends AnyFunSuite with BeforeAndAfterEac
     insert(Seq[(java.lang.Long, String)]((1L, "a")))
     withStrategy("filter") {
       assert(rewrittenScans(plan(spark.table(table))).isEmpty && antiJoins(plan(spark.table(table))).isEmpty)
+    }
+  }
+
+  test("reads it does not model keep Iceberg's own table and options, named with the reason") {
+    insert((1L to 10L).map(k => (java.lang.Long.valueOf(k), s"v$k")))
+    val first = spark.sql(s"SELECT snapshot_id FROM $table.snapshots").head().getLong(0)
+    deleteKeys(Seq(2L))
+    insert(Seq[(java.lang.Long, String)]((20L, "new")))
+    def namedNative(df: DataFrame): Seq[NamedNativeTable] = plan(df).collect {
+      case s: DataSourceV2ScanRelation => s.relation.table
+    }.collect { case n: NamedNativeTable => n }
+    withStrategy("join") {
+      val deleted = spark.sql(s"SELECT k, _deleted FROM $table")
+      val Seq(named) = namedNative(deleted)
+      assert(named.decision.reason.startsWith("reads the _deleted metadata column") && antiJoins(plan(deleted)).isEmpty)
+      assert(named.iceberg.getClass == classOf[SparkTable] && named.name().contains("[eqdelete native: reads the _deleted"))
+      assert(rows(deleted).map(r => (r.getLong(0), r.getBoolean(1))) == (1L to 10L).map(k => (k, k == 2L)).toSet + ((20L, false)))
+
+      val incremental = spark.read.format("iceberg").option("start-snapshot-id", first.toString).load(table)
+      assert(namedNative(incremental).map(_.decision.reason) == Seq(
+        "incremental read (start-snapshot-id): Iceberg applies no deletes to the rows it appends"))
+      assert(rows(incremental).map(_.getLong(0)) == Set(20L))
+
+      // _file and _pos are modelled: rewritten, though Spark adds every metadata column to the relation.
+      val files = spark.sql(s"SELECT k, _file, _pos FROM $table")
+      assert(namedNative(files).isEmpty && antiJoins(plan(files)).size == 1)
     }
   }
 }
