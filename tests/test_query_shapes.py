@@ -465,6 +465,27 @@ def test_branches_and_tags(spark: SparkSession, tables: Tables) -> None:
     check(spark, lambda: spark.read.format("iceberg").load(ev.table), expected=ev.live)
 
 
+def test_write_audit_publish_branch(spark: SparkSession, table_name: str) -> None:
+    # With spark.wap.branch set and the table's write.wap.enabled, Iceberg reads that branch:
+    # the plain table name no longer means the current snapshot, so eqdelete leaves it to Iceberg.
+    spark.sql(f"CREATE TABLE {table_name} (k BIGINT, v STRING) USING iceberg TBLPROPERTIES ({MOR.format(v=2)})")
+    _insert(spark, table_name, [(k, f"a{k}") for k in range(10)])
+    spark.sql(f"ALTER TABLE {table_name} CREATE BRANCH audit")
+    spark.sql(f"INSERT INTO {table_name}.branch_audit VALUES (20, 'audit')")
+    write_equality_deletes(spark, table_name, ["k"], [(1,), (2,)])  # on main only
+    spark.sql(f"ALTER TABLE {table_name} SET TBLPROPERTIES ('write.wap.enabled'='true')")
+    audit = [(k, f"a{k}") for k in range(10)] + [(20, "audit")]
+    check(spark, lambda: spark.sql(f"SELECT * FROM {table_name}.branch_audit"), expected=audit, rewritten=None)
+    spark.conf.set("spark.wap.branch", "audit")
+    try:
+        with eqdelete.use_strategy(spark, "native"):
+            expected = outcome(lambda: spark.table(table_name))[1]
+        assert expected in (sorted_rows(audit), sorted_rows([(k, f"a{k}") for k in range(10) if k not in (1, 2)]))
+        check(spark, lambda: spark.table(table_name), expected=expected, rewritten=None)
+    finally:
+        spark.conf.unset("spark.wap.branch")
+
+
 # Metadata columns: rewritten, and equal to Iceberg's own.
 
 @pytest.mark.parametrize(

@@ -19,6 +19,9 @@ object ReadAllowlist {
   val MetadataColumns: Set[String] =
     Set("_file", "_pos", "_spec_id", "_partition", "_row_id", "_last_updated_sequence_number")
 
+  /** Iceberg's session setting for the write-audit-publish branch (SparkSQLProperties.WAP_BRANCH). */
+  val WapBranchKey = "spark.wap.branch"
+
   /** Options that tune how Iceberg splits, reads or reports a scan; the rows stay the same. */
   private val Tuning = Set("split-size", "lookback", "file-open-cost", "vectorization-enabled", "batch-size",
     "locality", "aggregate-push-down-enabled", "derive-stats-from-manifest-enabled")
@@ -36,8 +39,21 @@ object ReadAllowlist {
    * Why eqdelete does not rewrite a read of `table` at `snapshotId` that uses the relation's
    * columns `used` with `options`, or None when it models every part of it.
    */
-  def unmodelled(used: Seq[Attribute], options: CaseInsensitiveStringMap, table: Table, snapshotId: Long): Option[String] =
-    metadataColumn(used).orElse(option(options.asCaseSensitiveMap().asScala.toMap, table, snapshotId))
+  def unmodelled(used: Seq[Attribute], options: CaseInsensitiveStringMap, table: Table, snapshotId: Long,
+      wapBranch: Option[String]): Option[String] =
+    metadataColumn(used)
+      .orElse(option(options.asCaseSensitiveMap().asScala.toMap, table, snapshotId))
+      .orElse(writeAuditPublish(wapBranch, table, snapshotId))
+
+  /**
+   * Iceberg 1.11 and 1.12 read the session's write-audit-publish branch (spark.wap.branch) when
+   * the table has it, which the snapshot Spark loaded may not say (Spark 3.5 and 4.0 modules).
+   */
+  private def writeAuditPublish(wapBranch: Option[String], table: Table, snapshotId: Long): Option[String] =
+    wapBranch.filter(_.nonEmpty).flatMap(b => Option(table.refs().get(b)).map(b -> _.snapshotId()))
+      .collect { case (branch, head) if head != snapshotId =>
+        s"the session sets spark.wap.branch=$branch, which Iceberg may read instead of snapshot $snapshotId"
+      }
 
   private def metadataColumn(used: Seq[Attribute]): Option[String] =
     used.filter(a => MetadataAttribute.isValid(a.metadata)).map(_.name).find(!MetadataColumns.contains(_)).map {

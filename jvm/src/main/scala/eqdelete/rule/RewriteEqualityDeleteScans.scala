@@ -102,7 +102,8 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
 
   /** The read rewritten, when eqdelete models all of it and its files carry equality deletes. */
   private def rewrite(rowsStayInReadTask: Boolean, read: IcebergRead): LogicalPlan = {
-    val unmodelledPart = try ReadAllowlist.unmodelled(read.used, read.relation.options, read.table, read.snapshotId) catch {
+    val unmodelledPart = try ReadAllowlist.unmodelled(read.used, read.relation.options, read.table, read.snapshotId,
+      Option(conf.getConfString(ReadAllowlist.WapBranchKey, null))) catch {
       case e: Throwable if !e.isInstanceOf[InterruptedException] && !e.isInstanceOf[ControlThrowable] =>
         logWarning(s"eqdelete: cannot check the read of ${read.table.name()}; reading it natively", e)
         Some(s"cannot check the read: $e")
