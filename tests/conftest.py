@@ -35,6 +35,8 @@ def spark(warehouse: Path) -> SparkSession:
             "spark.default.parallelism": "2",
             "spark.driver.memory": os.environ.get("EQDELETE_TEST_DRIVER_MEMORY", "4g"),
             "spark.sql.session.timeZone": "UTC",
+            # Spark's built-in catalog (behind spark_catalog) keeps its databases here, not in ./spark-warehouse.
+            "spark.sql.warehouse.dir": (warehouse / "spark-warehouse").as_uri(),
         },
         iceberg_version=ICEBERG_VERSION,
     )

@@ -49,7 +49,9 @@ import json
 import math
 import os
 import subprocess
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -267,19 +269,26 @@ def write(spec: dict[str, Any], workdir: Path, *, timeout: float = 900, debug: b
     spec = {**spec, "result": str(workdir / "flink-result.json")}
     spec_path = workdir / "flink-spec.json"
     spec_path.write_text(json.dumps(spec, indent=1))
-    # The Flink virtualenv's own Python, without the calling (Spark) process's Python and Spark settings.
+    # The Flink virtualenv's own Python, without the calling (Spark) process's Python and Spark
+    # settings; Flink's log (the jobs' exceptions in full) beside the spec.
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYSPARK_", "SPARK_", "PYTHON", "VIRTUAL_ENV", "HADOOP_"))}
+    env["FLINK_LOG_DIR"] = str(workdir / "flink-log")
     args = [str(PYTHON), str(Path(__file__).resolve()), str(spec_path)] + (["--debug"] if debug else [])
+    # A session of its own, so a timeout ends the gateway JVM too, not only this Python.
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                               cwd=workdir, start_new_session=True)
     try:
-        done = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                              timeout=timeout, cwd=workdir)
+        _, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired as e:
-        raise FlinkWriterError(f"Flink writer did not finish in {timeout:.0f} s: {spec_path}") from e
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines() or [f"exit code {done.returncode}, no message"]
+        os.killpg(process.pid, 9)
+        process.communicate()
+        raise FlinkWriterError(f"Flink writer did not finish in {timeout:.0f} s: {spec_path}, "
+                               f"Flink's log in {env['FLINK_LOG_DIR']}") from e
+    if process.returncode != 0:
+        lines = stderr.strip().splitlines() or [f"exit code {process.returncode}, no message"]
         detail = "\n".join(lines[-60:]) if debug else lines[-1]
-        raise FlinkWriterError(f"Flink writer failed ({spec_path}):\n{detail}")
+        raise FlinkWriterError(f"Flink writer failed ({spec_path}, Flink's log in {env['FLINK_LOG_DIR']}):\n{detail}")
     return json.loads(Path(spec["result"]).read_text())
 
 
@@ -332,6 +341,7 @@ class _Flink:
         except ImportError as e:
             raise FlinkWriterError(f"pyflink is not importable by {sys.executable} ({e}): run scripts/setup.sh") from e
         self.warehouse = warehouse
+        self.checkpoints = Path(tempfile.mkdtemp(prefix="flink-checkpoints-")).resolve()
         self._stream_classes = (StreamExecutionEnvironment, StreamTableEnvironment, Configuration)
         try:
             _, self.ddl = self.stream(None)
@@ -352,6 +362,12 @@ class _Flink:
         stream_env_class, stream_table_env_class, configuration = self._stream_classes
         conf = configuration()
         conf.set_string("parallelism.default", "1")
+        # A failed job fails the writer (with checkpointing, Flink would restart it for ever).
+        conf.set_string("restart-strategy.type", "none")
+        if checkpoint_interval_ms:
+            # Checkpoints on disk, not in the job manager's memory (5 MB at most per state).
+            conf.set_string("execution.checkpointing.storage", "filesystem")
+            conf.set_string("execution.checkpointing.dir", self.checkpoints.as_uri())
         env = stream_env_class.get_execution_environment(conf)
         env.set_parallelism(1)
         if checkpoint_interval_ms:
@@ -398,16 +414,26 @@ class _Flink:
         changelog.execute_insert(target).wait()
 
     def streaming_upsert(self, target: str, table: dict[str, Any]) -> None:
+        """datagen's sequence generator keeps the numbers it has still to emit in its state (8
+        bytes each, in every checkpoint), so it counts batches of ``fanout`` and an UNNEST of
+        0 .. fanout-1 expands each, in order: seq = batch * fanout + j."""
         _, tenv = self.stream(int(table["checkpoint_interval_ms"]))
-        rows = int(table["rows"])
+        rows, keys, per_second = int(table["rows"]), int(table["keys"]), int(table["rows_per_second"])
+        fanout = max(1, min(1000, per_second // 20))  # 20 batches a second at least
+        batches = math.ceil(rows / fanout)
         tenv.execute_sql(
-            "CREATE TEMPORARY TABLE seq_source (seq BIGINT) WITH ('connector'='datagen', "
-            f"'rows-per-second'='{int(table['rows_per_second'])}', 'fields.seq.kind'='sequence', "
-            f"'fields.seq.start'='0', 'fields.seq.end'='{rows - 1}')")
-        keys = int(table["keys"])
+            "CREATE TEMPORARY TABLE batches (b BIGINT) WITH ('connector'='datagen', "
+            f"'rows-per-second'='{math.ceil(per_second / fanout)}', 'fields.b.kind'='sequence', "
+            f"'fields.b.start'='0', 'fields.b.end'='{batches - 1}')")
+        offsets = ", ".join(str(j) for j in range(fanout))
+        tenv.execute_sql(f"CREATE TEMPORARY VIEW seqs AS SELECT b * {fanout} + j AS seq FROM batches "
+                         f"CROSS JOIN UNNEST(ARRAY[{offsets}]) AS t(j)")
         p = f", CAST(MOD(MOD(seq, {keys}), {int(table['partitions'])}) AS INT)" if table.get("partitions") else ""
         tenv.execute_sql(f"INSERT INTO {target} SELECT MOD(seq, {keys}){p}, seq, CONCAT('v', CAST(seq AS STRING)) "
-                         "FROM seq_source").wait()
+                         f"FROM seqs WHERE seq < {rows}").wait()
+
+    def close(self) -> None:
+        shutil.rmtree(self.checkpoints, ignore_errors=True)
 
 
 def _one_line(error: BaseException) -> str:
@@ -433,13 +459,16 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
     flink = _Flink(warehouse)
     result: dict[str, Any] = {"warehouse": str(warehouse), "namespace": namespace, "tables": {},
                               "flink_start_seconds": round(time.monotonic() - started, 1)}
-    for table in tables:
-        began = time.monotonic()
-        target = flink.create(namespace, table)
-        getattr(flink, table["scenario"])(target, table)
-        result["tables"][table["name"]] = {**_snapshots(warehouse, namespace, table["name"]),
-                                           "scenario": table["scenario"],
-                                           "seconds": round(time.monotonic() - began, 1)}
+    try:
+        for table in tables:
+            began = time.monotonic()
+            target = flink.create(namespace, table)
+            getattr(flink, table["scenario"])(target, table)
+            result["tables"][table["name"]] = {**_snapshots(warehouse, namespace, table["name"]),
+                                               "scenario": table["scenario"],
+                                               "seconds": round(time.monotonic() - began, 1)}
+    finally:
+        flink.close()
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
 

@@ -296,6 +296,8 @@ def test_generate_checks_the_catalog_before_creating_anything(spark: SparkSessio
     with pytest.raises(ValueError, match="catalog 'spark_catalog' is not configured"):
         generate(spark, spec)
     assert not (tmp_path / "spark-warehouse").exists() and not Path("spark-warehouse").exists()
+    session_warehouse = Path(spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:"))
+    assert not (session_warehouse / "db.db").exists()
 
 
 def test_explain_names_every_declined_scan(spark: SparkSession, table_name: str) -> None:

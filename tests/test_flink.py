@@ -18,7 +18,6 @@ from typing import Any
 import flink_writer as fw
 import pytest
 from fixtures import sorted_rows
-from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 import eqdelete
@@ -35,14 +34,6 @@ TABLES = {t["name"]: t for t in (
     fw.streaming_upsert_spec("streaming_part_v3", rows=2000, keys=300, checkpoints=2, partitions=3, format_version=3),
 )}
 CDC = [name for name, t in TABLES.items() if t["scenario"] == "cdc"]
-#: Flink's v3 sink writes the deletion vectors of one checkpoint into one Puffin file; when the
-#: resolve merges two or more of them, it removes only one (ResolveEqualityDeletes.replaced keeps
-#: one DeleteFile per location), so the table is left with two DVs for a data file and Iceberg's
-#: planning fails: "Can't index multiple DVs for <data file>".
-SHARED_PUFFIN = pytest.mark.xfail(strict=True, raises=Py4JJavaError, reason=(
-    "resolve removes one deletion vector per Puffin file: two DVs remain for a data file"))
-RESOLVE = [pytest.param(name, marks=SHARED_PUFFIN) if name in ("upsert_part_v3", "streaming_part_v3") else name
-           for name in TABLES]
 #: Tables test_resolve already resolved: the read tests need their equality deletes.
 RESOLVED: set[str] = set()
 
@@ -87,7 +78,8 @@ def delete_files(spark: SparkSession, name: str, content: int) -> list:
 
 
 def field_ids(spark: SparkSession, name: str) -> dict[str, int]:
-    jtable = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, qualified(name))  # noqa: SLF001
+    jvm, session = spark._jvm, spark._jsparkSession  # noqa: SLF001
+    jtable = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(session, qualified(name))
     return {f.name(): f.fieldId() for f in jtable.schema().columns()}
 
 
@@ -193,7 +185,7 @@ def test_rows_under_every_strategy(spark: SparkSession, flink: Written, name: st
             assert decisions[0].strategy == strategy, decisions
 
 
-@pytest.mark.parametrize("name", RESOLVE)
+@pytest.mark.parametrize("name", TABLES)
 def test_resolve(spark: SparkSession, flink: Written, name: str) -> None:
     spec = TABLES[name]
     written = flink.table(name)
@@ -206,6 +198,8 @@ def test_resolve(spark: SparkSession, flink: Written, name: str) -> None:
     totals = written["snapshots"][-1]["summary"]
     assert result.rows_resolved == int(totals["total-records"]) - int(totals["total-position-deletes"]) - len(expected)
     assert delete_files(spark, name, 2) == []
+    # Flink's v3 sink puts a checkpoint's deletion vectors into one Puffin file: each DV merged
+    # must be replaced, not one per file (Iceberg then refuses "multiple DVs" for a data file).
     with eqdelete.use_strategy(spark, "native"):
         assert sorted_rows(spark.table(table).collect()) == expected
     for strategy in ("filter", "join"):

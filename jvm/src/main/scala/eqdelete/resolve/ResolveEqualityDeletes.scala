@@ -126,9 +126,13 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
       replaced(written).size, dryRun, (System.nanoTime() - started) / 1e9)
   }
 
-  /** The delete files the written deletion vectors replace, once each. */
+  /**
+   * The delete files the written deletion vectors replace, once each. A deletion vector is a blob
+   * of a Puffin file, and one Puffin file may hold many (Flink writes one per checkpoint): a DV is
+   * its file's location and its blob's offset, not the location alone.
+   */
   private def replaced(written: Seq[WrittenDeletes]): Seq[DeleteFile] =
-    written.flatMap(_.replaced).groupBy(_.location()).values.map(_.head).toSeq
+    written.flatMap(_.replaced).groupBy(f => (f.location(), Option(f.contentOffset()).map(_.longValue()))).values.map(_.head).toSeq
 
   /**
    * On a Spark and Iceberg pair this jar was not built for, the rewrite stands aside; a resolve,
