@@ -1,9 +1,9 @@
 """Tables written by the real producer, Flink's Iceberg sink, read by Spark with eqdelete.
 
-tests/flink_writer.py writes them once per module, in the Flink virtualenv that scripts/setup.sh
+eqdelete/flink.py (python/eqdelete/flink.py) writes them once per module, in the Flink virtualenv that scripts/setup.sh
 makes (a subprocess: PyFlink and pyspark live in different virtualenvs), into a Hadoop catalog
 warehouse; this session reads it through a Hadoop-type Iceberg catalog ``flink`` registered at
-runtime. The rows each table must hold come from its spec (``flink_writer.expected_rows``), never
+runtime. The rows each table must hold come from its spec (``eqdelete.flink.expected_rows``), never
 from Iceberg's reader. Without the Flink virtualenv these tests fail, naming scripts/setup.sh.
 """
 
@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import flink_writer as fw
 import pytest
 from fixtures import sorted_rows
 from pyspark.sql import SparkSession
 
 import eqdelete
+from eqdelete import flink as fw
 
 CATALOG = "flink"
 NAMESPACE = "db"
@@ -114,7 +114,7 @@ def test_the_writer_refuses_a_bad_spec_in_one_line(tmp_path: Path) -> None:
     done = subprocess.run([str(fw.PYTHON), fw.__file__, str(tmp_path / "spec.json")], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 1
-    assert done.stderr.strip().splitlines() == ["flink_writer: bad commit 1: -D of (99,), which is not live"]
+    assert done.stderr.strip().splitlines() == ["eqdelete.flink: bad commit 1: -D of (99,), which is not live"]
 
 
 def test_a_missing_flink_virtualenv_fails_naming_the_set_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

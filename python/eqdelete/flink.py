@@ -2,7 +2,7 @@
 
 Run by the Flink virtualenv (``scripts/setup.sh`` makes it), never by the Spark one::
 
-    build/venvs/flink/bin/python tests/flink_writer.py spec.json [--debug]
+    build/venvs/flink/bin/python python/eqdelete/flink.py spec.json [--debug]
 
 ``spec.json`` names a Hadoop catalog warehouse and the tables to write into it::
 
@@ -37,7 +37,7 @@ module imports pyflink only when it writes), and :func:`write` runs this file in
 virtualenv from any other process. The result (also the last line of stdout) names each table's
 snapshots with their summaries, read from the Hadoop catalog's metadata files. Every job runs
 with parallelism 1, so the files written are the same on every run (streaming_upsert's commit
-boundaries aside). An error is one line on stderr (``flink_writer: ...``) and exit code 1
+boundaries aside). An error is one line on stderr (``eqdelete.flink: ...``) and exit code 1
 (``--debug`` adds the traceback).
 
 The versions are pinned here, once: ``scripts/setup.sh`` reads them with ``--pins``.
@@ -69,7 +69,8 @@ FLINK_JARS = (
     "org.apache.hadoop:hadoop-client-runtime:3.4.2",
 )
 
-REPO = Path(__file__).resolve().parents[1]
+#: The checkout whose scripts/setup.sh made the Flink virtualenv (this file is python/eqdelete/flink.py).
+REPO = Path(__file__).resolve().parents[2]
 VENV = REPO / "build" / "venvs" / "flink"
 PYTHON = VENV / "bin" / "python"
 JAR_DIR = REPO / "build" / "deps" / "flink"
@@ -207,7 +208,7 @@ def expected_rows(table: dict[str, Any]) -> list[tuple]:
     one Flink's sink turns into exactly these rows (a ``-U``/``-D`` only for a live key, a ``+I``
     only for an absent one, each ``+U`` right after its key's ``-U``); the non-key columns of a
     delete's before-image are not compared, as Iceberg's equality delete compares the key only.
-    Sorted as tests/fixtures.py's ``sorted_rows`` sorts (NULLs first).
+    Sorted as the tests' ``sorted_rows`` sorts (NULLs first).
     """
     scenario = table["scenario"]
     if scenario not in SCENARIOS:
@@ -482,7 +483,7 @@ def main(argv: list[str]) -> int:
     debug = "--debug" in argv
     paths = [a for a in argv if a != "--debug"]
     if len(paths) != 1:
-        print("usage: flink_writer.py SPEC.json [--debug] | --pins", file=sys.stderr)
+        print("usage: flink.py SPEC.json [--debug] | --pins", file=sys.stderr)
         return 2
     try:
         spec = json.loads(Path(paths[0]).read_text())
@@ -491,7 +492,7 @@ def main(argv: list[str]) -> int:
         if debug:
             traceback.print_exc()
         message = str(e) if isinstance(e, (FlinkWriterError, ValueError, OSError)) else _one_line(e)
-        print(f"flink_writer: {message}", file=sys.stderr)
+        print(f"eqdelete.flink: {message}", file=sys.stderr)
         return 1
     text = json.dumps(result)
     if spec.get("result"):
