@@ -59,6 +59,12 @@ class History:
     def written(self) -> list[tuple]:
         return [r for rows in self.appended.values() for r in rows]
 
+    def append(self, spark: SparkSession, rows: list[tuple]) -> None:
+        """A plain append commit of ``rows``."""
+        _insert(spark, self.table, rows)
+        self.live += rows
+        self.record(spark, rows)
+
     def record(self, spark: SparkSession, added: list[tuple]) -> int:
         snapshot = current_snapshot(spark, self.table)
         self.snapshots.append(snapshot)
@@ -75,6 +81,16 @@ def _insert(spark: SparkSession, table: str, rows: list[tuple]) -> None:
     spark.createDataFrame(rows, spark.table(table).schema).coalesce(1).writeTo(table).append()
 
 
+def _new_table(spark: SparkSession, table: str, columns: str, base: list[tuple], version: int = 2,
+               partitioned_by: str = "") -> History:
+    """A merge-on-read table of ``columns`` (SQL), its first commit appending ``base``."""
+    part = f"PARTITIONED BY ({partitioned_by}) " if partitioned_by else ""
+    spark.sql(f"CREATE TABLE {table} ({columns}) USING iceberg {part}TBLPROPERTIES ({MOR.format(v=version)})")
+    h = History(table, tuple(c.split()[0] for c in columns.split(", ")))
+    h.append(spark, base)
+    return h
+
+
 def _upsert(spark: SparkSession, h: History, keys: set, make: Callable[[tuple], tuple], key_of: Callable[[tuple], tuple],
             scope: Callable[[tuple], tuple], key_columns: list[str], columns: list[str]) -> None:
     """Equality deletes of ``keys`` and, in the same commit, a new version of each (an upsert)."""
@@ -86,23 +102,15 @@ def _upsert(spark: SparkSession, h: History, keys: set, make: Callable[[tuple], 
 
 
 def _build_ev(spark: SparkSession, table: str) -> History:
-    spark.sql(f"CREATE TABLE {table} (k BIGINT, region STRING, v STRING, n INT) USING iceberg "
-              f"PARTITIONED BY (region) TBLPROPERTIES ({MOR.format(v=2)})")
-    h = History(table, ("k", "region", "v", "n"))
-    base = [(k, REGIONS[k % 3], f"b{k}", k) for k in range(60)]
-    _insert(spark, table, base)
-    h.live = list(base)
-    h.record(spark, base)
+    h = _new_table(spark, table, "k BIGINT, region STRING, v STRING, n INT",
+                   [(k, REGIONS[k % 3], f"b{k}", k) for k in range(60)], partitioned_by="region")
     scoped = dict(key_of=lambda r: r[0], scope=lambda r: (r[0], r[1]), key_columns=["k"], columns=["k", "region"])
     _upsert(spark, h, {1, 4, 7, 10, 20}, lambda r: (r[0], r[1], f"u{r[0]}", r[3] + 100), **scoped)
     gone = [r for r in h.live if r[0] in (2, 5, 30)]
     write_equality_deletes(spark, table, ["k"], [(r[0], r[1]) for r in gone] + [(2, "us")], columns=["k", "region"])
     h.live = [r for r in h.live if r not in gone]
     h.record(spark, [])
-    again = [(2, REGIONS[2], "r2", 2), (70, "eu", "n70", 70), (71, "us", "n71", 71)]
-    _insert(spark, table, again)
-    h.live += again
-    h.record(spark, again)
+    h.append(spark, [(2, REGIONS[2], "r2", 2), (70, "eu", "n70", 70), (71, "us", "n71", 71)])
     _upsert(spark, h, {4, 70}, lambda r: (r[0], r[1], f"w{r[0]}", r[3] + 1000), **scoped)
     spark.sql(f"DELETE FROM {table} WHERE k = 3")  # merge-on-read: a position delete
     h.live = [r for r in h.live if r[0] != 3]
@@ -111,12 +119,7 @@ def _build_ev(spark: SparkSession, table: str) -> History:
 
 
 def _build_dim(spark: SparkSession, table: str) -> History:
-    spark.sql(f"CREATE TABLE {table} (k BIGINT, name STRING) USING iceberg TBLPROPERTIES ({MOR.format(v=2)})")
-    h = History(table, ("k", "name"))
-    base = [(k, f"name{k % 7}") for k in range(30)]
-    _insert(spark, table, base)
-    h.live = list(base)
-    h.record(spark, base)
+    h = _new_table(spark, table, "k BIGINT, name STRING", [(k, f"name{k % 7}") for k in range(30)])
     write_equality_deletes(spark, table, ["k"], [(0,), (4,), (9,), (20,), (99,)])
     h.live = [r for r in h.live if r[0] not in (0, 4, 9, 20)]
     h.record(spark, [])
@@ -124,32 +127,16 @@ def _build_dim(spark: SparkSession, table: str) -> History:
 
 
 def _build_pairs(spark: SparkSession, table: str) -> History:
-    spark.sql(f"CREATE TABLE {table} (a INT, b STRING, v INT) USING iceberg TBLPROPERTIES ({MOR.format(v=2)})")
-    h = History(table, ("a", "b", "v"))
-    base = [(a, b, a * 10) for a in range(8) for b in ("x", "y")]
-    _insert(spark, table, base)
-    h.live = list(base)
-    h.record(spark, base)
-    more = [(a, "z", a) for a in range(4)]
-    _insert(spark, table, more)
-    h.live += more
-    h.record(spark, more)
+    h = _new_table(spark, table, "a INT, b STRING, v INT", [(a, b, a * 10) for a in range(8) for b in ("x", "y")])
+    h.append(spark, [(a, "z", a) for a in range(4)])
     pair = dict(key_of=lambda r: (r[0], r[1]), scope=lambda r: (r[0], r[1]), key_columns=["a", "b"], columns=["a", "b"])
     _upsert(spark, h, {(1, "x"), (2, "y"), (3, "z")}, lambda r: (r[0], r[1], r[2] + 1000), **pair)
-    late = [(9, "x", 9)]
-    _insert(spark, table, late)
-    h.live += late
-    h.record(spark, late)
+    h.append(spark, [(9, "x", 9)])
     return h
 
 
 def _build_v3(spark: SparkSession, table: str) -> History:
-    spark.sql(f"CREATE TABLE {table} (k BIGINT, v STRING) USING iceberg TBLPROPERTIES ({MOR.format(v=3)})")
-    h = History(table, ("k", "v"))
-    base = [(k, f"a{k}") for k in range(20)]
-    _insert(spark, table, base)
-    h.live = list(base)
-    h.record(spark, base)
+    h = _new_table(spark, table, "k BIGINT, v STRING", [(k, f"a{k}") for k in range(20)], version=3)
     _upsert(spark, h, {3, 6, 9}, lambda r: (r[0], f"u{r[0]}"), key_of=lambda r: r[0], scope=lambda r: (r[0],),
             key_columns=["k"], columns=["k"])
     spark.sql(f"DELETE FROM {table} WHERE k = 12")  # a deletion vector
