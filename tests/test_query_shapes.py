@@ -4,8 +4,9 @@ Every shape runs natively and under each setting of ``SETTINGS`` (filter, broadc
 shuffled join, auto); its rows must equal native's and, where the test can compute them
 without Iceberg, the rows the same query gives on plain in-memory copies of what the tables
 hold (``expected`` views built from the history the test wrote). Reads eqdelete does not model
-(``_deleted``, incremental reads, unknown options, changelog and streaming reads) must stay
-Iceberg's own, with the reason in the decision and in EXPLAIN.
+(``_deleted``, incremental reads, unknown options, a session's write-audit-publish branch) must
+stay Iceberg's own, with the reason in the decision and in EXPLAIN; changelog and streaming
+reads never reach the rule, and must read as natively.
 
 The tables, written once for the module:
 - ``ev``: ``k, region, v, n``, partitioned by region, partition-scoped equality deletes on k:
@@ -441,6 +442,20 @@ def test_time_travel(spark: SparkSession, tables: Tables) -> None:
         check(spark, lambda: _options_read(spark, ev.table, options), expected=ev.live_at[s], may_refuse=True)
 
 
+def test_snapshot_options_on_a_table_loaded_at_another_snapshot(spark: SparkSession, tables: Tables) -> None:
+    # DataFrameReader.table() loads the current snapshot and hands Iceberg's own options to its
+    # scan, which reads the snapshot they choose: the read is left to Iceberg (or refused alike,
+    # by an Iceberg that no longer takes them).
+    ev = tables.ev
+    s = ev.snapshots[1]
+    committed = spark.sql(f"SELECT committed_at FROM {ev.table}.snapshots WHERE snapshot_id = {s}").first()[0]
+    millis = int(committed.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+    for key, value, rows in (("snapshot-id", s, ev.live_at[s]), ("as-of-timestamp", millis, ev.live_at[s]),
+                             ("branch", "audit", tables.branch_rows), ("tag", "reinsert", ev.live_at[tables.tag_snapshot])):
+        check(spark, lambda: spark.read.option(key, str(value)).table(ev.table), expected=rows, may_refuse=True,
+              rewritten=None)
+
+
 def _options_read(spark: SparkSession, table: str, options: dict) -> DataFrame:
     reader = spark.read.format("iceberg")
     for key, value in options.items():
@@ -548,6 +563,7 @@ def test_python_udf_and_input_file_name(spark: SparkSession, tables: Tables) -> 
     # The file a row came from, as Iceberg's reader reports it, under every strategy: a shuffled
     # join would move rows away from the task that read them, so there it stays native.
     decisions = check(spark, lambda: spark.table(ev.table).select("k", input_file_name().alias("f")), rewritten=None)
+    assert set(decisions) == set(SETTINGS) and all(decisions.values()), decisions
     for name, records in decisions.items():
         if name == "join_shuffled":
             assert all(not d.rewritten and "input_file_name()" in d.reason for d in records), records
@@ -631,12 +647,25 @@ def test_statement_sources(spark: SparkSession, tables: Tables, statement: str, 
         assert written["native"] == sorted_rows(tables.ev.live)
 
 
+def test_spark_table_as_select_source(spark: SparkSession, tables: Tables) -> None:
+    # A CTAS into Spark's built-in catalog (a v1 command that runs its query as an execution of its own).
+    ev = tables.ev
+    for name, settings in SETTINGS.items():
+        target = f"default.shapes_parquet_{name}_{int(time.time() * 1000)}"
+        with eqdelete.use_conf(spark, settings):
+            spark.sql(f"CREATE TABLE {target} USING parquet AS SELECT * FROM {ev.table}")
+            used = eqdelete.last_decisions(spark)
+        assert [d.table for d in used] == [ev.table] and used[0].rewritten, (name, used)
+        assert sorted_rows(spark.table(target).collect()) == sorted_rows(ev.live), name
+
+
 def test_dataframe_writer_source(spark: SparkSession, tables: Tables) -> None:
     ev = tables.ev
     for name, settings in SETTINGS.items():
         target = f"{ev.table}_written_{name}"
         with eqdelete.use_conf(spark, settings):
             spark.table(ev.table).writeTo(target).using("iceberg").create()
-            assert all(d.rewritten for d in eqdelete.last_decisions(spark)), name
+            used = eqdelete.last_decisions(spark)
+            assert [d.table for d in used] == [ev.table] and used[0].rewritten, (name, used)
         with eqdelete.use_strategy(spark, "native"):
             assert sorted_rows(spark.table(target).collect()) == sorted_rows(ev.live), name

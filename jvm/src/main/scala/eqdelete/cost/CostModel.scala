@@ -25,7 +25,8 @@ import org.apache.spark.sql.types.DataType
  *     and shuffled above it, which scales to delete sets of any size.
  * A filter the user set is bounded the same way: indexes that would not fit the driver become
  * the join, unless `filter.force` says otherwise. A query calling input_file_name() gets no
- * shuffled join (the function's value stays in the task that read the row): native instead.
+ * shuffled join (the function's value stays in the task that read the row): native instead,
+ * unless Iceberg's own reader would be wrong, where right rows come before file names.
  *
  * Where a single-column set keys on a column of a multi-column set, the multi-column set's rows
  * it covers ([[Covering]]) are dropped as they are read: always under the filter (its index of
@@ -58,11 +59,15 @@ object CostModel {
     }
     chosen match {
       // A shuffle moves rows out of the task that read their file, and input_file_name() with them.
-      // Where Iceberg's reader is wrong, right rows matter more than the file name.
+      // Where Iceberg's reader is wrong, right rows matter more than the file name: the join
+      // stays, and its reason says what it costs.
       case join: ScanRewritePlan.Join if settings.rowsStayInReadTask && deletes.nativeIsWrong.isEmpty &&
           join.joins.exists(_.distribution == JoinDistribution.Shuffled) =>
         ScanRewritePlan.Native(s"${join.reason}; but the query calls input_file_name() or input_file_block_*(), " +
           "which a shuffled join would lose")
+      case join: ScanRewritePlan.Join if settings.rowsStayInReadTask &&
+          join.joins.exists(_.distribution == JoinDistribution.Shuffled) =>
+        join.copy(reason = s"${join.reason}; input_file_name() is empty for rows a shuffled join moves")
       case plan => plan
     }
   }

@@ -7,7 +7,7 @@ import scala.util.Try
 
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.eqdelete.compat.SparkInternals
-import org.apache.spark.sql.catalyst.plans.logical.{CommandResult, V2CreateTableAsSelectPlan}
+import org.apache.spark.sql.catalyst.plans.logical.{Command, CommandResult, LogicalPlan, V2CreateTableAsSelectPlan}
 import org.apache.spark.sql.execution.QueryExecution
 import org.apache.spark.sql.util.QueryExecutionListener
 
@@ -48,12 +48,14 @@ object DecisionLog {
 
   private final class Listener(session: SparkSession) extends QueryExecutionListener {
     // Collecting or showing the result of a command Spark already ran (DELETE, UPDATE, MERGE)
-    // runs nothing: the decisions of that command stay the last ones. CREATE/REPLACE TABLE AS
-    // SELECT optimizes and runs its query as a write of its own, reported before it: those
-    // decisions are the statement's.
-    // A query that failed analysis has no optimized plan: Try, and keep the last decisions.
+    // runs nothing: the decisions of that command stay the last ones. A command that runs its
+    // query as an execution of its own (CREATE/REPLACE TABLE AS SELECT, a v1 source's CTAS,
+    // INSERT OVERWRITE DIRECTORY: the query a child it plans itself, or a leaf's inner child) has
+    // had that execution reported before it: those decisions are the statement's. A query that
+    // failed analysis has no optimized plan: Try, and keep the last decisions.
     private def record(qe: QueryExecution): Unit = Try(qe.optimizedPlan).foreach {
       case _: CommandResult | _: V2CreateTableAsSelectPlan =>
+      case command: Command if command.children.isEmpty && command.innerChildren.exists(_.isInstanceOf[LogicalPlan]) =>
       case plan => Try(Decisions.of(plan)).foreach(decisions => last.put(session, decisions))
     }
 

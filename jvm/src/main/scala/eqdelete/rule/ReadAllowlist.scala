@@ -26,8 +26,18 @@ object ReadAllowlist {
   private val Tuning = Set("split-size", "lookback", "file-open-cost", "vectorization-enabled", "batch-size",
     "locality", "aggregate-push-down-enabled", "derive-stats-from-manifest-enabled")
 
-  /** Options Spark consumed to load the table, which is pinned to what they name. */
+  /**
+   * Options naming the table or Spark's time travel: Spark loads the table with them (or, as
+   * DataFrameReader.table() on Spark 3.5, ignores them), and Iceberg's scans never read them.
+   */
   private val Loading = Set("path", "versionasof", "timestampasof")
+
+  /**
+   * Options only Iceberg's streaming reads take (a spark.datasource.iceberg.* session setting
+   * puts them on every batch read of the DataFrameReader too, where Iceberg ignores them).
+   */
+  private val StreamingOnly = Set("streaming-skip-delete-snapshots", "streaming-skip-overwrite-snapshots",
+    "stream-from-timestamp", "streaming-max-files-per-micro-batch", "streaming-max-rows-per-micro-batch")
 
   /** Options choosing a snapshot: modelled when they choose the one the table was loaded at. */
   private val SnapshotChoice = Set("snapshot-id", "as-of-timestamp", "branch", "tag")
@@ -72,7 +82,7 @@ object ReadAllowlist {
     }
     Incremental.find(keys.contains).map(k => s"incremental read ($k): Iceberg applies no deletes to the rows it appends")
       .orElse(keys.collectFirst {
-        case (k, original) if !Tuning(k) && !Loading(k) && !SnapshotChoice(k) =>
+        case (k, original) if !Tuning(k) && !Loading(k) && !StreamingOnly(k) && !SnapshotChoice(k) =>
           s"read option '$original' is not one eqdelete models"
       })
       .orElse(keys.keys.filter(SnapshotChoice).toSeq.sorted.flatMap(otherSnapshot).headOption)

@@ -123,8 +123,18 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
     val relation =
       if (mayHoldEqualityDeletes) read.relation.copy(table = NamedNativeTable(read.sparkTable, decision))
       else read.relation
-    relation.setTagValue(Decision.NativeTag, decision)
-    read.above(relation, withPushed = true)
+    read.above(marked(relation, decision), withPushed = true)
+  }
+
+  /**
+   * A copy of `relation` tagged with the decision, which also stops the rule from looking at it
+   * again in this plan. A copy: the analyzed plan's relation is shared by the DataFrames derived
+   * from it, and each of their optimizations must look afresh (the table may have moved on).
+   */
+  private def marked(relation: DataSourceV2Relation, decision: Decision): DataSourceV2Relation = {
+    val copy = relation.copy()
+    copy.setTagValue(Decision.NativeTag, decision)
+    copy
   }
 
   /** The read planned, and rewritten as the cost model says. */
@@ -140,9 +150,8 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       DeletePlanCache.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis) match {
         case None =>
           // Nothing to do: the relation stays exactly as it was, only marked as looked at.
-          read.relation.setTagValue(Decision.NativeTag, Decision.of(table.name(), snapshotId, "native",
-            "no planned data file carries equality deletes", "read natively", None))
-          read.above(read.relation, withPushed = true)
+          read.above(marked(read.relation, Decision.of(table.name(), snapshotId, "native",
+            "no planned data file carries equality deletes", "read natively", None)), withPushed = true)
         case Some(deletePlan) =>
           val settings = CostSettings.from(conf, DriverMemory.heapBytes, session.sparkContext.defaultParallelism,
             rowsStayInReadTask)
@@ -187,9 +196,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       FileSelectingTable(table, FileSelection.Unchanged, decision, planned))) catch {
       case NonFatal(_) | _: LinkageError => None
     }
-    val named = view.map(v => relation.copy(table = v)).getOrElse(relation)
-    named.setTagValue(Decision.NativeTag, decision)
-    named
+    marked(view.map(v => relation.copy(table = v)).getOrElse(relation), decision)
   }
 
   /**
