@@ -127,14 +127,12 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
   }
 
   /**
-   * A copy of `relation` tagged with the decision, which also stops the rule from looking at it
-   * again in this plan. A copy: the analyzed plan's relation is shared by the DataFrames derived
-   * from it, and each of their optimizations must look afresh (the table may have moved on).
+   * `relation` tagged with the decision, which also stops the rule from looking at it again. In
+   * place: a copy would equal the original, and Spark's transform keeps the original then.
    */
   private def marked(relation: DataSourceV2Relation, decision: Decision): DataSourceV2Relation = {
-    val copy = relation.copy()
-    copy.setTagValue(Decision.NativeTag, decision)
-    copy
+    relation.setTagValue(Decision.NativeTag, decision)
+    relation
   }
 
   /** The read planned, and rewritten as the cost model says. */
