@@ -1,7 +1,7 @@
 """Tables written by the real producer, Flink's Iceberg sink, read by Spark with eqdelete.
 
-eqdelete/flink.py (python/eqdelete/flink.py) writes them once per module, in the Flink virtualenv that scripts/setup.sh
-makes (a subprocess: PyFlink and pyspark live in different virtualenvs), into a Hadoop catalog
+``eqdelete.flink`` writes them once per module, run in the Flink virtualenv scripts/setup.sh makes
+(a subprocess: PyFlink and pyspark live in different virtualenvs), into a Hadoop catalog
 warehouse; this session reads it through a Hadoop-type Iceberg catalog ``flink`` registered at
 runtime. The rows each table must hold come from its spec (``eqdelete.flink.expected_rows``), never
 from Iceberg's reader. Without the Flink virtualenv these tests fail, naming scripts/setup.sh.
@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 
 import eqdelete
 from eqdelete import flink as fw
+from eqdelete.config import hadoop_catalog_options
 
 CATALOG = "flink"
 NAMESPACE = "db"
@@ -63,9 +64,8 @@ def flink(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Writ
     except fw.FlinkWriterError as e:
         return Written(warehouse, None, str(e))
     # A catalog registered on the running session: Spark instantiates it on first use.
-    spark.conf.set(f"spark.sql.catalog.{CATALOG}", "org.apache.iceberg.spark.SparkCatalog")
-    spark.conf.set(f"spark.sql.catalog.{CATALOG}.type", "hadoop")
-    spark.conf.set(f"spark.sql.catalog.{CATALOG}.warehouse", warehouse.as_uri())
+    for key, value in hadoop_catalog_options(CATALOG, warehouse).items():
+        spark.conf.set(key, value)
     return written
 
 

@@ -33,6 +33,7 @@ from pyspark.sql.types import BooleanType
 
 import eqdelete
 from eqdelete import write_equality_deletes
+from eqdelete.config import hadoop_catalog_options
 
 SETTINGS: dict[str, list[tuple[str, str]]] = {
     "filter": [("spark.eqdelete.strategy", "filter")],
@@ -295,22 +296,14 @@ ORDERED_SHAPES: dict[str, str] = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SHAPES))
+@pytest.mark.parametrize("name", sorted(SHAPES) + sorted(ORDERED_SHAPES))
 def test_shape(spark: SparkSession, tables: Tables, name: str) -> None:
-    sql = SHAPES[name]
+    ordered = name in ORDERED_SHAPES
+    sql = ORDERED_SHAPES[name] if ordered else SHAPES[name]
     with eqdelete.use_strategy(spark, "native"):
         expected = spark.sql(sql.format(**tables.names(expected=True))).collect()
     check(spark, lambda: spark.sql(sql.format(**tables.names())), expected=[tuple(r) for r in expected],
-          settings=SHAPE_SETTINGS)
-
-
-@pytest.mark.parametrize("name", sorted(ORDERED_SHAPES))
-def test_ordered_shape(spark: SparkSession, tables: Tables, name: str) -> None:
-    sql = ORDERED_SHAPES[name]
-    with eqdelete.use_strategy(spark, "native"):
-        expected = spark.sql(sql.format(**tables.names(expected=True))).collect()
-    check(spark, lambda: spark.sql(sql.format(**tables.names())), expected=[tuple(r) for r in expected], ordered=True,
-          settings=SHAPE_SETTINGS)
+          ordered=ordered, settings=SHAPE_SETTINGS)
 
 
 # Reads eqdelete does not model: Iceberg's own reader, the reason shown.
@@ -341,10 +334,10 @@ def test_deleted_metadata_column_stays_native(spark: SparkSession, tables: Table
     check(spark, lambda: spark.table(ev.table).select("k", "_file", "_deleted"), rewritten=False, reason=DELETED_REASON)
 
 
-def _incremental(spark: SparkSession, table: str, **options: object) -> DataFrame:
+def _options_read(spark: SparkSession, table: str, options: dict) -> DataFrame:
     reader = spark.read.format("iceberg")
     for key, value in options.items():
-        reader = reader.option(key.replace("_", "-"), str(value))
+        reader = reader.option(key, str(value))
     return reader.load(table)
 
 
@@ -362,16 +355,16 @@ def _appended_between(spark: SparkSession, h: History, start: int, end: int | No
 def test_incremental_reads_stay_native(spark: SparkSession, tables: Tables, table: str) -> None:
     h: History = getattr(tables, table)
     first, middle = h.snapshots[0], h.snapshots[2]
-    check(spark, lambda: _incremental(spark, h.table, start_snapshot_id=first, end_snapshot_id=middle),
+    check(spark, lambda: _options_read(spark, h.table, {"start-snapshot-id": first, "end-snapshot-id": middle}),
           expected=_appended_between(spark, h, first, middle), rewritten=False, reason=INCREMENTAL_REASON)
-    check(spark, lambda: _incremental(spark, h.table, start_snapshot_id=first),
+    check(spark, lambda: _options_read(spark, h.table, {"start-snapshot-id": first}),
           expected=_appended_between(spark, h, first, None), rewritten=False, reason=INCREMENTAL_REASON)
     committed = dict(spark.sql(f"SELECT snapshot_id, committed_at FROM {h.table}.snapshots").collect())
     millis = lambda s: int(committed[s].replace(tzinfo=dt.timezone.utc).timestamp() * 1000)  # noqa: E731
     # Iceberg's batch scans take start-timestamp for changelogs only; eqdelete leaves it to Iceberg all the same.
-    check(spark, lambda: _incremental(spark, h.table, start_timestamp=millis(first)),
+    check(spark, lambda: _options_read(spark, h.table, {"start-timestamp": millis(first)}),
           rewritten=False, reason=INCREMENTAL_REASON)
-    check(spark, lambda: _incremental(spark, h.table, start_snapshot_id=first).where("v IS NOT NULL").select("v"),
+    check(spark, lambda: _options_read(spark, h.table, {"start-snapshot-id": first}).where("v IS NOT NULL").select("v"),
           rewritten=False, reason=INCREMENTAL_REASON)
 
 
@@ -454,13 +447,6 @@ def test_snapshot_options_on_a_table_loaded_at_another_snapshot(spark: SparkSess
                              ("branch", "audit", tables.branch_rows), ("tag", "reinsert", ev.live_at[tables.tag_snapshot])):
         check(spark, lambda: spark.read.option(key, str(value)).table(ev.table), expected=rows, may_refuse=True,
               rewritten=None)
-
-
-def _options_read(spark: SparkSession, table: str, options: dict) -> DataFrame:
-    reader = spark.read.format("iceberg")
-    for key, value in options.items():
-        reader = reader.option(key, str(value))
-    return reader.load(table)
 
 
 def test_branches_and_tags(spark: SparkSession, tables: Tables) -> None:
@@ -575,9 +561,8 @@ def test_python_udf_and_input_file_name(spark: SparkSession, tables: Tables) -> 
 def test_hadoop_catalog_table_read_by_path(spark: SparkSession, tables: Tables, tmp_path) -> None:  # noqa: ANN001
     # spark.read.load(<path>) reads a table of a Hadoop catalog through Iceberg's path tables.
     warehouse = tmp_path / "hadoop"
-    spark.conf.set("spark.sql.catalog.shapes_hadoop", "org.apache.iceberg.spark.SparkCatalog")
-    spark.conf.set("spark.sql.catalog.shapes_hadoop.type", "hadoop")
-    spark.conf.set("spark.sql.catalog.shapes_hadoop.warehouse", warehouse.as_uri())
+    for key, value in hadoop_catalog_options("shapes_hadoop", warehouse).items():
+        spark.conf.set(key, value)
     table = "shapes_hadoop.db.by_path"
     spark.sql(f"CREATE TABLE {table} (k BIGINT, v STRING) USING iceberg TBLPROPERTIES ({MOR.format(v=2)})")
     _insert(spark, table, [(k, f"p{k}") for k in range(10)])

@@ -21,7 +21,7 @@ from eqdelete import _jvm, flink
 from eqdelete._report import run_each, saver, stderr_reporter
 from eqdelete.cdc import CdcSpec, generate
 from eqdelete.compare import Comparison, Variant, compare_rows, fingerprint, measure
-from eqdelete.config import STRATEGIES
+from eqdelete.config import STRATEGIES, hadoop_catalog_options
 from eqdelete.toggles import use_strategy
 
 QUERY = "SELECT count(*) AS n, sum(CAST(round(amount * 100) AS BIGINT)) AS cents, count(DISTINCT version) AS versions FROM {t}"
@@ -72,9 +72,8 @@ class Scenario:
             generate(spark, self.spec, replace=True, progress=progress)
             return
         warehouse = (workdir / "flink-warehouse").resolve()
-        spark.conf.set(f"spark.sql.catalog.{FLINK_CATALOG}", "org.apache.iceberg.spark.SparkCatalog")
-        spark.conf.set(f"spark.sql.catalog.{FLINK_CATALOG}.type", "hadoop")
-        spark.conf.set(f"spark.sql.catalog.{FLINK_CATALOG}.warehouse", warehouse.as_uri())
+        for key, value in hadoop_catalog_options(FLINK_CATALOG, warehouse).items():
+            spark.conf.set(key, value)
         spark.sql(f"DROP TABLE IF EXISTS {self.table} PURGE")
         spark.sql(f"DROP TABLE IF EXISTS {self.table}_floor PURGE")
         progress(f"Flink writing {self.flink['rows']:,} upserts of {self.flink['keys']:,} keys")

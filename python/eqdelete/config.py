@@ -45,6 +45,18 @@ def catalog_options(name: str, warehouse: str | Path) -> dict[str, str]:
     }
 
 
+def hadoop_catalog_options(name: str, warehouse: str | Path) -> dict[str, str]:
+    """Spark options for an Iceberg Hadoop catalog on ``warehouse``: how Spark reads the tables
+    Flink's Iceberg sink writes there (``eqdelete.flink``). Catalog options may be set on a
+    running session; Spark makes the catalog on first use."""
+    prefix = f"spark.sql.catalog.{name}"
+    return {
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": "hadoop",
+        f"{prefix}.warehouse": Path(warehouse).expanduser().resolve().as_uri(),
+    }
+
+
 def configure(
     builder: SparkSession.Builder,
     *,
