@@ -39,7 +39,8 @@ while read -r line scala icebergs; do
     log "installing pyspark $line.x, the eqdelete package and its dependencies into $venv"
     "$venv/bin/python" -m pip install --quiet --upgrade pip
     extras="test"
-    [ "$line" = "$PRIMARY_LINE" ] && extras="test,bench"
+    [ "$line" = "$PRIMARY_LINE" ] && extras="$extras,bench"
+    [ "${line%%.*}" -ge 4 ] && extras="$extras,connect"  # the Connect tier runs on Spark 4.x
     "$venv/bin/python" -m pip install --quiet "pyspark==$line.*" -e ".[$extras]"
     touch "$venv/.installed"
   fi

@@ -4,9 +4,10 @@
 # Iceberg release) the Scala unit tests (jvm/src/test, through sbt) and the full pytest suite,
 # then the smoke suite (tests/test_smoke.py and the query shapes, tests/test_query_shapes.py) on
 # every other pair, each in its Spark line's own virtualenv; the oldest pair also runs the
-# multi-process test.
+# multi-process test; then, on each Spark 4.x line, the Connect tier (tests/connect) against a
+# real Spark Connect server.
 #
-#   ./scripts/test.sh                    every pair (what CI runs)
+#   ./scripts/test.sh                    every pair and the Connect tier (what CI runs)
 #   ./scripts/test.sh --pair 3.5:1.11    one pair: the full suite for the primary, else the smoke suite
 #   ./scripts/test.sh -k faults          other arguments go to pytest, on the primary pair only
 #                                        (unless --pair names another), without the Scala
@@ -73,6 +74,21 @@ for entry in "${pairs[@]}"; do
     echo "[test] FAILED: Spark $line + Iceberg $iceberg" >&2
   fi
 done
+# The Connect tier: a real Spark Connect server per Spark 4.x line (its default Iceberg), the
+# public functions and CLI over it, compared with a classic session. Its own pytest process:
+# pyspark cannot hold classic and Connect sessions in one.
+if [ -z "$only" ]; then
+  while read -r line scala icebergs; do
+    [ "${line%%.*}" -ge 4 ] || continue
+    venv=.venv
+    [ "$line" = "$primary_line" ] || venv="build/venvs/spark-$line"
+    echo "[test] Spark $line: Connect tier" >&2
+    if ! "$venv/bin/python" -m pytest tests/connect; then
+      status=1
+      echo "[test] FAILED: Connect tier of Spark $line" >&2
+    fi
+  done <<< "$rows"
+fi
 if [ "$ran" = 0 ]; then
   echo "[test] no pair $only in the support matrix: $(printf '%s ' "${pairs[@]}" | sed 's/:[0-9.]*:/:/g')" >&2
   exit 2

@@ -60,3 +60,11 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
 
     if CASES["run"]:
         terminalreporter.write_line(f"eqdelete differential cases checked against native: {CASES['run']}")
+
+
+def pytest_ignore_collect(collection_path: Path, config) -> bool | None:  # noqa: ANN001
+    # The Connect tier (tests/connect) runs in a process of its own, when named: pyspark puts a
+    # process that opened a Connect session in Connect mode, which classic sessions cannot share.
+    if collection_path == Path(__file__).parent / "connect":
+        return not any(str(Path(a).resolve()).startswith(str(collection_path)) for a in config.args)
+    return None

@@ -66,7 +66,7 @@ def test_a_user_catalog_is_left_untouched(tmp_path: Path) -> None:
     eqdelete.configure(builder, warehouse=tmp_path)
     catalogs = {k: v for k, v in builder._options.items() if k.startswith("spark.sql.catalog.")}
     # No default Iceberg catalog is added; on Spark 4.x, eqdelete's procedure catalog is.
-    procedures = {"spark.sql.catalog.eqdelete": "eqdelete.sql.ResolveProcedureCatalog"} if SPARK_MAJOR >= 4 else {}
+    procedures = {"spark.sql.catalog.eqdelete": "eqdelete.sql.EqDeleteProcedureCatalog"} if SPARK_MAJOR >= 4 else {}
     assert catalogs == {
         "spark.sql.catalog.prod": "org.apache.iceberg.spark.SparkCatalog",
         "spark.sql.catalog.prod.type": "rest",

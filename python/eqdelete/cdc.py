@@ -20,6 +20,8 @@ from typing import Callable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from eqdelete import _remote
+from eqdelete.config import PROCEDURE_CATALOG
 from eqdelete.deletes import write_equality_deletes
 
 KEY_TYPES = ("int", "long", "string", "date", "decimal", "timestamp")
@@ -210,12 +212,33 @@ def _stderr_progress(message: str) -> None:
     print(f"[eqdelete generate] {message}", file=sys.stderr, flush=True)
 
 
+def _settings(spark: SparkSession) -> list[tuple[str, str]]:
+    """Every setting of the session: Spark Connect's runtime config, or the classic SparkConf."""
+    if _remote.is_remote(spark):
+        return list(spark.conf.getAll.items())
+    return list(spark.sparkContext.getConf().getAll())
+
+
+def _check_writer(spark: SparkSession) -> None:
+    """Fail before anything is created unless the session can write equality deletes: eqdelete
+    loaded and, on Spark Connect, its procedure catalog configured on the server."""
+    try:
+        spark.sql("SELECT eqdelete_version()").collect()
+    except Exception as error:  # noqa: BLE001 - any failure means the extension is not there
+        raise ValueError(f"cannot write equality deletes: eqdelete is not loaded in this session ({type(error).__name__})") from None
+    if _remote.is_remote(spark) and spark.conf.get(f"spark.sql.catalog.{PROCEDURE_CATALOG}", None) is None:
+        raise ValueError(
+            f"cannot write equality deletes over Spark Connect: the server has no spark.sql.catalog.{PROCEDURE_CATALOG} "
+            "(start it with `python -m eqdelete connect-server`)"
+        )
+
+
 def _check_iceberg_catalog(spark: SparkSession, table: str) -> None:
     catalog = table.split(".", 1)[0]
     implementation = spark.conf.get(f"spark.sql.catalog.{catalog}", None)
     if implementation is None or not implementation.startswith("org.apache.iceberg."):
         configured = sorted(
-            key.split(".")[3] for key, value in spark.sparkContext.getConf().getAll()
+            key.split(".")[3] for key, value in _settings(spark)
             if key.startswith("spark.sql.catalog.") and key.count(".") == 3 and value.startswith("org.apache.iceberg.")
         )
         what = "is not configured" if implementation is None else f"is {implementation}, not an Iceberg catalog"
@@ -239,6 +262,7 @@ def generate(
     """
     spec.validate()
     _check_iceberg_catalog(spark, spec.table)
+    _check_writer(spark)
     report = progress or (lambda _message: None)
     if spark.catalog.tableExists(spec.table):
         if not replace:
@@ -247,6 +271,17 @@ def generate(
     namespace = spec.table.rsplit(".", 1)[0]
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
     spark.sql(spec.ddl())
+    try:
+        _write_history(spark, spec, report)
+    except BaseException:
+        # A half-written history is no table to measure: drop it, files included.
+        spark.sql(f"DROP TABLE IF EXISTS {spec.table} PURGE")
+        raise
+    return spec
+
+
+def _write_history(spark: SparkSession, spec: CdcSpec, report: Callable[[str], None]) -> None:
+    """The base load and the CDC commits of ``spec``, into its freshly created table."""
 
     started = time.monotonic()
     report(f"base load: {spec.rows:,} rows in {spec.data_files} write task(s)")
@@ -274,4 +309,3 @@ def generate(
             f"commit {commit}/{spec.commits}: {counts.get('delete', 0):,} deleted, "
             f"{counts.get('upsert', 0):,} upserted ({time.monotonic() - started:.1f}s)"
         )
-    return spec

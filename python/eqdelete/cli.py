@@ -14,7 +14,11 @@ from eqdelete.config import DEFAULT_CATALOG, DEFAULT_WAREHOUSE, session
 from eqdelete.summary import summarize
 
 
-def _add_session_args(parser: argparse.ArgumentParser) -> None:
+def _add_session_args(parser: argparse.ArgumentParser, *, remote: bool = True) -> None:
+    if remote:
+        parser.add_argument("--remote", metavar="sc://HOST:PORT",
+                            help="run on this Spark Connect server (started with `connect-server`); --warehouse, --master "
+                                 "and --driver-memory are then the server's")
     parser.add_argument("--warehouse", default=DEFAULT_WAREHOUSE, help="local warehouse directory (default: %(default)s)")
     parser.add_argument("--master", default="local[*]", help="Spark master (default: %(default)s)")
     parser.add_argument("--driver-memory", default="8g", help="driver JVM heap; in local mode the executors share it (default: %(default)s)")
@@ -53,6 +57,8 @@ def _spec(args: argparse.Namespace) -> CdcSpec:
 
 
 def _session(args: argparse.Namespace, name: str):
+    if getattr(args, "remote", None):
+        return session(name, conf={"spark.remote": args.remote})
     # Our own progress lines replace Spark's console bar, which would interleave with them.
     spark = session(name, master=args.master, warehouse=args.warehouse,
                     conf={"spark.ui.showConsoleProgress": "false", "spark.driver.memory": args.driver_memory})
@@ -233,6 +239,21 @@ Keys can be set in spark-defaults.conf, on a session builder, or at run time wit
 """
 
 
+def _cmd_connect_server(args: argparse.Namespace) -> int:
+    import shlex
+    import subprocess
+
+    from eqdelete.connect import server_command
+
+    command = server_command(port=args.port, master=args.master, warehouse=args.warehouse,
+                             driver_memory=args.driver_memory)
+    if args.print_only:
+        print(shlex.join(command))
+        return 0
+    print(f"eqdelete: Spark Connect server on sc://localhost:{args.port} (Ctrl-C stops it)", file=sys.stderr)
+    return subprocess.call(command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m eqdelete", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
@@ -260,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.set_defaults(run=_cmd_compare)
 
     bench = commands.add_parser("bench", help="the benchmark: every scenario under every strategy and the floor")
-    _add_session_args(bench)
+    _add_session_args(bench, remote=False)  # it reads the driver's heap and plan timers: a local JVM
     bench.add_argument("--quick", action="store_true", help="tiny tables, one run: checks rows, not speed (CI)")
     bench.add_argument("--scale", type=float, default=1.0, help="multiply every scenario's rows (default: %(default)s)")
     bench.add_argument("--only", help="comma-separated scenario names")
@@ -275,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(run=_cmd_bench)
 
     swp = commands.add_parser("sweep", help="where the strategies cross over: delete rows, delete files, key columns, key type")
-    _add_session_args(swp)
+    _add_session_args(swp, remote=False)
     swp.add_argument("--quick", action="store_true", help="tiny tables, one run: checks rows, not speed (CI)")
     swp.add_argument("--only", help="comma-separated axes: delete_rows, delete_files, key_columns, key_type")
     swp.add_argument("--base-rows", type=int, default=2_000_000, help="keys in each point's table (default: %(default)s)")
@@ -292,6 +313,15 @@ def build_parser() -> argparse.ArgumentParser:
     res.add_argument("--dry-run", action="store_true", help="count what would be resolved; write nothing")
     res.add_argument("--progress-seconds", type=float, default=5.0, help="how often to report progress (default: %(default)s)")
     res.set_defaults(run=_cmd_resolve)
+
+    server = commands.add_parser(
+        "connect-server",
+        help="run a Spark Connect server with eqdelete loaded, on the embedded catalog, until stopped")
+    _add_session_args(server, remote=False)
+    server.add_argument("--port", type=int, default=15002, help="the server's gRPC port (default: %(default)s)")
+    server.add_argument("--print", action="store_true", dest="print_only",
+                        help="print the spark-submit command line instead of running it")
+    server.set_defaults(run=_cmd_connect_server)
 
     docs = commands.add_parser("docs", help="print the configuration reference (docs/configuration.md)")
     docs.add_argument("--write", action="store_true",

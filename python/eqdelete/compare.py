@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eqdelete import _jvm
+from eqdelete import _jvm, _remote
 from eqdelete.config import STRATEGIES
 from eqdelete.decisions import Decision, decisions
 from eqdelete.toggles import use_conf, use_strategy
@@ -33,7 +33,7 @@ class StrategyRun:
     seconds: list[float]
     rows: int
     fingerprint: int
-    peak_heap_bytes: int
+    peak_heap_bytes: int | None  # None on Spark Connect: the server's heap is not the client's to read
     decisions: list[Decision] = field(default_factory=list)
 
     @property
@@ -79,7 +79,8 @@ class Comparison:
             speed = self.speedup(r)
             lines.append(
                 f"{r.strategy:<10}{r.median:>10.3f}{(f'{speed:.2f}x' if speed else '-'):>11}{r.plan:>10}"
-                f"{files:>14,}{rows:>13,}{r.rows:>12,}{r.peak_heap_bytes / 2**20:>14,.0f}"
+                f"{files:>14,}{rows:>13,}{r.rows:>12,}"
+                + (f"{r.peak_heap_bytes / 2**20:>14,.0f}" if r.peak_heap_bytes is not None else f"{'-':>14}")
             )
         lines.append("results: identical across strategies" if self.identical else "RESULTS DIFFER BETWEEN STRATEGIES")
         return "\n".join(lines)
@@ -131,7 +132,7 @@ class Variant:
 @dataclass(frozen=True)
 class Timing:
     seconds: list[float]
-    peak_heap_bytes: int
+    peak_heap_bytes: int | None
 
 
 def measure(
@@ -148,10 +149,13 @@ def measure(
     noise fall on all of them alike instead of on whichever would run first or last.
 
     Each run plans the query anew (the strategy is read while optimizing), as a user's would.
+    Times are taken on the client; the driver's peak heap only where the client holds the JVM
+    (None on Spark Connect).
     """
     order = random.Random(seed)
     seconds: dict[str, list[float]] = {v.name: [] for v in variants}
     peaks: dict[str, int] = {v.name: 0 for v in variants}
+    heap = not _remote.is_remote(spark)
 
     def run(variant: Variant) -> float:
         with use_strategy(spark, variant.strategy), use_conf(spark, variant.conf):
@@ -165,11 +169,13 @@ def measure(
         shuffled = list(variants)
         order.shuffle(shuffled)
         for variant in shuffled:
-            _jvm.reset_peak_heap(spark)
+            if heap:
+                _jvm.reset_peak_heap(spark)
             seconds[variant.name].append(run(variant))
-            peaks[variant.name] = max(peaks[variant.name], _jvm.peak_heap_bytes(spark))
+            if heap:
+                peaks[variant.name] = max(peaks[variant.name], _jvm.peak_heap_bytes(spark))
         progress(f"round {i + 1}/{runs}: " + ", ".join(f"{v.name} {seconds[v.name][-1]:.3f}s" for v in variants))
-    return {name: Timing(values, peaks[name]) for name, values in seconds.items()}
+    return {name: Timing(values, peaks[name] if heap else None) for name, values in seconds.items()}
 
 
 def compare_rows(spark: SparkSession, sql: str, strategies: Sequence[str], timings: dict[str, Timing]) -> Comparison:

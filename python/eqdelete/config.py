@@ -15,7 +15,7 @@ ICEBERG_EXTENSION = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExte
 DEFAULT_CATALOG = "local"
 #: eqdelete's catalog of SQL procedures (Spark 4.0 and later): CALL eqdelete.system.resolve_equality_deletes(...)
 PROCEDURE_CATALOG = "eqdelete"
-PROCEDURE_CATALOG_CLASS = "eqdelete.sql.ResolveProcedureCatalog"
+PROCEDURE_CATALOG_CLASS = "eqdelete.sql.EqDeleteProcedureCatalog"
 DEFAULT_WAREHOUSE = "warehouse"
 #: The values spark.eqdelete.strategy accepts, from the extension's own declarations.
 STRATEGIES: tuple[str, ...] = tuple(_conf.rules()["spark.eqdelete.strategy"]["values"])
@@ -57,6 +57,50 @@ def hadoop_catalog_options(name: str, warehouse: str | Path) -> dict[str, str]:
     }
 
 
+def extension_options(
+    options: dict,
+    *,
+    catalog: str | None = DEFAULT_CATALOG,
+    warehouse: str | Path = DEFAULT_WAREHOUSE,
+    iceberg_extensions: bool = True,
+    iceberg_version: str | None = None,
+) -> dict[str, str]:
+    """The settings ``configure`` adds to a session whose settings are ``options``, for the
+    installed Spark line: the values to set, each merged with what ``options`` already holds.
+    (Also what a Spark Connect server needs at start: ``python -m eqdelete connect-server``.)"""
+    line = _jars.supported_line()
+    if line is None:
+        raise ValueError(
+            f"eqdelete supports Spark {', '.join(_jars.matrix())}, not pyspark {pyspark.__version__} "
+            "(Iceberg publishes no Spark runtime for it)"
+        )
+    version = iceberg_version or line.default_iceberg
+    if version not in line.iceberg:
+        raise ValueError(
+            f"eqdelete: Iceberg {version} is not supported with Spark {line.spark}: "
+            f"choose one of {', '.join(line.iceberg)}"
+        )
+    add_catalog = catalog is not None and not any(k.startswith("spark.sql.catalog.") for k in options)
+    needed = _jars.session_jars(options, line, version, sqlite=add_catalog)
+    extensions = ([ICEBERG_EXTENSION] if iceberg_extensions else []) + [EXTENSION]
+    added = {
+        "spark.jars": _append(options, "spark.jars", list(needed.jars)),
+        "spark.sql.extensions": _append(options, "spark.sql.extensions", extensions),
+    }
+    if needed.packages:
+        added["spark.jars.packages"] = _append(options, "spark.jars.packages", list(needed.packages))
+    if add_catalog:
+        added.update(catalog_options(catalog, warehouse))
+    procedures = f"spark.sql.catalog.{PROCEDURE_CATALOG}"
+    if int(line.spark.split(".")[0]) >= 4 and procedures not in options:  # Spark 3.5 has no CALL of its own
+        added[procedures] = PROCEDURE_CATALOG_CLASS
+    return added
+
+
+class RemoteSessionWarning(UserWarning):
+    """configure() was given a Spark Connect builder: the server, not the client, loads eqdelete."""
+
+
 def configure(
     builder: SparkSession.Builder,
     *,
@@ -85,6 +129,11 @@ def configure(
     ``warehouse``. On Spark 4.0 and later, eqdelete's procedure catalog is added as ``eqdelete``
     (``CALL eqdelete.system.resolve_equality_deletes(table => ...)``) unless that name is taken.
 
+    On a Spark Connect builder (``SparkSession.builder.remote(...)``) only ``strategy`` can be
+    set: jars, extensions and catalogs are the server's, fixed when it starts. The builder then
+    gets the strategy and a ``RemoteSessionWarning`` lists the settings the server needs
+    (``python -m eqdelete connect-server`` starts one with them).
+
     Every ``spark.eqdelete.*`` value on the builder is checked here, with the extension's own
     rules: a bad one raises ValueError naming the key, the value and what is allowed, before
     any JVM starts. (Values added to the builder later, or from spark-defaults.conf, are
@@ -96,36 +145,37 @@ def configure(
     # it the same way, to extend rather than overwrite the user's values.
     options: dict = builder._options  # noqa: SLF001
     _conf.check({**options, **({"spark.eqdelete.strategy": strategy} if strategy is not None else {})})
-    line = _jars.supported_line()
-    if line is None:
+    if _jars.supported_line() is None:
         warnings.warn(
             f"eqdelete supports Spark {', '.join(_jars.matrix())}, not pyspark {pyspark.__version__} "
             "(Iceberg publishes no Spark runtime for it): the session is left without eqdelete",
             stacklevel=2,
         )
         return builder
-    version = iceberg_version or line.default_iceberg
-    if version not in line.iceberg:
-        raise ValueError(
-            f"eqdelete: Iceberg {version} is not supported with Spark {line.spark}: "
-            f"choose one of {', '.join(line.iceberg)}"
-        )
-    add_catalog = catalog is not None and not any(k.startswith("spark.sql.catalog.") for k in options)
-    needed = _jars.session_jars(options, line, version, sqlite=add_catalog)
-    extensions = ([ICEBERG_EXTENSION] if iceberg_extensions else []) + [EXTENSION]
-    builder.config("spark.jars", _append(options, "spark.jars", list(needed.jars)))
-    if needed.packages:
-        builder.config("spark.jars.packages", _append(options, "spark.jars.packages", list(needed.packages)))
-    builder.config("spark.sql.extensions", _append(options, "spark.sql.extensions", extensions))
-    if add_catalog:
-        for key, value in catalog_options(catalog, warehouse).items():
-            builder.config(key, value)
-    procedures = f"spark.sql.catalog.{PROCEDURE_CATALOG}"
-    if int(line.spark.split(".")[0]) >= 4 and procedures not in options:  # Spark 3.5 has no CALL of its own
-        builder.config(procedures, PROCEDURE_CATALOG_CLASS)
     if strategy is not None:
         builder.config("spark.eqdelete.strategy", strategy)
+    if "spark.remote" in options:
+        server = extension_options({}, catalog=catalog, warehouse=warehouse,
+                                   iceberg_extensions=iceberg_extensions, iceberg_version=iceberg_version)
+        warnings.warn(
+            f"eqdelete: {options['spark.remote']} is a Spark Connect server; a client cannot add jars, "
+            "extensions or catalogs to it, so only spark.eqdelete.* settings were set. Start the server "
+            "with `python -m eqdelete connect-server`, or add these settings to its configuration:\n"
+            + server_settings_text(server),
+            RemoteSessionWarning,
+            stacklevel=2,
+        )
+        return builder
+    added = extension_options(options, catalog=catalog, warehouse=warehouse,
+                              iceberg_extensions=iceberg_extensions, iceberg_version=iceberg_version)
+    for key, value in added.items():
+        builder.config(key, value)
     return builder
+
+
+def server_settings_text(settings: dict[str, str]) -> str:
+    """Settings as spark-defaults.conf lines."""
+    return "\n".join(f"  {key}  {value}" for key, value in settings.items())
 
 
 def session(
@@ -143,14 +193,41 @@ def session(
     A bad ``spark.eqdelete.*`` value in ``conf`` raises ValueError before a JVM starts; one in
     spark-defaults.conf fails when the session starts; both name the key, the value and what
     is allowed.
+
+    With ``conf={"spark.remote": "sc://host:port"}`` the session is a Spark Connect client of
+    a server started with eqdelete (``python -m eqdelete connect-server``): ``master``,
+    ``catalog``, ``warehouse`` and ``iceberg_version`` are the server's then; the other
+    ``conf`` values are set on the session, and a server without eqdelete raises RuntimeError.
     """
+    settings = dict(conf or {})
+    remote = settings.pop("spark.remote", None)
+    if remote is not None:
+        return _remote_session(remote, settings, strategy)
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
-    for key, value in (conf or {}).items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     configure(builder, catalog=catalog, warehouse=warehouse, strategy=strategy, iceberg_version=iceberg_version)
     spark = builder.getOrCreate()
     if _jars.supported_line() is not None:
         _jvm.validate_conf(spark)
+    return spark
+
+
+def _remote_session(url: str, settings: dict[str, str], strategy: str | None) -> SparkSession:
+    """A Spark Connect session on ``url``, checked to reach a server with eqdelete loaded."""
+    _conf.check({**settings, **({"spark.eqdelete.strategy": strategy} if strategy is not None else {})})
+    # pyspark's own builder, which also puts the process in Connect mode (pyspark.sql.functions
+    # then build Connect columns): a process holds classic or Connect sessions, not both.
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    for key, value in {**settings, **({"spark.eqdelete.strategy": strategy} if strategy is not None else {})}.items():
+        spark.conf.set(key, value)
+    try:
+        spark.sql("SELECT eqdelete_version()").collect()
+    except Exception as error:  # noqa: BLE001 - any failure here means the same thing
+        raise RuntimeError(
+            f"eqdelete: the Spark Connect server at {url} does not have eqdelete loaded ({error.__class__.__name__}); "
+            "start it with `python -m eqdelete connect-server`"
+        ) from None
     return spark

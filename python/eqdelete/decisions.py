@@ -7,7 +7,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from eqdelete import _jvm
+from eqdelete import _jvm, _remote
 
 
 @dataclass(frozen=True)
@@ -44,10 +44,18 @@ def _records(raw: list[dict[str, Any]]) -> list[Decision]:
 
 
 def decisions(df: DataFrame) -> list[Decision]:
-    """The decisions in ``df``'s optimized plan (the query is planned, not run)."""
+    """The decisions in ``df``'s optimized plan (the query is planned, not run).
+
+    On Spark Connect, those of a query over a temporary view of ``df``
+    (``SELECT * FROM eqdelete_decisions(...)`` on the server)."""
+    if _remote.is_remote(df):
+        with _remote.temp_view(df) as view:
+            query = _remote.literal(f"SELECT * FROM `{view}`")
+            return _records(_remote.rows(df.sparkSession, f"SELECT * FROM eqdelete_decisions({query})"))
     return _records(_jvm.plan_decisions(df))
 
 
 def last_decisions(spark: SparkSession) -> list[Decision]:
-    """The decisions of the last query ``spark`` ran, one per Iceberg scan looked at."""
-    return _records(_jvm.last_query_decisions(spark))
+    """The decisions of the last query ``spark`` ran, one per Iceberg scan looked at
+    (``SELECT * FROM eqdelete_last_decisions()``, which is not itself counted as a query)."""
+    return _records(_remote.rows(spark, "SELECT * FROM eqdelete_last_decisions()"))

@@ -7,7 +7,10 @@ from typing import Any, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 
-from eqdelete import _jvm
+from contextlib import ExitStack
+
+from eqdelete import _jvm, _remote
+from eqdelete.config import PROCEDURE_CATALOG
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,31 @@ def write_equality_deletes(
     insert_frame = _frame(spark, inserts, table, spark.table(table).columns) if inserts is not None else None
     if delete_frame is not None and files_per_partition is not None:
         delete_frame = delete_frame.repartition(files_per_partition)
+    if _remote.is_remote(spark):
+        return _commit_remote(spark, table, key_columns, delete_frame, insert_frame, global_deletes)
     snapshot, data_files, delete_files = _jvm.commit_equality_deletes(
         spark, table, key_columns, delete_frame, insert_frame, global_deletes
     )
     return Commit(snapshot, data_files, delete_files)
+
+
+def _commit_remote(
+    spark: SparkSession,
+    table: str,
+    key_columns: list[str],
+    deletes: DataFrame | None,
+    inserts: DataFrame | None,
+    global_deletes: bool,
+) -> Commit:
+    """The same commit on a Spark Connect server: the rows as temporary views, read by
+    ``CALL eqdelete.system.write_equality_deletes``."""
+    with ExitStack() as views:
+        arguments = [f"table => {_remote.literal(table)}",
+                     f"key_columns => array({', '.join(_remote.literal(c) for c in key_columns)})",
+                     f"global_deletes => {'true' if global_deletes else 'false'}"]
+        for name, frame in (("deletes", deletes), ("inserts", inserts)):
+            if frame is not None:
+                view = views.enter_context(_remote.temp_view(frame))
+                arguments.append(f"{name} => {_remote.literal(f'SELECT * FROM `{view}`')}")
+        [row] = _remote.rows(spark, f"CALL {PROCEDURE_CATALOG}.system.write_equality_deletes({', '.join(arguments)})")
+    return Commit(row["snapshot_id"], row["data_files"], row["delete_files"])

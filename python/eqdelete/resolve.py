@@ -14,7 +14,8 @@ from typing import Optional
 
 from pyspark.sql import SparkSession
 
-from eqdelete import _jvm
+from eqdelete import _jvm, _remote
+from eqdelete.config import PROCEDURE_CATALOG
 
 
 class ResolveConflictError(RuntimeError):
@@ -70,6 +71,21 @@ class ResolveResult:
         return "\n".join(lines)
 
 
+def _resolve_remote(spark: SparkSession, table: str, where: Optional[str], dry_run: bool) -> dict:
+    """The run on a Spark Connect server: ``CALL eqdelete.system.resolve_equality_deletes``."""
+    arguments = [f"table => {_remote.literal(table)}", f"dry_run => {'true' if dry_run else 'false'}"]
+    if where is not None:
+        arguments.append(f"where => {_remote.literal(where)}")
+    try:
+        [row] = _remote.rows(spark, f"CALL {PROCEDURE_CATALOG}.system.resolve_equality_deletes({', '.join(arguments)})")
+    except Exception as error:
+        # The server sends the JVM exception's message, not its class: the conflict says so in words.
+        if "conflicts with a commit made since snapshot" in str(error):
+            raise ResolveConflictError(str(error)) from None
+        raise
+    return row
+
+
 def resolve_equality_deletes(
     spark: SparkSession, table: str, *, where: Optional[str] = None, dry_run: bool = False
 ) -> ResolveResult:
@@ -92,5 +108,8 @@ def resolve_equality_deletes(
         raise ValueError(f"table must name an Iceberg table, not {table!r}")
     if where is not None and (not isinstance(where, str) or not where.strip()):
         raise ValueError(f"where must be a SQL filter or None, not {where!r}")
-    raw = _jvm.resolve_equality_deletes(spark, table, where, bool(dry_run))
+    if _remote.is_remote(spark):
+        raw = _resolve_remote(spark, table, where, bool(dry_run))
+    else:
+        raw = _jvm.resolve_equality_deletes(spark, table, where, bool(dry_run))
     return ResolveResult(**{f.name: raw[f.name] for f in fields(ResolveResult)})

@@ -6,12 +6,11 @@ import time
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
-from eqdelete import _jvm
+from eqdelete import _remote
 from eqdelete.toggles import use_strategy
 
-_CONTENT = {0: "data", 1: "position deletes", 2: "equality deletes"}
+_CONTENTS = ("data", "position deletes", "equality deletes")
 
 
 @dataclass(frozen=True)
@@ -45,26 +44,19 @@ class TableSummary:
 
 
 def summarize(spark: SparkSession, table: str) -> TableSummary:
-    """Summarise ``table`` from Iceberg's metadata tables and one native count."""
-    files = spark.table(f"{table}.files")
-    grouped = {
-        r["content"]: r
-        for r in files.groupBy("content")
-        .agg(F.count("*").alias("n"), F.sum("record_count").alias("records"), F.sum("file_size_in_bytes").alias("bytes"))
-        .collect()
-    }
+    """Summarise ``table``: its live files (``SELECT * FROM eqdelete_table_files('<table>')``),
+    snapshots and one native count."""
+    files = _remote.rows(spark, f"SELECT * FROM eqdelete_table_files({_remote.literal(table)})")
     groups = [
-        FileGroup(kind, grouped[c]["n"], grouped[c]["records"], grouped[c]["bytes"])
-        if c in grouped
-        else FileGroup(kind, 0, 0, 0)
-        for c, kind in _CONTENT.items()
+        FileGroup(
+            kind,
+            sum(r["files"] for r in files if r["content"] == kind),
+            sum(r["records"] for r in files if r["content"] == kind),
+            sum(r["bytes"] for r in files if r["content"] == kind),
+        )
+        for kind in _CONTENTS
     ]
-    fields = dict(_jvm.field_names(spark, table))
-    id_sets = [
-        r["equality_ids"]
-        for r in files.where("content = 2").select("equality_ids").distinct().collect()
-    ]
-    column_sets = sorted(", ".join(fields.get(i, f"#{i}") for i in ids) for ids in id_sets)
+    column_sets = sorted(r["equality_columns"] for r in files if r["equality_columns"] is not None)
     snapshots = spark.table(f"{table}.snapshots").count()
     with use_strategy(spark, "native"):
         started = time.monotonic()

@@ -7,7 +7,7 @@ from contextlib import AbstractContextManager, contextmanager
 
 from pyspark.sql import SparkSession
 
-from eqdelete import _conf, _jvm
+from eqdelete import _conf
 
 ENABLED_KEY = "spark.eqdelete.enabled"
 STRATEGY_KEY = "spark.eqdelete.strategy"
@@ -20,8 +20,9 @@ def set_strategy(spark: SparkSession, strategy: str) -> None:
 
 
 def get_strategy(spark: SparkSession) -> str:
-    """The strategy in force, as the extension reads it (normalised, default applied)."""
-    return _jvm.effective_strategy(spark)
+    """The strategy in force, as the extension reads it: trimmed, lower case, the default when unset."""
+    value = spark.conf.get(STRATEGY_KEY, None)
+    return (value if value is not None else str(_conf.rules()[STRATEGY_KEY]["default"])).strip().lower()
 
 
 def set_enabled(spark: SparkSession, enabled: bool) -> None:

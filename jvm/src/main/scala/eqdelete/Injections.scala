@@ -21,6 +21,10 @@ private[eqdelete] object Injections {
     // Plans the filter strategy's index subqueries, so indexes are built during execution.
     extensions.injectPlannerStrategy(_ => PlanDeleteKeyIndexes)
 
+    // The table-valued functions that report decisions and files, and the planning of their rows.
+    eqdelete.sql.TableFunctions.all.foreach(extensions.injectTableFunction)
+    extensions.injectPlannerStrategy(_ => eqdelete.sql.PlanInformationFunctions)
+
     // Lets anyone check, from plain SQL, that the extension is loaded and which versions run.
     extensions.injectFunction(VersionFunction.description)
   }

@@ -11,6 +11,10 @@ import org.apache.spark.sql.catalyst.plans.logical.{Command, CommandResult, Logi
 import org.apache.spark.sql.execution.QueryExecution
 import org.apache.spark.sql.util.QueryExecutionListener
 
+/** A relation that reports on other queries (eqdelete's table-valued functions): a query reading
+  * one is not the last query the decision log reports. */
+trait Introspection
+
 /** The decisions of the last query each session ran, kept by a query execution listener. */
 object DecisionLog {
   private val last = Collections.synchronizedMap(new WeakHashMap[SparkSession, Seq[Decision]]())
@@ -52,9 +56,11 @@ object DecisionLog {
     // query as an execution of its own (CREATE/REPLACE TABLE AS SELECT, a v1 source's CTAS,
     // INSERT OVERWRITE DIRECTORY: the query a child it plans itself, or a leaf's inner child) has
     // had that execution reported before it: those decisions are the statement's. A query that
-    // failed analysis has no optimized plan: Try, and keep the last decisions.
+    // failed analysis has no optimized plan: Try, and keep the last decisions. A query of eqdelete's
+    // own table-valued functions reports on other queries and is not one to report on.
     private def record(qe: QueryExecution): Unit = Try(qe.optimizedPlan).foreach {
       case _: CommandResult | _: V2CreateTableAsSelectPlan =>
+      case introspection if introspection.exists(_.isInstanceOf[Introspection]) =>
       case command: Command if command.children.isEmpty && command.innerChildren.exists(_.isInstanceOf[LogicalPlan]) =>
       case plan => Try(Decisions.of(plan)).foreach(decisions => last.put(session, decisions))
     }

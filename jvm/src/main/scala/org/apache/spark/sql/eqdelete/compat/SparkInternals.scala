@@ -4,7 +4,8 @@ import java.util.concurrent.TimeoutException
 
 import org.apache.spark.SparkContext
 import org.apache.spark.sql.SparkSession
-import org.apache.spark.sql.execution.SparkPlan
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
+import org.apache.spark.sql.execution.{CommandExecutionMode, SparkPlan}
 import org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec
 import org.apache.spark.sql.execution.datasources.v2.BatchScanExec
 
@@ -31,6 +32,15 @@ object SparkInternals {
     case adaptive: AdaptiveSparkPlanExec => planScans(adaptive.inputPlan)
     case scan: BatchScanExec => scan.inputRDD.partitions
     case _ =>
+  }
+
+  /**
+   * The optimized plan of a SQL statement, planned and not run: a command in it (an INSERT, a
+   * CTAS) is analyzed and optimized, never executed, unlike `SparkSession.sql`.
+   */
+  def optimizedWithoutRunning(session: SparkSession, sqlText: String): LogicalPlan = {
+    val parsed = session.sessionState.sqlParser.parsePlan(sqlText)
+    session.sessionState.executePlan(parsed, CommandExecutionMode.SKIP).optimizedPlan
   }
 
   /** The running SparkContext, without creating one. */

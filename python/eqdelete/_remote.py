@@ -1,0 +1,44 @@
+"""Spark Connect sessions: telling them apart, and reaching the extension through SQL.
+
+A Connect session has no JVM in the Python process, so every operation of the package has a
+SQL form the extension serves on the server: table-valued functions for what only reports
+(``eqdelete_decisions``, ``eqdelete_last_decisions``, ``eqdelete_table_files``) and procedures
+in eqdelete's catalog for what commits (``CALL eqdelete.system.write_equality_deletes``,
+``resolve_equality_deletes``). DataFrames reach them as temporary views.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+
+def is_remote(session_or_frame: SparkSession | DataFrame) -> bool:
+    """True for a Spark Connect session or DataFrame. Decided by the object's own class, not
+    pyspark's process-wide connect mode, so classic and Connect objects can be told apart."""
+    return type(session_or_frame).__module__.startswith("pyspark.sql.connect")
+
+
+def literal(text: str) -> str:
+    """``text`` as a SQL string literal (Spark's default escaping: backslash escapes)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@contextmanager
+def temp_view(frame: DataFrame) -> Iterator[str]:
+    """A session-scoped temporary view of ``frame`` for the block, dropped after it."""
+    name = f"eqdelete_{uuid.uuid4().hex}"
+    frame.createOrReplaceTempView(name)
+    try:
+        yield name
+    finally:
+        frame.sparkSession.catalog.dropTempView(name)
+
+
+def rows(spark: SparkSession, sql: str) -> list[dict[str, Any]]:
+    """The rows of ``sql`` as dicts."""
+    return [row.asDict() for row in spark.sql(sql).collect()]

@@ -1,0 +1,182 @@
+"""Every public function and CLI command over a real Spark Connect server, compared with a
+classic session's results on the same warehouse (``classic_twin.py``, a process of its own)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import warnings
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+import eqdelete
+from eqdelete.cdc import CdcSpec, generate
+from eqdelete.config import RemoteSessionWarning
+
+from connect_cases import QUERY, STRATEGIES, fingerprint_sql, spec
+
+HERE = Path(__file__).resolve().parent
+TABLE = "local.db.connect_cdc"
+CLASSIC_TABLE = "local.db.classic_cdc"
+
+
+def _same_decisions(connect: list, classic: list) -> None:
+    assert [dataclasses.asdict(d) for d in connect] == classic
+    assert connect, "the query reads one Iceberg table: one decision"
+
+
+@pytest.fixture(scope="module")
+def generated(spark: SparkSession) -> str:
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS local.db")
+    generate(spark, spec(TABLE), progress=None)
+    return TABLE
+
+
+@pytest.fixture(scope="module")
+def classic(generated: str, warehouse: Path, python: str) -> dict:
+    """The classic session's results, after the Connect side generated its table."""
+    done = subprocess.run([python, str(HERE / "classic_twin.py"), str(warehouse), generated, CLASSIC_TABLE],
+                          capture_output=True, text=True, cwd=HERE, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_session_reaches_the_extension(spark: SparkSession) -> None:
+    assert type(spark).__module__.startswith("pyspark.sql.connect")
+    assert spark.sql("SELECT eqdelete_version()").first()[0].startswith("eqdelete ")
+
+
+def test_toggles(spark: SparkSession) -> None:
+    assert eqdelete.get_strategy(spark) == "auto"
+    eqdelete.set_strategy(spark, " Filter ")
+    assert eqdelete.get_strategy(spark) == "filter"
+    with eqdelete.use_strategy(spark, "join"):
+        assert eqdelete.get_strategy(spark) == "join"
+    assert eqdelete.get_strategy(spark) == "filter"
+    spark.conf.unset("spark.eqdelete.strategy")
+    with eqdelete.use_conf(spark, [("spark.eqdelete.enabled", "false")]):
+        assert spark.conf.get("spark.eqdelete.enabled") == "false"
+    eqdelete.set_enabled(spark, True)
+    assert spark.conf.get("spark.eqdelete.enabled") == "true"
+    with pytest.raises(ValueError, match="one of auto, filter, join, native"):
+        eqdelete.set_strategy(spark, "fast")
+
+
+def test_generate_makes_the_table_a_classic_session_makes(spark: SparkSession, generated: str, classic: dict) -> None:
+    connect_summary = dataclasses.asdict(eqdelete.summarize(spark, generated))
+    classic_summary = classic["classic_table"]["summary"]
+    for summary in (connect_summary, classic_summary):
+        summary.pop("table"), summary.pop("native_seconds")
+        for group in summary["groups"]:
+            group.pop("bytes")  # Parquet footers name the writer's session
+    assert connect_summary == classic_summary
+    assert list(spark.sql(fingerprint_sql(generated)).first()) == classic["classic_table"]["fingerprint"]
+    assert connect_summary["native_rows"] == spec(generated).expected(spark).count()
+
+
+def test_decisions_and_last_decisions_match_classic(spark: SparkSession, generated: str, classic: dict) -> None:
+    for strategy in STRATEGIES:
+        with eqdelete.use_strategy(spark, strategy):
+            df = spark.sql(QUERY.format(t=generated))
+            _same_decisions(eqdelete.decisions(df), classic["decisions"][strategy])
+            df.agg(F.count("*")).collect()
+            last = eqdelete.last_decisions(spark)
+            _same_decisions(last, classic["last_decisions"][strategy])
+            # Asking is not a query of its own: the answer stays.
+            assert eqdelete.last_decisions(spark) == last
+    assert {d["strategy"] for s in ("filter", "join") for d in classic["decisions"][s]} == {"filter", "join"}
+
+
+def test_summarize_matches_classic(spark: SparkSession, generated: str, classic: dict) -> None:
+    connect = dataclasses.asdict(eqdelete.summarize(spark, generated))
+    expected = classic["summary"]
+    connect.pop("native_seconds"), expected.pop("native_seconds")
+    assert connect == expected
+    assert "equality deletes" in eqdelete.summarize(spark, generated).render()
+
+
+def test_compare_over_connect(spark: SparkSession, generated: str) -> None:
+    comparison = eqdelete.compare(spark, QUERY.format(t=generated), runs=1, warmup=0, progress=None)
+    assert comparison.identical
+    assert [r.strategy for r in comparison.runs] == list(eqdelete.STRATEGIES)
+    assert all(r.peak_heap_bytes is None and r.seconds[0] > 0 for r in comparison.runs)
+    assert comparison.by_strategy("filter").plan == "filter"
+    assert "peak heap MB" in comparison.render()
+    with pytest.raises(eqdelete.NoEqualityDeletesError):
+        eqdelete.compare(spark, "SELECT 1 AS one", runs=1, warmup=0, progress=None)
+
+
+def test_resolve_dry_run_matches_classic(spark: SparkSession, generated: str, classic: dict) -> None:
+    connect = dataclasses.asdict(eqdelete.resolve_equality_deletes(spark, generated, dry_run=True))
+    expected = classic["resolve_dry_run"]
+    connect.pop("seconds"), expected.pop("seconds")
+    assert connect == expected
+    assert connect["rows_resolved"] > 0 and connect["snapshot_id"] is None
+
+
+def test_write_and_resolve_over_connect(spark: SparkSession) -> None:
+    table = "local.db.connect_writes"
+    generate(spark, CdcSpec(table, rows=500, commits=1), progress=None)
+    before = spark.table(table).count()
+    keys = [r["k1"] for r in spark.table(table).orderBy("k1").limit(5).collect()]
+    commit = eqdelete.write_equality_deletes(spark, table, ["k1"], [(k,) for k in keys[:3]])
+    assert commit.delete_files == 1 and commit.data_files == 0
+    frame = spark.table(table).where(F.col("k1").isin(keys[3:]))
+    upsert = eqdelete.write_equality_deletes(spark, table, ["k1"], frame.select("k1"), inserts=frame)
+    assert upsert.data_files == 1 and upsert.snapshot_id != commit.snapshot_id
+    assert spark.table(table).count() == before - 3
+    result = eqdelete.resolve_equality_deletes(spark, table)
+    assert result.committed and result.rows_resolved >= 5
+    files = {r["content"] for r in spark.sql(f"SELECT * FROM eqdelete_table_files('{table}')").collect()}
+    assert "equality deletes" not in files
+    assert spark.table(table).count() == before - 3
+    with pytest.raises(ValueError, match="key_columns"):
+        eqdelete.write_equality_deletes(spark, table, [], [(1,)])
+
+
+def test_generate_leaves_nothing_behind_when_it_fails(spark: SparkSession) -> None:
+    table = "local.db.connect_broken"
+    broken = CdcSpec(table, rows=100, commits=1, extra_properties={"write.format.default": "no-such-format"})
+    with pytest.raises(Exception, match="no-such-format|NO-SUCH-FORMAT|format"):
+        generate(spark, broken, progress=None)
+    assert not spark.catalog.tableExists(table)
+
+
+def test_configure_on_a_remote_builder_says_what_the_server_needs(server: str) -> None:
+    builder = SparkSession.builder.remote(server)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        eqdelete.configure(builder, strategy="join")
+    [warning] = [w for w in caught if issubclass(w.category, RemoteSessionWarning)]
+    text = str(warning.message)
+    assert "eqdelete.EqualityDeleteExtensions" in text and "spark.jars" in text and "connect-server" in text
+    assert builder._options["spark.eqdelete.strategy"] == "join"  # noqa: SLF001
+    assert "spark.jars" not in builder._options  # noqa: SLF001
+
+
+def test_sql_forms(spark: SparkSession, generated: str) -> None:
+    described = "\n".join(r[0] for r in spark.sql("DESCRIBE FUNCTION eqdelete_decisions").collect())
+    assert "planned and not run" in described
+    query = QUERY.format(t=generated).replace("'", "\\'")
+    with eqdelete.use_strategy(spark, "filter"):
+        rows = spark.sql(f"SELECT strategy, delete_files FROM eqdelete_decisions('{query}')").collect()
+    assert [r["strategy"] for r in rows] == ["filter"] and rows[0]["delete_files"] > 0
+    with pytest.raises(Exception, match="constant string"):
+        spark.sql("SELECT * FROM eqdelete_decisions(1)").collect()
+
+
+@pytest.mark.parametrize("command", [
+    ["generate", "--table", "local.db.cli_cdc", "--rows", "800", "--commits", "2", "--replace"],
+    ["compare", "--sql", "SELECT count(*) FROM local.db.cli_cdc", "--runs", "1", "--warmup", "0"],
+    ["resolve", "--table", "local.db.cli_cdc", "--dry-run"],
+])
+def test_cli_over_connect(server: str, python: str, command: list[str]) -> None:
+    done = subprocess.run([python, "-m", "eqdelete", *command, "--remote", server], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected = {"generate": "equality deletes", "compare": "results: identical", "resolve": "dry run on"}[command[0]]
+    assert expected in done.stdout
