@@ -21,7 +21,7 @@ from connect_cases import QUERY, STRATEGIES, fingerprint_sql, spec
 
 def main(warehouse: str, connect_table: str, classic_table: str) -> None:
     spark = eqdelete.session("eqdelete-classic-twin", master="local[2]", warehouse=warehouse,
-                             conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
+                             conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "4",
                                    "spark.sql.session.timeZone": "UTC", "spark.driver.memory": "2g"})
     spark.sparkContext.setLogLevel("ERROR")
     generate(spark, spec(classic_table), progress=None)
@@ -35,7 +35,7 @@ def main(warehouse: str, connect_table: str, classic_table: str) -> None:
     out["summary"] = dataclasses.asdict(eqdelete.summarize(spark, connect_table))
     out["classic_table"] = {
         "summary": dataclasses.asdict(eqdelete.summarize(spark, classic_table)),
-        "fingerprint": list(spark.sql(fingerprint_sql(classic_table)).first()),
+        "fingerprint": [int(v) for v in spark.sql(fingerprint_sql(classic_table)).first()],
     }
     out["resolve_dry_run"] = dataclasses.asdict(eqdelete.resolve_equality_deletes(spark, connect_table, dry_run=True))
     spark.stop()
