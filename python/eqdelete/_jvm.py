@@ -31,10 +31,6 @@ def conf_rules_json(spark: SparkSession) -> str:
     return _jvm(spark).org.apache.spark.sql.eqdelete.compat.EqDeleteConf.rulesJson()
 
 
-def effective_strategy(spark: SparkSession) -> str:
-    """spark.eqdelete.strategy as the extension reads it (validated, trimmed, lower case)."""
-    conf = _jsession(spark).sessionState().conf()
-    return _jvm(spark).org.apache.spark.sql.eqdelete.compat.EqDeleteConf.strategy(conf)
 
 
 def strategy_names(spark: SparkSession) -> list[str]:
@@ -66,21 +62,12 @@ def commit_equality_deletes(
     return result.snapshotId(), result.dataFiles(), result.deleteFiles()
 
 
-def field_names(spark: SparkSession, table: str) -> list[tuple[int, str]]:
-    """(field id, name) of every column of the Iceberg table's current schema, nested included."""
-    jtable = _jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(_jsession(spark), table)
-    id_to_name = jtable.schema().idToName()
-    return [(int(i), str(id_to_name.get(i))) for i in id_to_name.keySet()]
 
 
 def _decision_dicts(jdecisions: Any) -> list[dict[str, Any]]:
     return [dict(d.items()) for d in jdecisions]
 
 
-def last_query_decisions(spark: SparkSession) -> list[dict[str, Any]]:
-    """Decisions of the last query the session ran (waits for Spark's listener bus)."""
-    log = _jvm(spark).eqdelete.explain.DecisionLog
-    return _decision_dicts(log.lastQueryAsJava(_jsession(spark)))
 
 
 def plan_decisions(df: DataFrame) -> list[dict[str, Any]]:
