@@ -31,8 +31,6 @@ def conf_rules_json(spark: SparkSession) -> str:
     return _jvm(spark).org.apache.spark.sql.eqdelete.compat.EqDeleteConf.rulesJson()
 
 
-
-
 def strategy_names(spark: SparkSession) -> list[str]:
     """The values spark.eqdelete.strategy accepts, as the JVM declares them."""
     return list(_jvm(spark).org.apache.spark.sql.eqdelete.compat.EqDeleteConf.strategyNames())
@@ -62,12 +60,8 @@ def commit_equality_deletes(
     return result.snapshotId(), result.dataFiles(), result.deleteFiles()
 
 
-
-
 def _decision_dicts(jdecisions: Any) -> list[dict[str, Any]]:
     return [dict(d.items()) for d in jdecisions]
-
-
 
 
 def plan_decisions(df: DataFrame) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ in eqdelete's catalog for what commits (``CALL eqdelete.system.write_equality_de
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -42,3 +42,28 @@ def temp_view(frame: DataFrame) -> Iterator[str]:
 def rows(spark: SparkSession, sql: str) -> list[dict[str, Any]]:
     """The rows of ``sql`` as dicts."""
     return [row.asDict() for row in spark.sql(sql).collect()]
+
+
+def has_extension(spark: SparkSession) -> bool:
+    """Whether the session's server side has eqdelete loaded (``eqdelete_version()`` resolves)."""
+    try:
+        spark.sql("SELECT eqdelete_version()").collect()
+    except Exception:  # noqa: BLE001 - any failure means the function is not there
+        return False
+    return True
+
+
+def _argument(value: str | bool | Sequence[str]) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return literal(value)
+    return f"array({', '.join(literal(v) for v in value)})"
+
+
+def call(spark: SparkSession, procedure: str, **arguments: str | bool | Sequence[str] | None) -> dict[str, Any]:
+    """``CALL procedure(name => value, ...)`` of a procedure returning one row; None arguments
+    are left out (the procedure's default)."""
+    named = ", ".join(f"{name} => {_argument(value)}" for name, value in arguments.items() if value is not None)
+    [row] = rows(spark, f"CALL {procedure}({named})")
+    return row

@@ -222,10 +222,8 @@ def _settings(spark: SparkSession) -> list[tuple[str, str]]:
 def _check_writer(spark: SparkSession) -> None:
     """Fail before anything is created unless the session can write equality deletes: eqdelete
     loaded and, on Spark Connect, its procedure catalog configured on the server."""
-    try:
-        spark.sql("SELECT eqdelete_version()").collect()
-    except Exception as error:  # noqa: BLE001 - any failure means the extension is not there
-        raise ValueError(f"cannot write equality deletes: eqdelete is not loaded in this session ({type(error).__name__})") from None
+    if not _remote.has_extension(spark):
+        raise ValueError("cannot write equality deletes: eqdelete is not loaded in this session")
     if _remote.is_remote(spark) and spark.conf.get(f"spark.sql.catalog.{PROCEDURE_CATALOG}", None) is None:
         raise ValueError(
             f"cannot write equality deletes over Spark Connect: the server has no spark.sql.catalog.{PROCEDURE_CATALOG} "

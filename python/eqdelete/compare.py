@@ -154,8 +154,8 @@ def measure(
     """
     order = random.Random(seed)
     seconds: dict[str, list[float]] = {v.name: [] for v in variants}
-    peaks: dict[str, int] = {v.name: 0 for v in variants}
     heap = not _remote.is_remote(spark)
+    peaks: dict[str, int | None] = {v.name: 0 if heap else None for v in variants}
 
     def run(variant: Variant) -> float:
         with use_strategy(spark, variant.strategy), use_conf(spark, variant.conf):
@@ -175,7 +175,7 @@ def measure(
             if heap:
                 peaks[variant.name] = max(peaks[variant.name], _jvm.peak_heap_bytes(spark))
         progress(f"round {i + 1}/{runs}: " + ", ".join(f"{v.name} {seconds[v.name][-1]:.3f}s" for v in variants))
-    return {name: Timing(values, peaks[name] if heap else None) for name, values in seconds.items()}
+    return {name: Timing(values, peaks[name]) for name, values in seconds.items()}
 
 
 def compare_rows(spark: SparkSession, sql: str, strategies: Sequence[str], timings: dict[str, Timing]) -> Comparison:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyspark
 from pyspark.sql import SparkSession
 
-from eqdelete import _conf, _jars, _jvm
+from eqdelete import _conf, _jars, _jvm, _remote
 
 EXTENSION = "eqdelete.EqualityDeleteExtensions"
 ICEBERG_EXTENSION = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
@@ -217,17 +217,16 @@ def session(
 
 def _remote_session(url: str, settings: dict[str, str], strategy: str | None) -> SparkSession:
     """A Spark Connect session on ``url``, checked to reach a server with eqdelete loaded."""
-    _conf.check({**settings, **({"spark.eqdelete.strategy": strategy} if strategy is not None else {})})
+    runtime = {**settings, **({"spark.eqdelete.strategy": strategy} if strategy is not None else {})}
+    _conf.check(runtime)
     # pyspark's own builder, which also puts the process in Connect mode (pyspark.sql.functions
     # then build Connect columns): a process holds classic or Connect sessions, not both.
     spark = SparkSession.builder.remote(url).getOrCreate()
-    for key, value in {**settings, **({"spark.eqdelete.strategy": strategy} if strategy is not None else {})}.items():
+    for key, value in runtime.items():
         spark.conf.set(key, value)
-    try:
-        spark.sql("SELECT eqdelete_version()").collect()
-    except Exception as error:  # noqa: BLE001 - any failure here means the same thing
+    if not _remote.has_extension(spark):
         raise RuntimeError(
-            f"eqdelete: the Spark Connect server at {url} does not have eqdelete loaded ({error.__class__.__name__}); "
+            f"eqdelete: the Spark Connect server at {url} does not have eqdelete loaded; "
             "start it with `python -m eqdelete connect-server`"
-        ) from None
+        )
     return spark

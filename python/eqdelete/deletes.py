@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
-
-from contextlib import ExitStack
 
 from eqdelete import _jvm, _remote
 from eqdelete.config import PROCEDURE_CATALOG
@@ -85,12 +84,10 @@ def _commit_remote(
     """The same commit on a Spark Connect server: the rows as temporary views, read by
     ``CALL eqdelete.system.write_equality_deletes``."""
     with ExitStack() as views:
-        arguments = [f"table => {_remote.literal(table)}",
-                     f"key_columns => array({', '.join(_remote.literal(c) for c in key_columns)})",
-                     f"global_deletes => {'true' if global_deletes else 'false'}"]
-        for name, frame in (("deletes", deletes), ("inserts", inserts)):
-            if frame is not None:
-                view = views.enter_context(_remote.temp_view(frame))
-                arguments.append(f"{name} => {_remote.literal(f'SELECT * FROM `{view}`')}")
-        [row] = _remote.rows(spark, f"CALL {PROCEDURE_CATALOG}.system.write_equality_deletes({', '.join(arguments)})")
+        queries = {
+            name: f"SELECT * FROM `{views.enter_context(_remote.temp_view(frame))}`"
+            for name, frame in (("deletes", deletes), ("inserts", inserts)) if frame is not None
+        }
+        row = _remote.call(spark, f"{PROCEDURE_CATALOG}.system.write_equality_deletes", table=table,
+                           key_columns=key_columns, global_deletes=global_deletes, **queries)
     return Commit(row["snapshot_id"], row["data_files"], row["delete_files"])

@@ -73,17 +73,14 @@ class ResolveResult:
 
 def _resolve_remote(spark: SparkSession, table: str, where: Optional[str], dry_run: bool) -> dict:
     """The run on a Spark Connect server: ``CALL eqdelete.system.resolve_equality_deletes``."""
-    arguments = [f"table => {_remote.literal(table)}", f"dry_run => {'true' if dry_run else 'false'}"]
-    if where is not None:
-        arguments.append(f"where => {_remote.literal(where)}")
     try:
-        [row] = _remote.rows(spark, f"CALL {PROCEDURE_CATALOG}.system.resolve_equality_deletes({', '.join(arguments)})")
+        return _remote.call(spark, f"{PROCEDURE_CATALOG}.system.resolve_equality_deletes", table=table, where=where,
+                            dry_run=dry_run)
     except Exception as error:
         # The server sends the JVM exception's message, not its class: the conflict says so in words.
         if "conflicts with a commit made since snapshot" in str(error):
             raise ResolveConflictError(str(error)) from None
         raise
-    return row
 
 
 def resolve_equality_deletes(

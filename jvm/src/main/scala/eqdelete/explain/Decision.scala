@@ -24,6 +24,15 @@ final case class Decision(
   def rewritten: Boolean = strategy != "native"
 
   /**
+   * The decision's fields as Python's `eqdelete.Decision` and SQL's `eqdelete_decisions` name
+   * them; `covered_delete_rows` an Option.
+   */
+  def record: Map[String, Any] = Map(
+    "table" -> table, "snapshot_id" -> snapshotId, "strategy" -> strategy, "reason" -> reason, "plan" -> plan,
+    "delete_files" -> deleteFiles, "delete_rows" -> deleteRows, "data_files" -> dataFiles,
+    "data_files_with_deletes" -> dataFilesWithDeletes, "covered_delete_rows" -> coveredDeleteRows)
+
+  /**
    * Delete rows dropped because single-column deletes cover them: None when the plan covers
    * none, or until the query has read them (it is counted as they are read).
    */

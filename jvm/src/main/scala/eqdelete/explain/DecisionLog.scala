@@ -34,21 +34,12 @@ object DecisionLog {
     Option(last.get(session)).getOrElse(Nil)
   }
 
-  /** For Python: the decisions of the last query, as maps. */
-  def lastQueryAsJava(session: SparkSession): java.util.List[java.util.Map[String, Any]] =
-    toJava(lastQuery(session))
-
+  /** For Python: the decisions in a plan, as maps of their record fields (None as null). */
   def ofPlanAsJava(plan: org.apache.spark.sql.catalyst.plans.logical.LogicalPlan): java.util.List[java.util.Map[String, Any]] =
-    toJava(Decisions.of(plan))
-
-  private def toJava(decisions: Seq[Decision]): java.util.List[java.util.Map[String, Any]] =
-    decisions.map { d =>
-      Map[String, Any](
-        "table" -> d.table, "snapshot_id" -> d.snapshotId, "strategy" -> d.strategy, "reason" -> d.reason,
-        "delete_files" -> d.deleteFiles, "delete_rows" -> d.deleteRows, "data_files" -> d.dataFiles,
-        "data_files_with_deletes" -> d.dataFilesWithDeletes, "plan" -> d.plan,
-        "covered_delete_rows" -> d.coveredDeleteRows.map(Long.box).orNull).asJava
-    }.asJava
+    Decisions.of(plan).map(_.record.map {
+      case (name, value: Option[_]) => name -> value.getOrElse(null)
+      case field => field
+    }.asJava).asJava
 
   private final class Listener(session: SparkSession) extends QueryExecutionListener {
     // Collecting or showing the result of a command Spark already ran (DELETE, UPDATE, MERGE)

@@ -11,9 +11,9 @@ import org.apache.spark.sql.types.{ArrayType, BooleanType, DoubleType, IntegerTy
 
 /**
  * One of eqdelete's SQL procedures (`CALL eqdelete.system.<name>(...)`), apart from the procedure
- * API of any Spark line: Spark 4.x's own CALL and Iceberg's on Spark 3.5 adapt it
- * (`EqDeleteProcedureCatalog`, one per line). They are the statements that change a table;
- * what only reports is a table-valued function (`InformationFunction`).
+ * API of any Spark line: `EqDeleteProcedureCatalog` (the `spark-4.x` shim) adapts it to Spark 4.x's
+ * own CALL; Spark 3.5 has none eqdelete can reach (docs/sql.md). They are the statements that
+ * change a table; what only reports is a table-valued function (`InformationFunction`).
  */
 private[eqdelete] sealed trait EqDeleteProcedure {
   def name: String

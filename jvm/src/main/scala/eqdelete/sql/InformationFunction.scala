@@ -32,10 +32,7 @@ private[eqdelete] object InformationFunction {
     "plan" -> StringType, "delete_files" -> IntegerType, "delete_rows" -> LongType, "data_files" -> IntegerType,
     "data_files_with_deletes" -> IntegerType, "covered_delete_rows" -> LongType), nullable = Set("covered_delete_rows"))
 
-  def decisionRow(d: Decision): InternalRow = decisionRows.row(Map(
-    "table" -> d.table, "snapshot_id" -> d.snapshotId, "strategy" -> d.strategy, "reason" -> d.reason, "plan" -> d.plan,
-    "delete_files" -> d.deleteFiles, "delete_rows" -> d.deleteRows, "data_files" -> d.dataFiles,
-    "data_files_with_deletes" -> d.dataFilesWithDeletes, "covered_delete_rows" -> d.coveredDeleteRows))
+  def decisionRow(d: Decision): InternalRow = decisionRows.row(d.record)
 }
 
 /** `SELECT * FROM eqdelete_decisions('<query>')`: the decisions of a query, planned and not run. */
