@@ -41,8 +41,9 @@ def providedJars(dir: File): Seq[File] =
   (dir ** "*.jar").get.filterNot(f => Seq("scala-library-", "scala-reflect-", "scala-compiler-").exists(f.getName.startsWith))
 
 /**
- * The shim folders of a line. Spark's own API differs between 3.5 and 4.x; Iceberg's Spark
- * module (SparkTable's constructors) between its 3.5/4.0 and 4.1 builds.
+ * The shim folders of a line. Spark's own API differs between 3.5 and 4.x (3.5 has no CALL);
+ * Iceberg's between its 3.5/4.0 and 4.1 Spark modules (SparkTable's constructors) and between
+ * the releases the jars compile against (1.10 for 3.5 and 4.0, which lacks Scan.minRowsRequested).
  */
 def shimFolders(line: String): Seq[String] = line match {
   case "3.5" => Seq("spark-3.5", "iceberg-spark-3.5-4.0")

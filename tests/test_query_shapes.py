@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import pyspark
@@ -576,7 +577,9 @@ def test_session_catalog(spark: SparkSession, tables: Tables, warehouse) -> None
     # spark_catalog as Iceberg's SparkSessionCatalog (on a JDBC catalog), set on the running session.
     from eqdelete.config import catalog_options
 
-    options = catalog_options("spark_catalog", warehouse)
+    # Its own SQLite file: two JDBC catalogs on one file lock each other out on Iceberg 1.10
+    # (SQLITE_BUSY on the next commit of the other), with or without eqdelete.
+    options = catalog_options("spark_catalog", Path(warehouse) / "session_catalog")
     options["spark.sql.catalog.spark_catalog"] = "org.apache.iceberg.spark.SparkSessionCatalog"
     try:
         for key, value in options.items():

@@ -36,6 +36,12 @@ JOB = """
                 print("RESOLVED")
             except Exception as error:
                 print("RESOLVE REFUSED", str(error).splitlines()[0])
+            for ask in (eqdelete.last_decisions, lambda s: eqdelete.decisions(s.table("local.db.p")),
+                        lambda s: eqdelete.summarize(s, "local.db.p")):
+                try:
+                    print("ANSWERED", ask(spark))
+                except eqdelete.ExtensionNotLoadedError as error:
+                    print("NOT LOADED", str(error).splitlines()[0])
     if os.environ.get("WITH_TABLE"):
         spark.sql("CREATE TABLE local.db.t (k BIGINT, v STRING) USING iceberg TBLPROPERTIES ('format-version'='2')")
         spark.sql("INSERT INTO local.db.t VALUES (1, 'a'), (2, 'b'), (3, 'c')")
@@ -82,6 +88,8 @@ def test_a_jar_built_for_another_spark_line_stands_aside(tmp_path: Path) -> None
     assert "NO VERSION FUNCTION" in result.stdout and "ALIVE 42 True" in result.stdout
     assert "PLAIN [1, 2]" in result.stdout
     assert "RESOLVE REFUSED" in result.stdout and "cannot resolve equality deletes: found Spark 4.0." in result.stdout, result.stdout
+    refused = [line_ for line_ in result.stdout.splitlines() if line_.startswith("NOT LOADED")]
+    assert len(refused) == 3 and all("eqdelete is not loaded in this session: found Spark 4.0." in r for r in refused), result.stdout
 
 
 def test_a_class_missing_from_the_jar_leaves_the_scan_native(tmp_path: Path) -> None:

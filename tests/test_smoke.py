@@ -81,3 +81,44 @@ def test_resolving_equality_deletes(spark: SparkSession, table_name: str, versio
     assert eq_delete_files(spark, table_name) == 0
     assert native_rows(spark, table_name) == history.model.live()
     assert not eqdelete.resolve_equality_deletes(spark, table_name).committed
+
+
+def test_procedures_in_sql(spark: SparkSession, table_name: str) -> None:
+    # CALL of eqdelete's procedures on every line: Spark 4.x's own CALL; on Spark 3.5 eqdelete's
+    # parser, beside Iceberg's SQL extensions (which still serve Iceberg's own procedures).
+    from test_resolve import eq_delete_files, snapshot
+
+    t = table_name
+    spark.sql(f"CREATE TABLE {t} (k BIGINT, v STRING) USING iceberg "
+              "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')")
+    spark.sql(f"INSERT INTO {t} SELECT id, CAST(id AS STRING) FROM range(1, 7)")
+    [written] = spark.sql(
+        f"CALL eqdelete.system.write_equality_deletes(table => '{t}', key_columns => array('k'), "
+        "deletes => 'SELECT id AS k FROM range(2, 5, 2)', inserts => 'SELECT 7L AS k, \\'7\\' AS v', "
+        "files_per_partition => 1)").collect()
+    assert (written.snapshot_id, written.data_files, written.delete_files) == (snapshot(spark, t), 1, 1)
+    live = [(k, str(k)) for k in (1, 3, 5, 6, 7)]
+    for strategy in STRATEGIES:
+        with eqdelete.use_strategy(spark, strategy):
+            assert sorted_rows(spark.table(t).collect()) == live, strategy
+    [dry] = spark.sql(f"/* positional */ CALL eqdelete.system.resolve_equality_deletes('{t}', NULL, true);").collect()
+    assert (dry.dry_run, dry.snapshot_id, dry.rows_resolved) == (True, None, 2)
+    [row] = spark.sql(f"CALL eqdelete.system.resolve_equality_deletes(table => '{t}')").collect()
+    assert row.snapshot_id == snapshot(spark, t) and row.equality_delete_files_removed == 1
+    assert eq_delete_files(spark, t) == 0 and sorted_rows(spark.table(t).collect()) == live
+    # Iceberg's own procedures are still Iceberg's.
+    catalog, rest = t.split(".", 1)
+    spark.sql(f"CALL {catalog}.system.rewrite_data_files(table => '{rest}')").collect()
+    with pytest.raises(Exception, match="nothing"):
+        spark.sql("CALL eqdelete.system.nothing()").collect()
+    if pyspark.__version__.startswith("3."):  # the arguments as eqdelete's parser binds them
+        for arguments, message in [
+            (f"table => '{t}', dry_run => 'yes'", "dry_run must be boolean, not string"),
+            (f"'{t}', table => '{t}'", "table is given both by position and by name"),
+            (f"table => '{t}', dry_run => true, dry_run => false", "argument dry_run is given twice"),
+            (f"table => '{t}', tables => 'x'", "has no parameter tables"),
+            ("dry_run => true", "needs argument table"),
+            (f"table => '{t}', true", "cannot follow a named one"),
+        ]:
+            with pytest.raises(Exception, match=message):
+                spark.sql(f"CALL eqdelete.system.resolve_equality_deletes({arguments})").collect()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from eqdelete._remote import ExtensionNotLoadedError
 from eqdelete.compare import Comparison, NoEqualityDeletesError, ResultsDifferError, compare
 from eqdelete.config import STRATEGIES, configure, session
 from eqdelete.decisions import Decision, decisions, last_decisions
@@ -30,6 +31,7 @@ __all__ = [
     "Commit",
     "Comparison",
     "Decision",
+    "ExtensionNotLoadedError",
     "NoEqualityDeletesError",
     "ResolveConflictError",
     "ResolveResult",

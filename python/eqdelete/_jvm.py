@@ -21,6 +21,16 @@ def validate_conf(spark: SparkSession) -> None:
     _jvm(spark).org.apache.spark.sql.eqdelete.compat.EqDeleteConf.validate(conf)
 
 
+def why_unsupported(spark: SparkSession) -> str | None:
+    """Why the eqdelete jar on the classpath stands aside (versions it was not built for), or
+    None: supported, or no eqdelete jar at all."""
+    try:
+        reason = _jvm(spark).eqdelete.SupportedVersions.unsupported()
+        return str(reason.get()) if reason.isDefined() else None
+    except Exception:  # noqa: BLE001 - no eqdelete classes in this JVM
+        return None
+
+
 def conf_reference(spark: SparkSession) -> str:
     """The Markdown table of every spark.eqdelete.* key, generated from the JVM side."""
     return _jvm(spark).org.apache.spark.sql.eqdelete.compat.EqDeleteConf.markdownReference()

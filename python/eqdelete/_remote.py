@@ -16,6 +16,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from eqdelete import _jvm
+
 
 def is_remote(session_or_frame: SparkSession | DataFrame) -> bool:
     """True for a Spark Connect session or DataFrame. Decided by the object's own class, not
@@ -42,6 +44,31 @@ def temp_view(frame: DataFrame) -> Iterator[str]:
 def rows(spark: SparkSession, sql: str) -> list[dict[str, Any]]:
     """The rows of ``sql`` as dicts."""
     return [row.asDict() for row in spark.sql(sql).collect()]
+
+
+class ExtensionNotLoadedError(RuntimeError):
+    """The session has no eqdelete: its SQL functions and rule are not there."""
+
+
+def function_rows(spark: SparkSession, sql: str) -> list[dict[str, Any]]:
+    """The rows of ``sql``, a query of eqdelete's table-valued functions. Raises
+    ``ExtensionNotLoadedError`` (saying why where the JVM is reachable) when the session has no
+    eqdelete, rather than Spark's unresolved-function error."""
+    try:
+        return rows(spark, sql)
+    except Exception as error:
+        if has_extension(spark):
+            raise
+        raise not_loaded_error(spark) from error
+
+
+def not_loaded_error(spark: SparkSession) -> ExtensionNotLoadedError:
+    """The error for a session without eqdelete, saying why where it can be told."""
+    if is_remote(spark):
+        why = "the Spark Connect server was started without it (`python -m eqdelete connect-server` starts one with it)"
+    else:
+        why = _jvm.why_unsupported(spark) or "spark.sql.extensions does not name eqdelete.EqualityDeleteExtensions"
+    return ExtensionNotLoadedError(f"eqdelete is not loaded in this session: {why}")
 
 
 def has_extension(spark: SparkSession) -> bool:

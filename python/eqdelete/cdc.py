@@ -223,7 +223,7 @@ def _check_writer(spark: SparkSession) -> None:
     """Fail before anything is created unless the session can write equality deletes: eqdelete
     loaded and, on Spark Connect, its procedure catalog configured on the server."""
     if not _remote.has_extension(spark):
-        raise ValueError("cannot write equality deletes: eqdelete is not loaded in this session")
+        raise _remote.not_loaded_error(spark)
     if _remote.is_remote(spark) and spark.conf.get(f"spark.sql.catalog.{PROCEDURE_CATALOG}", None) is None:
         raise ValueError(
             f"cannot write equality deletes over Spark Connect: the server has no spark.sql.catalog.{PROCEDURE_CATALOG} "

@@ -92,7 +92,7 @@ def extension_options(
     if add_catalog:
         added.update(catalog_options(catalog, warehouse))
     procedures = f"spark.sql.catalog.{PROCEDURE_CATALOG}"
-    if int(line.spark.split(".")[0]) >= 4 and procedures not in options:  # Spark 3.5 has no CALL of its own
+    if procedures not in options:
         added[procedures] = PROCEDURE_CATALOG_CLASS
     return added
 

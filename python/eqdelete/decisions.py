@@ -51,11 +51,14 @@ def decisions(df: DataFrame) -> list[Decision]:
     if _remote.is_remote(df):
         with _remote.temp_view(df) as view:
             query = _remote.literal(f"SELECT * FROM `{view}`")
-            return _records(_remote.rows(df.sparkSession, f"SELECT * FROM eqdelete_decisions({query})"))
-    return _records(_jvm.plan_decisions(df))
+            return _records(_remote.function_rows(df.sparkSession, f"SELECT * FROM eqdelete_decisions({query})"))
+    found = _records(_jvm.plan_decisions(df))
+    if not found and not _remote.has_extension(df.sparkSession):
+        raise _remote.not_loaded_error(df.sparkSession)
+    return found
 
 
 def last_decisions(spark: SparkSession) -> list[Decision]:
     """The decisions of the last query ``spark`` ran, one per Iceberg scan looked at
     (``SELECT * FROM eqdelete_last_decisions()``, which is not itself counted as a query)."""
-    return _records(_remote.rows(spark, "SELECT * FROM eqdelete_last_decisions()"))
+    return _records(_remote.function_rows(spark, "SELECT * FROM eqdelete_last_decisions()"))

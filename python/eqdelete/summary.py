@@ -46,7 +46,7 @@ class TableSummary:
 def summarize(spark: SparkSession, table: str) -> TableSummary:
     """Summarise ``table``: its live files (``SELECT * FROM eqdelete_table_files('<table>')``),
     snapshots and one native count."""
-    files = _remote.rows(spark, f"SELECT * FROM eqdelete_table_files({_remote.literal(table)})")
+    files = _remote.function_rows(spark, f"SELECT * FROM eqdelete_table_files({_remote.literal(table)})")
     groups = [
         FileGroup(
             kind,

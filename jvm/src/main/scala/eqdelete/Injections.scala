@@ -25,6 +25,9 @@ private[eqdelete] object Injections {
     eqdelete.sql.TableFunctions.all.foreach(extensions.injectTableFunction)
     extensions.injectPlannerStrategy(_ => eqdelete.sql.PlanInformationFunctions)
 
+    // CALL of the procedures that commit (Spark 4.x has CALL of its own; 3.5 gets eqdelete's parser).
+    eqdelete.sql.ProcedureSyntax.inject(extensions)
+
     // Lets anyone check, from plain SQL, that the extension is loaded and which versions run.
     extensions.injectFunction(VersionFunction.description)
   }

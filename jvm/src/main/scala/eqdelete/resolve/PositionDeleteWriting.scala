@@ -6,12 +6,12 @@ import scala.jdk.CollectionConverters._
 import eqdelete.write.IcebergFiles
 
 import org.apache.iceberg.{DeleteFile, FileFormat, SerializableTable, StructLike, Table, TableProperties}
-import org.apache.iceberg.data.{GenericFileWriterFactory, Record}
+import org.apache.iceberg.data.Record
 import org.apache.iceberg.deletes.{PositionDelete, PositionDeleteIndex}
 import org.apache.iceberg.io.RollingPositionDeleteWriter
 import org.apache.iceberg.util.ContentFileUtil
 import org.apache.spark.sql.DataFrame
-import org.apache.spark.sql.eqdelete.compat.IcebergInternals
+import org.apache.spark.sql.eqdelete.compat.{GenericWriterFactory, IcebergInternals}
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.functions.col
 
@@ -67,7 +67,7 @@ object PositionDeleteWriting {
 
   private def positionDeleteFiles(table: Table, targets: Map[String, TargetFile], rows: Iterator[InternalRow]): WrittenDeletes = {
     val format = IcebergFiles.format(table, TableProperties.DELETE_DEFAULT_FILE_FORMAT)
-    val factory = new GenericFileWriterFactory.Builder(table).deleteFileFormat(format).build()
+    val factory = GenericWriterFactory.builder(table).deleteFileFormat(format).build()
     lazy val outputs = IcebergFiles.outputFiles(table, format)
     val writers = mutable.LinkedHashMap.empty[(Int, String), RollingPositionDeleteWriter[Record]]
     val referenced = mutable.LinkedHashSet.empty[String]

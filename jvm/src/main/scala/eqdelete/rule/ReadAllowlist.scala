@@ -56,7 +56,7 @@ object ReadAllowlist {
       .orElse(writeAuditPublish(wapBranch, table, snapshotId))
 
   /**
-   * Iceberg 1.11 and 1.12 read the session's write-audit-publish branch (spark.wap.branch) when
+   * Iceberg (1.10 to 1.12) reads the session's write-audit-publish branch (spark.wap.branch) when
    * the table has it, which the snapshot Spark loaded may not say (Spark 3.5 and 4.0 modules).
    */
   private def writeAuditPublish(wapBranch: Option[String], table: Table, snapshotId: Long): Option[String] =

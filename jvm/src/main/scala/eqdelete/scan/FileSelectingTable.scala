@@ -11,7 +11,7 @@ import org.apache.iceberg.{BaseTable, BatchScan, DeleteFile, FileContent, FileSc
 import org.apache.iceberg.expressions.Expression
 import org.apache.iceberg.io.CloseableIterable
 import org.apache.iceberg.metrics.MetricsReporter
-import org.apache.spark.sql.eqdelete.compat.IcebergInternals
+import org.apache.spark.sql.eqdelete.compat.{IcebergInternals, ScanLimitHint}
 
 /** Which planned files a rewritten scan reads. */
 sealed trait FileSelection extends Serializable {
@@ -111,9 +111,11 @@ object FileSelectingTable {
  * sensitivity), its tasks are served instead of planning the manifests again.
  */
 private[scan] final class SelectingBatchScan(delegate: BatchScan, selection: FileSelection, table: Table,
-    planned: Option[PlannedScan]) extends BatchScan {
+    planned: Option[PlannedScan]) extends BatchScan with ScanLimitHint {
 
   private def wrap(scan: BatchScan): BatchScan = new SelectingBatchScan(scan, selection, table, planned)
+  override protected def wrapped: BatchScan = delegate
+  override protected def rewrap(scan: BatchScan): BatchScan = wrap(scan)
 
   override def planFiles(): CloseableIterable[ScanTask] = {
     val snapshot = Option(delegate.snapshot()).map(_.snapshotId())
@@ -163,7 +165,6 @@ private[scan] final class SelectingBatchScan(delegate: BatchScan, selection: Fil
   override def splitLookback(): Int = delegate.splitLookback()
   override def splitOpenFileCost(): Long = delegate.splitOpenFileCost()
   override def metricsReporter(reporter: MetricsReporter): BatchScan = wrap(delegate.metricsReporter(reporter))
-  override def minRowsRequested(numRows: Long): BatchScan = wrap(delegate.minRowsRequested(numRows))
 }
 
 /** How often rewritten scans were served the delete planning's tasks, or planned again (for tests and logs). */

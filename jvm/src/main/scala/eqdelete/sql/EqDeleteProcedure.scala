@@ -12,8 +12,9 @@ import org.apache.spark.sql.types.{ArrayType, BooleanType, DoubleType, IntegerTy
 /**
  * One of eqdelete's SQL procedures (`CALL eqdelete.system.<name>(...)`), apart from the procedure
  * API of any Spark line: `EqDeleteProcedureCatalog` (the `spark-4.x` shim) adapts it to Spark 4.x's
- * own CALL; Spark 3.5 has none eqdelete can reach (docs/sql.md). They are the statements that
- * change a table; what only reports is a table-valued function (`InformationFunction`).
+ * own CALL; on Spark 3.5, which has no CALL, `ProcedureCallParser` and `EqDeleteCallCommand` (the
+ * `spark-3.5` shim) serve the same statement. They are the statements that change a table; what
+ * only reports is a table-valued function (`InformationFunction`).
  */
 private[eqdelete] sealed trait EqDeleteProcedure {
   def name: String

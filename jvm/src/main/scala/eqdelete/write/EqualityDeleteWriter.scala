@@ -4,11 +4,12 @@ import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 
 import org.apache.iceberg.{DataFile, DeleteFile, PartitionKey, PartitionSpec, Schema, SerializableTable, Table, TableProperties}
-import org.apache.iceberg.data.{GenericFileWriterFactory, InternalRecordWrapper, Record}
+import org.apache.iceberg.data.{InternalRecordWrapper, Record}
 import org.apache.iceberg.io.{FanoutDataWriter, RollingEqualityDeleteWriter}
 import org.apache.iceberg.spark.Spark3Util
 import org.apache.iceberg.types.TypeUtil
 import org.apache.spark.sql.{DataFrame, SparkSession}
+import org.apache.spark.sql.eqdelete.compat.GenericWriterFactory
 
 /**
  * Writes equality delete files, and optionally new data files, through Iceberg's Java API and
@@ -105,7 +106,7 @@ object EqualityDeleteWriter {
       rows: Iterator[org.apache.spark.sql.Row]): Seq[DeleteFile] = {
     val spec = table.specs().get(specId)
     val deleteFormat = IcebergFiles.format(table, TableProperties.DELETE_DEFAULT_FILE_FORMAT)
-    val writerFactory = new GenericFileWriterFactory.Builder(table)
+    val writerFactory = GenericWriterFactory.builder(table)
       .deleteFileFormat(deleteFormat)
       .equalityFieldIds(equalityIds)
       .equalityDeleteRowSchema(deleteSchema)
@@ -134,7 +135,7 @@ object EqualityDeleteWriter {
     val schema = table.schema()
     val spec = table.spec()
     val dataFormat = IcebergFiles.format(table, TableProperties.DEFAULT_FILE_FORMAT)
-    val writerFactory = new GenericFileWriterFactory.Builder(table)
+    val writerFactory = GenericWriterFactory.builder(table)
       .dataFileFormat(dataFormat)
       .dataSchema(schema)
       .build()

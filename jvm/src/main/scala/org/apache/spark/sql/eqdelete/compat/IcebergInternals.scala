@@ -13,7 +13,7 @@ import org.apache.spark.sql.sources.Filter
 
 /**
  * Iceberg classes that are public in Java but not promised as API, the same in every release
- * eqdelete supports (1.11, 1.12). The only place eqdelete names them, so a release that
+ * eqdelete supports (1.10, 1.11, 1.12). The only place eqdelete names them, so a release that
  * changes one changes one file; a `LinkageError` from here leaves the scan native.
  */
 object IcebergInternals {
