@@ -1,6 +1,7 @@
 """The smoke suite, run on every pair of the support matrix (``scripts/test.sh --pair 3.5:1.11``):
 each fixture under filter, join and auto against native and the rows written by hand, EXPLAIN,
-the decision records, the versions the session reports, and resolving equality deletes."""
+the decision records, the versions the session reports, resolving equality deletes, and both
+procedures through ``CALL``."""
 
 from __future__ import annotations
 
