@@ -69,7 +69,7 @@ for entry in "${pairs[@]}"; do
     kind="smoke suite"
     # The query shapes on the release the line's jar is compiled against and on its default;
     # a release between them has them on the other lines (CI time, 2 cores).
-    read -r -a releases <<< "$(echo "$rows" | awk -v l="$line" '$1 == l {$1 = $2 = ""; print}')"
+    read -r -a releases <<< "$(echo "$rows" | awk -v l="$line" '($1 "") == (l "") {$1 = $2 = ""; print}')"
     if [ "$iceberg" = "${releases[0]}" ] || [ "$iceberg" = "${releases[${#releases[@]}-1]}" ]; then
       tests+=(tests/test_query_shapes.py)
       kind="smoke suite and query shapes"

@@ -102,14 +102,17 @@ def test_procedures_in_sql(spark: SparkSession, table_name: str) -> None:
     for strategy in STRATEGIES:
         with eqdelete.use_strategy(spark, strategy):
             assert sorted_rows(spark.table(t).collect()) == live, strategy
-    [dry] = spark.sql(f"/* positional */ CALL eqdelete.system.resolve_equality_deletes('{t}', NULL, true);").collect()
+    [dry] = spark.sql(f"/* positional /* nested */ */ CALL eqdelete.system.resolve_equality_deletes('{t}', NULL, true); "
+                      "-- after").collect()
     assert (dry.dry_run, dry.snapshot_id, dry.rows_resolved) == (True, None, 2)
     [row] = spark.sql(f"CALL eqdelete.system.resolve_equality_deletes(table => '{t}')").collect()
     assert row.snapshot_id == snapshot(spark, t) and row.equality_delete_files_removed == 1
     assert eq_delete_files(spark, t) == 0 and sorted_rows(spark.table(t).collect()) == live
-    # Iceberg's own procedures are still Iceberg's.
+    # Iceberg's own procedures are still Iceberg's, a sort order parsed by Iceberg's parser too.
     catalog, rest = t.split(".", 1)
-    spark.sql(f"CALL {catalog}.system.rewrite_data_files(table => '{rest}')").collect()
+    spark.sql(f"CALL {catalog}.system.rewrite_data_files(table => '{rest}', strategy => 'sort', "
+              "sort_order => 'k DESC NULLS LAST', options => map('rewrite-all', 'true'))").collect()
+    assert sorted_rows(spark.table(t).collect()) == live
     with pytest.raises(Exception, match="nothing"):
         spark.sql("CALL eqdelete.system.nothing()").collect()
     if pyspark.__version__.startswith("3."):  # the arguments as eqdelete's parser binds them
@@ -120,6 +123,8 @@ def test_procedures_in_sql(spark: SparkSession, table_name: str) -> None:
             (f"table => '{t}', tables => 'x'", "has no parameter tables"),
             ("dry_run => true", "needs argument table"),
             (f"table => '{t}', true", "cannot follow a named one"),
+            (f"DISTINCT '{t}'", "takes a plain argument list"),
+            (f"'{t}') FROM (SELECT 1 AS x", "takes a plain argument list"),
         ]:
             with pytest.raises(Exception, match=message):
                 spark.sql(f"CALL eqdelete.system.resolve_equality_deletes({arguments})").collect()

@@ -52,8 +52,13 @@ def decisions(df: DataFrame) -> list[Decision]:
         with _remote.temp_view(df) as view:
             query = _remote.literal(f"SELECT * FROM `{view}`")
             return _records(_remote.function_rows(df.sparkSession, f"SELECT * FROM eqdelete_decisions({query})"))
-    found = _records(_jvm.plan_decisions(df))
-    if not found and not _remote.has_extension(df.sparkSession):
+    try:
+        found = _records(_jvm.plan_decisions(df))
+    except Exception as error:  # e.g. no eqdelete classes in the JVM at all
+        if not _remote.has_extension(df.sparkSession):
+            raise _remote.not_loaded_error(df.sparkSession) from error
+        raise
+    if not found and not _remote.has_extension(df.sparkSession):  # the jar is there, standing aside
         raise _remote.not_loaded_error(df.sparkSession)
     return found
 

@@ -1,11 +1,12 @@
 package eqdelete.sql
 
+import org.apache.iceberg.spark.ExtendedParser
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.{FunctionIdentifier, TableIdentifier}
-import org.apache.spark.sql.catalyst.analysis.UnresolvedFunction
+import org.apache.spark.sql.catalyst.analysis.{UnresolvedAlias, UnresolvedFunction}
 import org.apache.spark.sql.catalyst.expressions.Expression
 import org.apache.spark.sql.catalyst.parser.ParserInterface
-import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
+import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, OneRowRelation, Project}
 import org.apache.spark.sql.types.{DataType, StructType}
 
 /**
@@ -15,28 +16,41 @@ import org.apache.spark.sql.types.{DataType, StructType}
  * own procedures, so this parser takes those statements and hands everything else, unchanged,
  * to the parser it wraps (Spark's, or Iceberg's when its extensions are loaded). The arguments
  * are parsed by that parser, as a function call's: positional, or named with `=>`.
+ *
+ * It is an Iceberg `ExtendedParser` too, passing sort orders on to the one it wraps: Iceberg
+ * 1.10 looks for that interface on the session's outermost parser (a sort or z-order
+ * `rewrite_data_files` needs it), later releases search the wrapped ones as well.
  */
-private[sql] final class ProcedureCallParser(session: SparkSession, delegate: ParserInterface) extends ParserInterface {
+private[sql] final class ProcedureCallParser(session: SparkSession, delegate: ParserInterface) extends ExtendedParser {
   override def parsePlan(sqlText: String): LogicalPlan = procedureCall(sqlText).getOrElse(delegate.parsePlan(sqlText))
 
   private def procedureCall(sqlText: String): Option[LogicalPlan] =
-    ProcedureCallParser.Call.findFirstMatchIn(ProcedureCallParser.withoutLeadingComments(sqlText)).flatMap { m =>
+    ProcedureCallParser.Call.findPrefixMatchOf(ProcedureCallParser.withoutLeadingComments(sqlText)).flatMap { m =>
       val path = scala.util.Try(delegate.parseMultipartIdentifier(m.group(1))).getOrElse(Nil)
       path match {
         case Seq(catalog, namespace @ _*) if path.size > 1 && isProcedureCatalog(catalog) =>
           val procedure = (if (namespace.init == EqDeleteProcedure.namespace) EqDeleteProcedure.named(namespace.last) else None)
             .getOrElse(throw EqDeleteProcedure.unknown(catalog, namespace))
-          val arguments = delegate.parseExpression(s"${procedure.name}(${m.group(2)})") match {
-            case f: UnresolvedFunction => f.arguments
-            case other => throw new IllegalArgumentException(s"eqdelete: cannot read the arguments of ${path.mkString(".")}: $other")
+          // The rest, from the opening parenthesis on, read by Spark's parser as a function call's
+          // arguments, in a statement of its own so a `;` and comments may follow.
+          delegate.parsePlan(s"SELECT ${procedure.name}(${m.after}") match {
+            case Project(Seq(UnresolvedAlias(f: UnresolvedFunction, _)), _: OneRowRelation)
+                if !f.isDistinct && f.filter.isEmpty && !f.ignoreNulls =>
+              Some(EqDeleteCallCommand(procedure, f.arguments))
+            case _ => throw new IllegalArgumentException(
+              s"eqdelete: CALL ${path.mkString(".")} takes a plain argument list: (name => value, ...) or (value, ...)")
           }
-          Some(EqDeleteCallCommand(procedure, arguments))
         case _ => None
       }
     }
 
   private def isProcedureCatalog(catalog: String): Boolean =
     session.conf.getOption(s"spark.sql.catalog.$catalog").contains(classOf[EqDeleteProcedureCatalog].getName)
+
+  override def parseSortOrder(orderText: String): java.util.List[ExtendedParser.RawOrderField] = delegate match {
+    case iceberg: ExtendedParser => iceberg.parseSortOrder(orderText)
+    case _ => throw new UnsupportedOperationException("Cannot parse order: parser is not an Iceberg ExtendedParser")
+  }
 
   override def parseExpression(sqlText: String): Expression = delegate.parseExpression(sqlText)
   override def parseTableIdentifier(sqlText: String): TableIdentifier = delegate.parseTableIdentifier(sqlText)
@@ -48,18 +62,29 @@ private[sql] final class ProcedureCallParser(session: SparkSession, delegate: Pa
 }
 
 private object ProcedureCallParser {
-  /** `CALL name(arguments)`, an optional `;` after: the name, then the argument text. */
-  private val Call = """(?is)\ACALL\s+([^(]+?)\s*\((.*)\)\s*;?\s*\z""".r
+  /** `CALL name(`: the name; the arguments follow. */
+  private val Call = """(?is)CALL\s+([^(]+?)\s*\(""".r
 
-  private val LeadingComment = """(?s)\A\s*(--[^\n]*(\n|\z)|/\*.*?\*/)""".r
-
+  /** `sqlText` from its first token on: leading blanks, `--` comments and (nested) bracketed comments skipped. */
   def withoutLeadingComments(sqlText: String): String = {
-    var text = sqlText
-    var next = LeadingComment.findPrefixMatchOf(text)
-    while (next.isDefined) {
-      text = text.substring(next.get.end)
-      next = LeadingComment.findPrefixMatchOf(text)
+    var i = 0
+    var skipped = true
+    while (skipped) {
+      while (i < sqlText.length && sqlText(i).isWhitespace) i += 1
+      skipped = true
+      if (sqlText.startsWith("--", i)) {
+        val end = sqlText.indexOf('\n', i)
+        i = if (end < 0) sqlText.length else end + 1
+      } else if (sqlText.startsWith("/*", i)) {
+        var depth = 1
+        i += 2
+        while (depth > 0 && i < sqlText.length) {
+          if (sqlText.startsWith("/*", i)) { depth += 1; i += 2 }
+          else if (sqlText.startsWith("*/", i)) { depth -= 1; i += 2 }
+          else i += 1
+        }
+      } else skipped = false
     }
-    text.trim
+    sqlText.substring(i)
   }
 }
