@@ -29,10 +29,10 @@ TABLES = {t["name"]: t for t in (
     fw.upsert_spec("upsert_part", partitioned=True),
     fw.upsert_spec("upsert_unpart", partitioned=False),
     fw.cdc_spec("cdc"),
-    fw.streaming_upsert_spec("streaming", rows=3000, keys=500, checkpoints=3),
+    fw.streaming_upsert_spec("streaming", rows=3000, keys=500, checkpoints=4),
     fw.upsert_spec("upsert_part_v3", partitioned=True, format_version=3),
     fw.cdc_spec("cdc_v3", format_version=3),
-    fw.streaming_upsert_spec("streaming_part_v3", rows=2000, keys=300, checkpoints=2, partitions=3, format_version=3),
+    fw.streaming_upsert_spec("streaming_part_v3", rows=2000, keys=300, checkpoints=4, partitions=3, format_version=3),
 )}
 CDC = [name for name, t in TABLES.items() if t["scenario"] == "cdc"]
 #: Tables test_resolve already resolved: the read tests need their equality deletes.
