@@ -42,15 +42,16 @@ private[sql] final case class EqDeleteCallCommand(procedure: EqDeleteProcedure, 
       case other => fail(s"a positional argument (${other.sql}) cannot follow a named one")
     }
     if (positional.size > parameters.size) fail(s"takes at most ${parameters.size} arguments, not ${positional.size}")
-    named.groupBy(_._1).collect { case (name, uses) if uses.size > 1 => fail(s"argument $name is given twice") }
+    named.map(_._1).diff(named.map(_._1).distinct).foreach(name => fail(s"argument $name is given twice"))
     named.map(_._1).foreach { name =>
       val i = parameters.indexWhere(_.name == name)
       if (i < 0) fail(s"has no parameter $name; its parameters are ${parameters.map(_.name).mkString(", ")}")
       if (i < positional.size) fail(s"argument $name is given both by position and by name")
     }
+    val byName = named.toMap
     parameters.zipWithIndex.map { case (parameter, i) =>
       if (i < positional.size) positional(i)
-      else named.toMap.getOrElse(parameter.name,
+      else byName.getOrElse(parameter.name,
         if (parameter.required) fail(s"needs argument ${parameter.name}") else Literal(null, parameter.dataType))
     }
   }

@@ -71,7 +71,6 @@ private object ProcedureCallParser {
     var skipped = true
     while (skipped) {
       while (i < sqlText.length && sqlText(i).isWhitespace) i += 1
-      skipped = true
       if (sqlText.startsWith("--", i)) {
         val end = sqlText.indexOf('\n', i)
         i = if (end < 0) sqlText.length else end + 1
