@@ -90,9 +90,40 @@ def test_resolve_bench_quick_profile_checks_rows(spark: SparkSession, tmp_path: 
     from eqdelete import resolve_bench
     from eqdelete.cli import resolve_bench_scenarios
 
-    scenarios = resolve_bench_scenarios(quick=True, scale=1.0)
+    scenarios = resolve_bench_scenarios(quick=True, rows_factor=1.0)
     results = resolve_bench.run(spark, scenarios, tmp_path, runs=1, warmup=0, progress=lambda _m: None)
     assert [r.name for r in results] == ["cdc_upsert", "streaming_upsert", "streaming_upsert_v3"]
     assert all(r.equality_delete_files > 0 and r.rows_resolved > 0 for r in results)
     assert all(set(r.after) == {"resolved_native", "rewritten_native", "floor"} for r in results)
     assert (tmp_path / "resolve.md").read_text().startswith("| scenario")
+
+
+def test_scale_quick_profile_checks_rows_against_the_floor(spark: SparkSession, tmp_path: Path) -> None:
+    from eqdelete import scale
+
+    points = scale.default_points(quick=True)
+    results = scale.run(spark, points, tmp_path, runs=1, warmup=0, time_box=600.0, progress=lambda _m: None)
+    assert [(r.axis, r.data_rows) for r in results] == [(p.axis, p.data_rows) for p in points]
+    assert all(r.identical for r in results), [(r.axis, r.data_rows, r.delete_rows) for r in results if not r.identical]
+    columns = {*eqdelete.STRATEGIES, "floor", "floor_keys", "deletes_read"}
+    assert all(set(r.medians) == columns and all(v is not None and v > 0 for v in r.medians.values()) for r in results)
+    assert all(r.limit == r.medians["floor_keys"] + r.medians["deletes_read"] for r in results)
+    assert all(r.x_limit["auto"] == r.medians["auto"] / r.limit and r.x_native["native"] == 1.0 for r in results)
+    # The delete axis writes exactly its delete rows (more than the table's rows at the second point).
+    assert [r.delete_rows for r in results if r.axis == "delete_rows"] == [2_000, 60_000]
+    assert all(r.delete_files >= 1 for r in results)
+    assert (tmp_path / "scale.md").read_text().startswith("| axis") and (tmp_path / "scale.png").stat().st_size > 0
+
+
+def test_a_time_boxed_run_is_cancelled_and_not_run_again(spark: SparkSession) -> None:
+    from eqdelete.compare import Variant, measure
+
+    # A query that runs far longer than its box: cancelled, reported as infinite, run once only.
+    slow = "SELECT count(*) FROM range(0, 2000000000, 1, 2) a WHERE reflect('java.lang.Thread', 'sleep', 1L) IS NOT NULL"
+    timings = measure(spark, [Variant("slow", "native", slow, time_box=1.0), Variant("fast", "native", "SELECT 1")],
+                      runs=2, warmup=1, keep_rows=True)
+    assert timings["slow"].timed_out and timings["slow"].seconds == [float("inf")]
+    assert not timings["fast"].timed_out and len(timings["fast"].seconds) == 2 and timings["fast"].rows == [(1,)]
+    # The session is usable after the cancellation, without the cancelled job's group.
+    assert spark.sql("SELECT count(*) FROM range(10)").first()[0] == 10
+    assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None

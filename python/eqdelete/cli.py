@@ -142,7 +142,7 @@ def _only(items: list, only: str | None, name: Callable[[Any], str], noun: str) 
     return [i for i in items if name(i) in wanted]
 
 
-def resolve_bench_scenarios(quick: bool, scale: float) -> list:
+def resolve_bench_scenarios(quick: bool, rows_factor: float) -> list:
     """The benchmark's CDC table and the streaming-upsert table of many small commits, the
     latter also as format v3 (deletion vectors)."""
     from dataclasses import replace
@@ -154,8 +154,8 @@ def resolve_bench_scenarios(quick: bool, scale: float) -> list:
         stream = bench.streaming_upsert(0.005, commits=4)
         stream = replace(stream, spec=replace(stream.spec, files_per_commit=2))
     else:
-        tiny = [s for s in bench.default_scenarios(scale) if s.name == "cdc_upsert"]
-        stream = bench.streaming_upsert(scale)
+        tiny = [s for s in bench.default_scenarios(rows_factor) if s.name == "cdc_upsert"]
+        stream = bench.streaming_upsert(rows_factor)
     v3 = replace(stream, name=f"{stream.name}_v3", description=f"{stream.description}, format v3",
                  spec=replace(stream.spec, table=f"{stream.spec.table}_v3", format_version=3))
     return tiny + [stream, v3]
@@ -168,7 +168,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     if args.planning:
         spark = _session(args, "eqdelete bench --planning")
-        scenario = bench.streaming_upsert(0.005, commits=4) if args.quick else bench.streaming_upsert(args.scale)
+        scenario = bench.streaming_upsert(0.005, commits=4) if args.quick else bench.streaming_upsert(args.rows_factor)
         result = bench.planning(spark, scenario, runs=1 if args.quick else args.runs, out=Path(args.out))
         print(result.markdown())
         print(f"results in {args.out}/planning.json, planning.md")
@@ -178,7 +178,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from eqdelete import resolve_bench
 
         spark = _session(args, "eqdelete bench --resolve")
-        scenarios = resolve_bench_scenarios(args.quick, args.scale)
+        scenarios = resolve_bench_scenarios(args.quick, args.rows_factor)
         scenarios = _only(scenarios, args.only, lambda s: s.name, "scenario")
         results = resolve_bench.run(spark, scenarios, Path(args.out), runs=1 if args.quick else args.runs,
                                     warmup=0 if args.quick else 1)
@@ -186,7 +186,20 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print(f"results in {args.out}/resolve.json, resolve.md")
         return 0
 
-    scenarios = bench.quick_scenarios() if args.quick else bench.default_scenarios(args.scale)
+    if args.scale:
+        from eqdelete import scale
+
+        points = _only(scale.default_points(quick=args.quick), args.only, lambda p: p.axis, "axis")
+        if args.max_rows is not None:
+            points = [p for p in points if max(p.data_rows, p.delete_rows) <= args.max_rows]
+        spark = _session(args, "eqdelete bench --scale")
+        runs, warmup = (1, 0) if args.quick else (args.runs, 1)
+        results = scale.run(spark, points, Path(args.out), runs=runs, warmup=warmup, time_box=args.time_box)
+        print(scale.markdown(results))
+        print(f"results in {args.out}/scale.json, scale.md, scale.png")
+        return 0 if all(r.identical for r in results) else 3
+
+    scenarios = bench.quick_scenarios() if args.quick else bench.default_scenarios(args.rows_factor)
     scenarios = _only(scenarios, args.only, lambda s: s.name, "scenario")
     spark = _session(args, "eqdelete bench")
     runs, warmup = (1, 0) if args.quick else (args.runs, 1)
@@ -283,8 +296,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="the benchmark: every scenario under every strategy and the floor")
     _add_session_args(bench, remote=False)  # it reads the driver's heap and plan timers: a local JVM
     bench.add_argument("--quick", action="store_true", help="tiny tables, one run: checks rows, not speed (CI)")
-    bench.add_argument("--scale", type=float, default=1.0, help="multiply every scenario's rows (default: %(default)s)")
-    bench.add_argument("--only", help="comma-separated scenario names")
+    bench.add_argument("--rows-factor", type=float, default=1.0, help="multiply every scenario's rows (default: %(default)s)")
+    bench.add_argument("--only", help="comma-separated scenario names (with --scale: axes, data_rows or delete_rows)")
     bench.add_argument("--runs", type=int, default=5, help="timed runs per strategy (default: %(default)s)")
     bench.add_argument("--out", default="bench-results", help="output directory (default: %(default)s)")
     bench.add_argument("--planning", action="store_true",
@@ -293,6 +306,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--resolve", action="store_true",
                        help="instead: time resolve_equality_deletes against Iceberg's rewrite_data_files, and the "
                             "native read after, on the CDC table and a streaming-upsert table")
+    bench.add_argument("--scale", action="store_true",
+                       help="instead: how cost grows, data rows 10^6-10^8 and delete rows 10^5-3x10^7 (PERFORMANCE.md)")
+    bench.add_argument("--max-rows", type=int, help="with --scale: only points of at most this many data and delete rows")
+    bench.add_argument("--time-box", type=float, default=600.0,
+                       help="with --scale: seconds a native run may take before it is cancelled and shown as '> N s' "
+                            "(default: %(default)s)")
     bench.set_defaults(run=_cmd_bench)
 
     swp = commands.add_parser("sweep", help="where the strategies cross over: delete rows, delete files, key columns, key type")

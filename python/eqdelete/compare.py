@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,18 +123,61 @@ def _run_once(df: DataFrame) -> float:
 @dataclass(frozen=True)
 class Variant:
     """One thing to time: ``sql`` run under ``strategy`` and session settings ``conf``,
-    reported as ``name``."""
+    reported as ``name``; a run past ``time_box`` seconds is cancelled (see ``measure``)."""
 
     name: str
     strategy: str
     sql: str
     conf: tuple[tuple[str, str], ...] = ()
+    time_box: float | None = None
 
 
 @dataclass(frozen=True)
 class Timing:
-    seconds: list[float]
+    seconds: list[float]  # a run cancelled at its time box counts as math.inf
     peak_heap_bytes: int | None
+    peak_executor_heap_bytes: int | None = None  # only where executors run in their own JVMs
+    rows: list[tuple] | None = None  # with keep_rows: what the last run returned
+
+    @property
+    def timed_out(self) -> bool:
+        return any(math.isinf(s) for s in self.seconds)
+
+
+class _TimeBox:
+    """Runs a query in a Spark job group and cancels the group ``seconds`` after it starts."""
+
+    def __init__(self, spark: SparkSession, name: str, seconds: float | None) -> None:
+        self.context, self.seconds = spark.sparkContext, seconds
+        self.group = f"eqdelete-measure-{name}-{time.monotonic_ns()}"
+        self.expired = threading.Event()
+
+    def __enter__(self) -> "_TimeBox":
+        self.context.setJobGroup(self.group, f"eqdelete measure ({self.seconds}s time box)", True)
+        if self.seconds is not None:
+            self.timer = threading.Timer(self.seconds, self._cancel)
+            self.timer.daemon = True
+            self.timer.start()
+        return self
+
+    def _cancel(self) -> None:
+        self.expired.set()
+        self.context.cancelJobGroup(self.group)
+
+    def __exit__(self, *exc: object) -> bool:
+        if self.seconds is not None:
+            self.timer.cancel()
+        self.context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        # A run cancelled at its time box ends in Spark's cancellation error: that is the result.
+        return exc[0] is not None and self.expired.is_set()
+
+    def stage_ids(self) -> list[int]:
+        tracker = self.context.statusTracker()
+        ids: list[int] = []
+        for job in tracker.getJobIdsForGroup(self.group):
+            info = tracker.getJobInfo(job)
+            ids.extend(info.stageIds if info else [])
+        return ids
 
 
 def measure(
@@ -143,6 +188,7 @@ def measure(
     warmup: int,
     progress: Callable[[str], None] = lambda _m: None,
     seed: int = 0,
+    keep_rows: bool = False,
 ) -> dict[str, Timing]:
     """Time every variant ``runs`` times after ``warmup`` runs each, interleaved: each round runs
     every variant once, in a fresh random order, so that JIT warm-up, caches and background
@@ -150,32 +196,88 @@ def measure(
 
     Each run plans the query anew (the strategy is read while optimizing), as a user's would.
     Times are taken on the client; the driver's peak heap only where the client holds the JVM
-    (None on Spark Connect).
+    (None on Spark Connect), and the executors' (the largest of any executor, from Spark's
+    stage metrics) where they run in JVMs of their own. With ``keep_rows`` each run collects
+    its rows (for a query of few rows, such as an aggregate) and keeps the last run's, sorted.
+    A variant with a ``time_box`` whose
+    run passes it is cancelled, counted as ``math.inf`` and not run again: one run never holds
+    the whole measurement.
     """
     order = random.Random(seed)
     seconds: dict[str, list[float]] = {v.name: [] for v in variants}
-    heap = not _remote.is_remote(spark)
-    peaks: dict[str, int | None] = {v.name: 0 if heap else None for v in variants}
+    classic = not _remote.is_remote(spark)
+    executors = classic and not spark.sparkContext.master.startswith("local[") and spark.sparkContext.uiWebUrl is not None
+    peaks: dict[str, int | None] = {v.name: 0 if classic else None for v in variants}
+    executor_peaks: dict[str, int | None] = {v.name: 0 if executors else None for v in variants}
+    kept: dict[str, list[tuple] | None] = {v.name: None for v in variants}
+
+    def once(variant: Variant) -> float:
+        df = spark.sql(variant.sql)
+        if not keep_rows:
+            return _run_once(df)
+        started = time.perf_counter()
+        rows = df.collect()
+        elapsed = time.perf_counter() - started
+        kept[variant.name] = sorted(tuple(r) for r in rows)
+        return elapsed
 
     def run(variant: Variant) -> float:
-        with use_strategy(spark, variant.strategy), use_conf(spark, variant.conf):
-            return _run_once(spark.sql(variant.sql))
+        if not classic:
+            with use_strategy(spark, variant.strategy), use_conf(spark, variant.conf):
+                return once(variant)
+        _jvm.reset_peak_heap(spark)
+        elapsed = math.inf  # unless the run ends before its time box
+        with use_strategy(spark, variant.strategy), use_conf(spark, variant.conf), \
+                _TimeBox(spark, variant.name, variant.time_box) as box:
+            elapsed = once(variant)
+        if box.expired.is_set():
+            elapsed = math.inf
+        peaks[variant.name] = max(peaks[variant.name] or 0, _jvm.peak_heap_bytes(spark))
+        if executors:
+            executor_peaks[variant.name] = max(executor_peaks[variant.name] or 0, _executor_peak_heap(spark, box.stage_ids()))
+        return elapsed
+
+    def boxed_out(variant: Variant) -> bool:
+        return any(math.isinf(s) for s in seconds[variant.name])
 
     for i in range(warmup):
         for variant in variants:
+            if boxed_out(variant):
+                continue
             progress(f"{variant.name}: warm-up {i + 1}/{warmup}")
-            run(variant)
+            if math.isinf(run(variant)):
+                seconds[variant.name].append(math.inf)
     for i in range(runs):
         shuffled = list(variants)
         order.shuffle(shuffled)
         for variant in shuffled:
-            if heap:
-                _jvm.reset_peak_heap(spark)
-            seconds[variant.name].append(run(variant))
-            if heap:
-                peaks[variant.name] = max(peaks[variant.name], _jvm.peak_heap_bytes(spark))
-        progress(f"round {i + 1}/{runs}: " + ", ".join(f"{v.name} {seconds[v.name][-1]:.3f}s" for v in variants))
-    return {name: Timing(values, peaks[name]) for name, values in seconds.items()}
+            if not boxed_out(variant):
+                seconds[variant.name].append(run(variant))
+        progress(f"round {i + 1}/{runs}: " + ", ".join(f"{v.name} {_shown(seconds[v.name][-1], v.time_box)}" for v in variants))
+    return {name: Timing(values, peaks[name], executor_peaks[name], kept[name]) for name, values in seconds.items()}
+
+
+def _shown(seconds: float, time_box: float | None) -> str:
+    return f"> {time_box:.0f}s" if math.isinf(seconds) else f"{seconds:.3f}s"
+
+
+def _executor_peak_heap(spark: SparkSession, stage_ids: list[int]) -> int:
+    """The largest JVM heap any executor reported during ``stage_ids`` (Spark's REST API)."""
+    import json
+    import urllib.request
+
+    base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}/stages"
+    peak = 0
+    for stage in stage_ids:
+        try:
+            with urllib.request.urlopen(f"{base}/{stage}") as response:
+                attempts = json.load(response)
+        except OSError:
+            continue  # a stage Spark skipped (its shuffle reused) has no record
+        for attempt in attempts:
+            metrics = attempt.get("peakExecutorMetrics") or {}
+            peak = max(peak, int(metrics.get("JVMHeapMemory", 0)))
+    return peak
 
 
 def compare_rows(spark: SparkSession, sql: str, strategies: Sequence[str], timings: dict[str, Timing]) -> Comparison:

@@ -104,7 +104,6 @@ object CostModel {
     ScanRewritePlan.Filter(reason, layout(deletes), indexes)
 
   private def joinPlan(deletes: DeletePlan, readSchema: Schema, settings: CostSettings, reason: String): ScanRewritePlan.Join = {
-    val limit = DriverMemory.broadcastLimit(settings)
     val singles = plainIndexes(deletes, readSchema, settings).filter(_.set.equalityIds.size == 1)
     val coverers =
       if (singles.forall(_.read.records <= settings.filterMaxDeleteRows) &&
@@ -116,7 +115,7 @@ object CostModel {
       Seq(scoped -> true, global -> false).collect { case (files, byScope) if files.nonEmpty =>
         val bytes = joinSideBytes(files, types)
         val distribution =
-          if (limit >= 0 && bytes <= limit) JoinDistribution.Broadcast else JoinDistribution.Shuffled
+          if (DriverMemory.broadcasts(bytes, settings)) JoinDistribution.Broadcast else JoinDistribution.Shuffled
         val covered = if (distribution == JoinDistribution.Shuffled) coverings(set, coverers) else Nil
         AntiJoin(set, types, read(files, settings), byScope, distribution, bytes, covered)
       }

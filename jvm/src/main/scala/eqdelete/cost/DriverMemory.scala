@@ -6,7 +6,8 @@ import org.apache.spark.sql.eqdelete.compat.EqDeleteConf
  * The share of the driver's heap eqdelete's driver-side structures may take
  * (spark.eqdelete.filter.maxHeapFraction), checked from metadata before anything is read: the
  * filter's delete indexes, counted twice (each index and its serialized broadcast copy), and
- * the join's broadcast sides. Past it, a filter becomes a join and a broadcast a shuffle, so a
+ * the join's broadcast sides, counted three times (the rows collected, Spark's hash relation of
+ * them and its serialized copy are on the driver at once while it builds). Past it, a filter becomes a join and a broadcast a shuffle, so a
  * large delete set never takes the driver, or in local mode the whole application, down.
  */
 object DriverMemory {
@@ -28,7 +29,7 @@ object DriverMemory {
       s"of the ${settings.driverHeapBytes >> 20} MB driver heap (${allowed >> 20} MB)")
   }
 
-  /** The join broadcasts delete sides up to this many bytes; -1: never forced, Spark decides. */
-  def broadcastLimit(settings: CostSettings): Long =
-    if (settings.broadcastMaxBytes < 0) -1L else math.min(settings.broadcastMaxBytes, budget(settings))
+  /** Whether the join broadcasts a delete side estimated at `bytes`; never when the setting is -1 (Spark decides). */
+  def broadcasts(bytes: BigInt, settings: CostSettings): Boolean =
+    settings.broadcastMaxBytes >= 0 && bytes <= settings.broadcastMaxBytes && 3 * bytes <= budget(settings)
 }

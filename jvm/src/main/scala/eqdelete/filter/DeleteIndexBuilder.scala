@@ -3,12 +3,13 @@ package eqdelete.filter
 import scala.collection.mutable.ArrayBuilder
 
 import eqdelete.explain.JobDescription
-import eqdelete.index.{DeleteKeyIndex, HashedKeyIndex, IndexCapacityException, KeyBits, KeyBytes, KeyHash}
+import eqdelete.index.{DeleteKeyIndex, HashedKeyIndex, IndexCapacityException, KeyBits, KeyBytes, KeyHash, LongKeyIndex}
 import eqdelete.planning.EqualityDeleteSet
 import eqdelete.read.{DeleteRowReader, DeleteRows}
 
 import org.apache.spark.SparkContext
 import org.apache.spark.broadcast.Broadcast
+import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.types.DataType
 
 /**
@@ -54,8 +55,11 @@ object DeleteIndexBuilder {
       if (coverers.isEmpty) Iterator(DeleteRowBatch(rows, keyTypes))
       else {
         var covered = 0L
-        val kept = rows.filter { case (keys, scope, seq) =>
-          val isCovered = coverers.exists { case (coverer, position) => coverer.value.covers(scope, Array(keys(position)), seq) }
+        val kept = rows.filter { row =>
+          val (scope, seq) = (row.getLong(keyTypes.size), row.getLong(keyTypes.size + 1))
+          val isCovered = coverers.exists { case (coverer, position) =>
+            coverer.value.covers(scope, Array(row.get(position, keyTypes(position))), seq)
+          }
           if (isCovered) covered += 1
           !isCovered
         }
@@ -108,10 +112,10 @@ final class DeleteRowBatch private (
         at += KeyBytes.LengthBytes + length
         i += 3
       }
-    case _ =>
+    case longs: LongKeyIndex =>
       var i = 0
       while (i < triples.length) {
-        index.add(triples(i + 1), Array[Any](triples(i)), triples(i + 2))
+        longs.addBits(triples(i + 1), triples(i), triples(i + 2))
         i += 3
       }
       i = 0
@@ -123,25 +127,32 @@ final class DeleteRowBatch private (
 }
 
 object DeleteRowBatch {
-  def apply(rows: Iterator[(Array[Any], Long, Long)], keyTypes: Seq[DataType]): DeleteRowBatch = {
+  /** The batch of `rows`: (key values..., scope, seq) as [[eqdelete.read.DeleteRows]] reads them. */
+  def apply(rows: Iterator[InternalRow], keyTypes: Seq[DataType]): DeleteRowBatch = {
     val triples = new ArrayBuilder.ofLong
+    val types = keyTypes.toArray
+    val (scopeAt, seqAt) = (types.length, types.length + 1)
     if (DeleteKeyIndex.isPrimitive(keyTypes)) {
       val nulls = new ArrayBuilder.ofLong
-      rows.foreach { case (keys, scope, seq) =>
-        keys(0) match {
-          case null => nulls += scope += seq
-          case key => triples += KeyBits.of(key) += scope += seq
-        }
+      val keyType = types(0)
+      rows.foreach { row =>
+        if (row.isNullAt(0)) nulls += row.getLong(scopeAt) += row.getLong(seqAt)
+        else triples += KeyBits.at(row, 0, keyType) += row.getLong(scopeAt) += row.getLong(seqAt)
       }
       new DeleteRowBatch(triples.result(), nulls.result(), Array.emptyByteArray, 0L)
     } else {
-      val types = keyTypes.toArray
       val key = new KeyBytes
+      val keys = new Array[Any](types.length)
       val packed = new java.io.ByteArrayOutputStream()
       val length = new Array[Byte](KeyBytes.LengthBytes)
-      rows.foreach { case (keys, scope, seq) =>
+      rows.foreach { row =>
+        var i = 0
+        while (i < types.length) {
+          keys(i) = row.get(i, types(i))
+          i += 1
+        }
         KeyBytes.pack(types, keys, key)
-        triples += KeyHash.of(keys) += scope += seq
+        triples += KeyHash.of(keys) += row.getLong(scopeAt) += row.getLong(seqAt)
         KeyBytes.writeLength(length, 0, key.length)
         packed.write(length)
         packed.write(key.bytes, 0, key.length)

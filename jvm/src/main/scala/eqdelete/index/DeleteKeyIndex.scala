@@ -128,6 +128,13 @@ final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
       insert(KeyBits.of(value), scope, sequenceNumber)
   }
 
+  /** `add` of a non-NULL key given as its [[KeyBits]], without boxing it. */
+  def addBits(scope: Long, key: Long, sequenceNumber: Long): Unit = {
+    require(bloom == null, "the index is sealed")
+    noteScope(scope, sequenceNumber)
+    insert(key, scope, sequenceNumber)
+  }
+
   /** The newest delete of `key` in `scope` or globally, or NoDelete. */
   def newest(scope: Long, isNull: Boolean, key: Long): Long = {
     if (isNull) {

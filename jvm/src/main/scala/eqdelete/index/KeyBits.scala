@@ -1,6 +1,6 @@
 package eqdelete.index
 
-import org.apache.spark.sql.types.{DataType, DoubleType, FloatType}
+import org.apache.spark.sql.types.{DataType, DateType, DoubleType, FloatType, IntegerType}
 
 /**
  * A key value as the long the primitive index stores, and a join compares: integral values as
@@ -14,6 +14,14 @@ object KeyBits {
     case f: java.lang.Float => java.lang.Float.floatToIntBits(f).toLong
     case n: Number => n.longValue()
     case other => throw new IllegalArgumentException(s"not an integral or floating-point key: $other")
+  }
+
+  /** The key at `ordinal` of `row`, of `dataType`, read without boxing. */
+  def at(row: org.apache.spark.sql.catalyst.InternalRow, ordinal: Int, dataType: DataType): Long = dataType match {
+    case DoubleType => java.lang.Double.doubleToLongBits(row.getDouble(ordinal))
+    case FloatType => java.lang.Float.floatToIntBits(row.getFloat(ordinal)).toLong
+    case IntegerType | DateType => row.getInt(ordinal).toLong
+    case _ => row.getLong(ordinal)
   }
 
   /** The same in generated Java, for `value` of `dataType`. */

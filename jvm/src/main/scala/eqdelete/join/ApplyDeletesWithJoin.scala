@@ -8,12 +8,10 @@ import eqdelete.read.DeleteRows
 import eqdelete.scan.StrippedScan
 
 import org.apache.spark.sql.{SparkSession => ApiSession}
-import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeReference, EqualNullSafe, EqualTo, Expression, GenericInternalRow, LessThan, NamedExpression, Not, Or, ScalarSubquery}
-import org.apache.spark.sql.catalyst.expressions.aggregate.Max
+import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeReference, EqualNullSafe, EqualTo, Expression, LessThan, NamedExpression, Not, Or, ScalarSubquery}
 import org.apache.spark.sql.catalyst.plans.{JoinType, LeftAnti, LeftSemi}
-import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, BROADCAST, Filter, HintInfo, Join, JoinHint, LogicalPlan, Project, Statistics, Union}
-import org.apache.spark.sql.catalyst.plans.physical.{SinglePartition, UnknownPartitioning}
+import org.apache.spark.sql.catalyst.plans.logical.{BROADCAST, Filter, HintInfo, Join, JoinHint, LogicalPlan, Project, Statistics, Union}
+import org.apache.spark.sql.catalyst.plans.physical.UnknownPartitioning
 import org.apache.spark.sql.eqdelete.compat.SparkShim
 import org.apache.spark.sql.types.LongType
 
@@ -25,11 +23,11 @@ import org.apache.spark.sql.types.LongType
  *   Project(columns)
  *     Join(LeftAnti, keys <=> keys AND scope = scope AND data_seq < seq)   -- global: no scope
  *       Project(columns, data_seq, scope) -> scan
- *       delete rows (key, scope, seq)   -- shuffled parts: reduced to max(seq) per (key, scope)
+ *       delete rows (key, scope, seq)   -- as read, broadcast or shuffled
  * }}}
  * A shuffled part of a multi-column set drops, first, the delete rows a single-column set
  * covers (`cost.Covering`): `Filter(NOT eqdelete_covered(key; index subquery))`, checked
- * against that set's filter index, counted in `covered`.
+ * against that set's filter index, counted in `covered`, so fewer rows are shuffled.
  * Nothing is read while the plan is optimized: the delete rows are an RDD read when the join runs.
  */
 object ApplyDeletesWithJoin {
@@ -100,29 +98,21 @@ object ApplyDeletesWithJoin {
     }
 
     // A row is deleted when any delete row of its key and scope is newer, so repeated keys
-    // need no reduction for correctness. A broadcast side is built as it is read; a shuffled
-    // one is first reduced to (key, scope) -> max(seq), which shrinks what both sides shuffle.
-    val broadcast = part.distribution == JoinDistribution.Broadcast
-    val (deleteSide, newest) = if (broadcast) {
-      (comparableRows, seq)
-    } else {
-      val grouping: Seq[Attribute] = if (part.byScope) comparableKeys :+ scope else comparableKeys
-      val maxSeq = Alias(Max(seq).toAggregateExpression(), "_eqdelete_max_seq")()
-      (Aggregate(grouping, grouping ++ Seq(maxSeq), comparableRows), maxSeq.toAttribute)
-    }
-
+    // need no reduction: the delete side joins as it is read, broadcast or shuffled. Reducing
+    // it to (key, scope) -> max(seq) first cost more than it saved (PERFORMANCE.md, scale):
+    // a hash aggregate over millions of mostly distinct keys is a cache miss per row.
     // NULL keys match only NULL keys, as in Iceberg; plain equality when no delete key is NULL
     // lets Spark use its single-long hash relation instead of composite keys.
     val keyMatch = dataKeys.zip(comparableKeys).map { case (d, k) =>
       if (k.nullable) EqualNullSafe(d, k) else EqualTo(d, k): Expression
     }
     val scopeMatch = if (part.byScope) Seq(EqualTo(scan.scope.toAttribute, scope)) else Nil
-    val newer = LessThan(scan.sequence.toAttribute, newest)
+    val newer = LessThan(scan.sequence.toAttribute, seq)
     val condition = (keyMatch ++ scopeMatch :+ newer).reduce(And(_, _))
     // Broadcast past Spark's own small default (10 MB is small for a hash set of keys); a
     // shuffled part is left to Spark's join selection, which shuffles sets larger than memory.
-    val hint = if (broadcast) JoinHint(None, Some(HintInfo(strategy = Some(BROADCAST)))) else JoinHint.NONE
-    Join(left, deleteSide, joinType, Some(condition), hint)
+    val hint = if (part.distribution == JoinDistribution.Broadcast) JoinHint(None, Some(HintInfo(strategy = Some(BROADCAST)))) else JoinHint.NONE
+    Join(left, comparableRows, joinType, Some(condition), hint)
   }
 
   /** `rows` without those the part's coverings cover (see `cost.Covering`). */
@@ -150,13 +140,9 @@ object ApplyDeletesWithJoin {
       part: AntiJoin,
       keys: Seq[AttributeReference],
       scopeAndSeq: Seq[AttributeReference]): LogicalPlan = {
-    val rows = DeleteRows.rdd(session.sparkContext, scan.reader(part.set), part.read.files, part.read.tasks,
+    val rdd = DeleteRows.rdd(session.sparkContext, scan.reader(part.set), part.read.files, part.read.tasks,
       part.set.describeKeys)
-    val rdd = rows.map { case (keys, scope, seq) =>
-      new GenericInternalRow((keys :+ scope :+ seq).asInstanceOf[Array[Any]]): InternalRow
-    }
-    // A single task declares it, so the reduction needs no shuffle.
-    val partitioning = if (part.read.tasks == 1) SinglePartition else UnknownPartitioning(part.read.tasks)
+    val partitioning = UnknownPartitioning(part.read.tasks)
     val stats = Statistics(sizeInBytes = part.estimatedBytes, rowCount = Some(BigInt(part.read.records)))
     SparkShim.logicalRDD(keys ++ scopeAndSeq, rdd, partitioning, session, stats)
   }

@@ -3,24 +3,28 @@ package eqdelete.read
 import java.nio.ByteBuffer
 import java.time.{LocalDate, LocalDateTime, OffsetDateTime}
 
-import scala.collection.mutable.ArrayBuffer
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-
 import org.apache.iceberg.{DeleteFile, FileFormat, InternalData, Schema, StructLike}
-import org.apache.iceberg.io.FileIO
+import org.apache.iceberg.io.{CloseableIterable, FileIO}
+import org.apache.iceberg.spark.SparkSchemaUtil
 import org.apache.iceberg.types.{Type, TypeUtil, Types}
 import org.apache.iceberg.util.DateTimeUtil
+import org.apache.spark.TaskContext
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{BoundReference, Expression, GenericInternalRow, GetStructField, UnsafeProjection}
 import org.apache.spark.sql.eqdelete.compat.IcebergInternals
-import org.apache.spark.sql.types.Decimal
+import org.apache.spark.sql.types.{DataType, Decimal, StructType}
 import org.apache.spark.unsafe.types.UTF8String
 
 /**
- * Reads the key values of one equality delete file through Iceberg's own delete loader,
- * projected by field id (so renamed or reordered columns resolve as Iceberg resolves them),
- * as Catalyst's internal values in the order of `equalityIds`. A missing or corrupt file
- * throws, as it does natively: a skipped delete would resurrect rows.
+ * Reads the key values of one equality delete file, projected by field id (so renamed or
+ * reordered columns resolve as Iceberg resolves them), as rows of Catalyst values in the order
+ * of `equalityIds`. Parquet, the format writers use, goes through Iceberg's own Spark row
+ * reader, which yields Catalyst values directly; other formats through Iceberg's generic
+ * readers, converted. A missing or corrupt file throws, as it does natively: a skipped delete
+ * would resurrect rows.
  */
 final class DeleteRowReader(io: FileIO, readSchema: Schema, equalityIds: Seq[Int]) extends Serializable {
   private val projection: Schema = TypeUtil.select(readSchema, equalityIds.map(Integer.valueOf).toSet.asJava)
@@ -28,36 +32,68 @@ final class DeleteRowReader(io: FileIO, readSchema: Schema, equalityIds: Seq[Int
   private val paths: Array[Array[Int]] = equalityIds.map(id => DeleteRowReader.positionPath(projection.asStruct(), id)).toArray
   private val types: Array[Type] = equalityIds.map(id => readSchema.findType(id)).toArray
 
-  /** Every key of `file` (duplicates included), read fully before returning. */
-  def read(file: DeleteFile): Iterator[Array[Any]] = try {
+  /** The key columns' Spark types, in the order of the rows `read` returns. */
+  def keyTypes: Seq[DataType] = types.toSeq.map(SparkSchemaUtil.convert)
+
+  /**
+   * Every key of `file` (duplicates included), streamed: each row is reused for the next, so a
+   * caller keeping one copies it. The file is closed when the rows run out, or when the task
+   * ends before that.
+   */
+  def read(file: DeleteFile): Iterator[InternalRow] = failingAs(file) {
+    val input = io.newInputFile(file.location(), file.fileSizeInBytes())
     file.format() match {
-      case FileFormat.PARQUET | FileFormat.AVRO =>
-        // Plain rows: Iceberg's delete loader would also build a hash set of them, unused here.
-        val input = io.newInputFile(file.location(), file.fileSizeInBytes())
+      case FileFormat.PARQUET =>
+        val flatten = UnsafeProjection.create(keyExtractors)
+        closing(file, IcebergInternals.sparkParquetRows(input, projection)).map(flatten)
+      case FileFormat.AVRO =>
         val rows = InternalData.read(file.format(), input).project(projection).reuseContainers().build[StructLike]()
-        try {
-          val keys = ArrayBuffer.empty[Array[Any]]
-          rows.forEach(row => keys += keyValues(row))
-          keys.iterator
-        } finally {
-          rows.close()
-        }
+        closing(file, rows).map(generic(new GenericInternalRow(paths.length)))
       case _ =>
-        IcebergInternals.loadEqualityDeletes(io, file, projection).asScala.iterator.map(keyValues(_)).toArray.iterator
+        IcebergInternals.loadEqualityDeletes(io, file, projection).asScala.iterator.map(generic(new GenericInternalRow(paths.length)))
     }
-  } catch {
-    case NonFatal(e) => throw new DeleteFileReadException(file.location(), e)
   }
 
-  private def keyValues(row: StructLike): Array[Any] = {
-    val values = new Array[Any](paths.length)
+  /** The keys of a row of `projection` as Iceberg's Spark reader returns it, nested fields included. */
+  private def keyExtractors: Seq[Expression] = {
+    val sparkStruct = SparkSchemaUtil.convert(projection).asInstanceOf[StructType]
+    paths.toSeq.map { path =>
+      val top: Expression = BoundReference(path.head, sparkStruct(path.head).dataType, nullable = true)
+      path.tail.foldLeft(top)((struct, position) => GetStructField(struct, position))
+    }
+  }
+
+  /** `row`'s keys as Catalyst values, into `values`. */
+  private def generic(values: GenericInternalRow)(row: StructLike): InternalRow = {
     var i = 0
     while (i < paths.length) {
-      values(i) = DeleteRowReader.toCatalyst(types(i), DeleteRowReader.valueAt(row, paths(i)))
+      values.update(i, DeleteRowReader.toCatalyst(types(i), DeleteRowReader.valueAt(row, paths(i))))
       i += 1
     }
     values
   }
+
+  /** The rows of `rows`, closing it at their end or the task's, failures named after `file`. */
+  private def closing[T](file: DeleteFile, rows: CloseableIterable[T]): Iterator[T] = {
+    val source = rows.iterator()
+    var open = true
+    def close(): Unit = if (open) { open = false; source.close() }
+    Option(TaskContext.get()).foreach(_.addTaskCompletionListener[Unit](_ => close()))
+    new Iterator[T] {
+      def hasNext: Boolean = open && failingAs(file) {
+        val more = source.hasNext
+        if (!more) close()
+        more
+      }
+      def next(): T = failingAs(file)(source.next())
+    }
+  }
+
+  private def failingAs[T](file: DeleteFile)(body: => T): T =
+    try body catch {
+      case e: DeleteFileReadException => throw e
+      case NonFatal(e) => throw new DeleteFileReadException(file.location(), e)
+    }
 }
 
 object DeleteRowReader {

@@ -91,8 +91,8 @@ object EqDeleteConf {
 
   val STRATEGY: ConfigEntry[String] = declare(ChoiceRule(Strategy.all))(buildConf("strategy")
     .doc("How equality deletes of an Iceberg scan are applied. 'filter': delete rows are read " +
-      "once on the driver and compiled into predicates on the scan (or the join, when their index " +
-      "would not fit spark.eqdelete.filter.maxHeapFraction). 'join': delete rows " +
+      "by Spark tasks, indexed on the driver, broadcast, and checked per row by a predicate on the " +
+      "scan (or the join, when their index would not fit spark.eqdelete.filter.maxHeapFraction). 'join': delete rows " +
       "become the build side of a left anti join. 'native': Iceberg applies them itself, " +
       "task by task. 'auto': chosen per scan by a cost model on Iceberg metadata (native, filter, " +
       "broadcast or shuffled join), see the spark.eqdelete.auto.* keys.")
@@ -116,16 +116,18 @@ object EqDeleteConf {
 
   val JOIN_BROADCAST_MAX_BYTES: ConfigEntry[Long] = bytesConf("join.broadcastMaxBytes",
     "The join strategy broadcasts the delete rows when their estimated size (rows times " +
-      "key width) is at most this and at most spark.eqdelete.filter.maxHeapFraction of the driver's " +
-      "heap; above it Spark's own join selection decides, shuffling both sides when the delete set " +
-      "is too large to broadcast. -1 always leaves it to Spark.",
+      "key width) is at most this and, three times over (the rows, Spark's hash relation of them and " +
+      "its serialized copy), within spark.eqdelete.filter.maxHeapFraction of the driver's heap; above " +
+      "it Spark's own join selection decides, shuffling both sides when the delete set is too large " +
+      "to broadcast. -1 always leaves it to Spark.",
     default = "256m", minusOne = "always leave the choice to Spark")
 
   val FILTER_MAX_HEAP_FRACTION: ConfigEntry[Double] = fractionConf("filter.maxHeapFraction",
     "The share of the driver's heap the filter strategy's delete index may take, estimated from " +
       "the delete files' record counts before any is read (counting the index and its broadcast " +
       "copy). A scan whose index would not fit is read with the join strategy instead, also " +
-      "under strategy=filter, and its decision says why. Also caps the join's broadcast side.",
+      "under strategy=filter, and its decision says why. Also caps the join's broadcast side (three " +
+      "times its estimate: rows, hash relation, serialized copy).",
     0.25)
 
   val FILTER_FORCE: ConfigEntry[Boolean] = booleanConf("filter.force",

@@ -5,7 +5,11 @@ import scala.util.Try
 import org.apache.iceberg.{BaseFileScanTask, DeleteFile, FileScanTask, PartitionSpecParser, Schema, SchemaParser, StructLike}
 import org.apache.iceberg.data.BaseDeleteLoader
 import org.apache.iceberg.deletes.{BaseDVFileWriter, DVFileWriter, PositionDeleteIndex}
-import org.apache.iceberg.io.OutputFileFactory
+import org.apache.iceberg.io.{CloseableIterable, InputFile, OutputFileFactory}
+import org.apache.iceberg.parquet.{Parquet, ParquetValueReader}
+import org.apache.iceberg.shaded.org.apache.parquet.schema.MessageType
+import org.apache.iceberg.spark.data.SparkParquetReaders
+import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.iceberg.expressions.{Expression, ResidualEvaluator}
 import org.apache.iceberg.io.FileIO
 import org.apache.iceberg.spark.SparkV2Filters
@@ -41,6 +45,13 @@ object IcebergInternals {
    */
   def deletionVectorWriter(files: OutputFileFactory, previous: java.util.function.Function[String, PositionDeleteIndex]): DVFileWriter =
     new BaseDVFileWriter(files, previous)
+
+  /** The rows of a Parquet file projected to `projection`, as Iceberg's Spark scan reads them (Catalyst values), each row reused. */
+  def sparkParquetRows(input: InputFile, projection: Schema): CloseableIterable[InternalRow] =
+    Parquet.read(input).project(projection)
+      .createReaderFunc((fileSchema: MessageType) => SparkParquetReaders.buildReader(projection, fileSchema): ParquetValueReader[_])
+      .reuseContainers()
+      .build[InternalRow]()
 
   private def loader(io: FileIO) = new BaseDeleteLoader((f: DeleteFile) => io.newInputFile(f.location(), f.fileSizeInBytes()))
 }

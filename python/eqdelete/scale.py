@@ -1,0 +1,267 @@
+"""The scale benchmark: how each strategy's cost grows with the data and with the deletes.
+
+Two axes, each a series of fresh tables, every point measured in one interleaved run:
+
+- **data rows** 10^6, 10^7, 10^8 in a streaming-upsert shape: a base load, then 20 commits
+  that delete 0.1% and upsert 0.4% of the keys in all, so delete rows are 0.5% of data rows;
+- **delete rows** 10^5, 10^6, 10^7 and 3x10^7 on a 10^7-row table: one commit of equality
+  deletes in files of about 10^6 rows, keys spread over twice the deleted range so about half
+  of them delete a row (at 3x10^7 more delete rows than data rows).
+
+Beside every strategy, the references: the **floor** (the live rows compacted, computed from
+the generator's rules without Iceberg's delete handling), **floor_keys** (the floor's query
+also reading the key column), **deletes_read** (Spark reading every live delete file's key
+column once) and the **limit** for applying deletes, floor_keys + deletes_read. Each strategy
+is reported as x floor, x limit and x native; native is time-boxed and shown as "> N s" past it.
+Every strategy's rows are checked against the floor's; times are never asserted.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from eqdelete._report import run_each, saver, stderr_reporter
+from eqdelete.bench import QUERY, reading_keys
+from eqdelete.cdc import CdcSpec, generate
+from eqdelete.compare import Timing, Variant, measure
+from eqdelete.config import STRATEGIES
+from eqdelete.decisions import decisions
+from eqdelete.deletes import write_equality_deletes
+from eqdelete.toggles import use_strategy
+
+AXES = ("data_rows", "delete_rows")
+DATA_AXIS = (10**6, 10**7, 10**8)
+DELETE_AXIS = (10**5, 10**6, 10**7, 3 * 10**7)
+DELETE_AXIS_DATA_ROWS = 10**7
+#: Per commit, 20 commits: 0.1% of keys deleted and 0.4% upserted in all.
+UPSERT_COMMITS, DELETE_PER_COMMIT, UPSERT_PER_COMMIT = 20, 0.00005, 0.0002
+DELETE_ROWS_PER_FILE = 1_000_000
+DATA_ROWS_PER_FILE = 2_500_000
+REFERENCES = ("floor", "floor_keys", "deletes_read")
+NAMESPACE = "local.scale"
+DELETES_VIEW = "eqdelete_scale_delete_keys"
+
+
+@dataclass(frozen=True)
+class ScalePoint:
+    """One table of an axis: ``data_rows`` keys in the base load and about ``delete_rows``
+    equality delete rows."""
+
+    axis: str
+    data_rows: int
+    delete_rows: int
+
+    @property
+    def table(self) -> str:
+        return f"{NAMESPACE}.{self.axis}_{self.data_rows}_{self.delete_rows}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.axis}: {self.data_rows:,} data rows, {self.delete_rows:,} delete rows"
+
+    @property
+    def spec(self) -> CdcSpec:
+        files = max(2, self.data_rows // DATA_ROWS_PER_FILE)
+        if self.axis == "data_rows":
+            return CdcSpec(table=self.table, rows=self.data_rows, data_files=files, commits=UPSERT_COMMITS,
+                           delete_fraction=DELETE_PER_COMMIT, upsert_fraction=UPSERT_PER_COMMIT)
+        return CdcSpec(table=self.table, rows=self.data_rows, data_files=files, commits=0)
+
+    @property
+    def stride(self) -> int:
+        """Delete axis: the i-th delete row deletes key i * stride + 1 (of the base's 0 .. rows - 1)."""
+        return max(2, 2 * self.data_rows // self.delete_rows)
+
+
+def default_points(quick: bool = False) -> list[ScalePoint]:
+    """Every point of both axes, smallest first; ``quick``: a tiny profile checking rows only (CI)."""
+    if quick:
+        return [ScalePoint("data_rows", 20_000, 100), ScalePoint("data_rows", 60_000, 300),
+                ScalePoint("delete_rows", 20_000, 2_000), ScalePoint("delete_rows", 20_000, 60_000)]
+    return ([ScalePoint("data_rows", n, int(n * UPSERT_COMMITS * (DELETE_PER_COMMIT + UPSERT_PER_COMMIT)))
+             for n in DATA_AXIS]
+            + [ScalePoint("delete_rows", DELETE_AXIS_DATA_ROWS, d) for d in DELETE_AXIS])
+
+
+@dataclass
+class ScaleResult:
+    axis: str
+    data_rows: int
+    delete_rows: int
+    delete_files: int
+    master: str
+    time_box: float
+    medians: dict[str, float | None]  # None: past the time box
+    limit: float
+    x_floor: dict[str, float | None] = field(default_factory=dict)
+    x_limit: dict[str, float | None] = field(default_factory=dict)
+    x_native: dict[str, float | None] = field(default_factory=dict)
+    peak_heap_mb: dict[str, float | None] = field(default_factory=dict)
+    peak_executor_heap_mb: dict[str, float | None] = field(default_factory=dict)
+    auto_plan: str = ""
+    auto_reason: str = ""
+    identical: bool = False
+
+
+def build(spark: SparkSession, point: ScalePoint, progress: Callable[[str], None]) -> str:
+    """The point's table and its floor (``<table>_floor``); returns the floor's name."""
+    spec = point.spec
+    generate(spark, spec, replace=True, progress=progress)
+    if point.axis == "delete_rows":
+        stride = point.stride
+        ids = spark.range(0, point.delete_rows).select((F.col("id") * stride + 1).alias("id"))
+        files = max(1, math.ceil(point.delete_rows / DELETE_ROWS_PER_FILE))
+        progress(f"{point.delete_rows:,} equality delete rows in {files} file(s)")
+        write_equality_deletes(spark, spec.table, spec.key_columns, spec._rows(ids, F.lit(1)), files_per_partition=files)
+    progress("writing the floor (the live rows, without delete files)")
+    floor = f"{spec.table}_floor"
+    spark.sql(f"DROP TABLE IF EXISTS {floor} PURGE")
+    live_rows(spark, point).writeTo(floor).using("iceberg").create()
+    return floor
+
+
+def live_rows(spark: SparkSession, point: ScalePoint) -> DataFrame:
+    """The rows the point's table holds, from the generator's rules alone."""
+    spec = point.spec
+    if point.axis == "data_rows":
+        return spec.expected(spark)
+    ids = spec._ids(spark)
+    deleted = ((F.col("id") - 1) % point.stride == 0) & ((F.col("id") - 1) / point.stride < point.delete_rows) & (F.col("id") >= 1)
+    return spec._rows(ids.where(~deleted), F.lit(0))
+
+
+def delete_key_view(spark: SparkSession, table: str, key_columns: list[str]) -> int:
+    """A temporary view of the key columns of every live equality delete file of ``table``,
+    read by Spark's own Parquet reader; returns how many files."""
+    paths = [r[0] for r in spark.sql(f"SELECT file_path FROM {table}.delete_files WHERE content = 2").collect()]
+    spark.read.parquet(*paths).select(*key_columns).createOrReplaceTempView(DELETES_VIEW)
+    return len(paths)
+
+
+def run_point(spark: SparkSession, point: ScalePoint, runs: int, warmup: int, time_box: float,
+              progress: Callable[[str], None]) -> ScaleResult:
+    say = lambda m: progress(f"{point.label}: {m}")  # noqa: E731
+    say("building the table")
+    floor = build(spark, point, say)
+    keys = point.spec.key_columns
+    delete_files = delete_key_view(spark, point.table, keys)
+    sql = QUERY.format(t=point.table)
+    floor_sql = QUERY.format(t=floor)
+    variants = [Variant(s, s, sql, time_box=time_box if s == "native" else None) for s in STRATEGIES] + [
+        Variant("floor", "native", floor_sql),
+        Variant("floor_keys", "native", reading_keys(floor_sql, keys)),
+        Variant("deletes_read", "native", "SELECT " + ", ".join(f"count({k}) AS {k}_read" for k in keys) + f" FROM {DELETES_VIEW}"),
+    ]
+    timings = measure(spark, variants, runs=runs, warmup=warmup, progress=say, keep_rows=True)
+    with use_strategy(spark, "auto"):
+        auto = decisions(spark.sql(sql))
+    result = summarize(point, spark.sparkContext.master, time_box, delete_files, timings, auto)
+    say(", ".join(f"{k} {_seconds(v, time_box)}" for k, v in result.medians.items())
+        + f"; auto chose {result.auto_plan}; rows {'identical' if result.identical else 'DIFFER'}")
+    return result
+
+
+def summarize(point: ScalePoint, master: str, time_box: float, delete_files: int, timings: dict[str, Timing],
+              auto: list) -> ScaleResult:
+    medians = {n: (None if t.timed_out else statistics.median(t.seconds)) for n, t in timings.items()}
+    limit = medians["floor_keys"] + medians["deletes_read"]
+
+    def ratio(to: float | None) -> dict[str, float | None]:
+        return {n: (m / to if m is not None and to else None) for n, m in medians.items()}
+
+    floor_rows = timings["floor"].rows
+    answered = [timings[s].rows for s in STRATEGIES if not timings[s].timed_out]
+    return ScaleResult(
+        axis=point.axis, data_rows=point.data_rows, delete_rows=sum(d.delete_rows for d in auto),
+        delete_files=delete_files, master=master, time_box=time_box, medians=medians, limit=limit,
+        x_floor=ratio(medians["floor"]), x_limit=ratio(limit), x_native=ratio(medians["native"]),
+        peak_heap_mb={n: _mb(t.peak_heap_bytes) for n, t in timings.items()},
+        peak_executor_heap_mb={n: _mb(t.peak_executor_heap_bytes) for n, t in timings.items()},
+        auto_plan=",".join(sorted({d.strategy for d in auto})), auto_reason="; ".join(d.reason for d in auto),
+        identical=floor_rows is not None and all(rows == floor_rows for rows in answered),
+    )
+
+
+def _mb(n: int | None) -> float | None:
+    return None if n is None else n / 2**20
+
+
+def _seconds(value: float | None, time_box: float) -> str:
+    return f"> {time_box:.0f} s" if value is None else f"{value:.2f} s"
+
+
+def markdown(results: list[ScaleResult]) -> str:
+    columns = (*STRATEGIES, *REFERENCES)
+    lines = ["| axis | data rows | delete rows | delete files | master | limit s | "
+             + " | ".join(f"{c} s" for c in columns)
+             + " | " + " | ".join(f"{s} x floor / x limit / x native" for s in STRATEGIES)
+             + " | peak heap MB driver (executor) native / auto | auto chose | rows |",
+             "| --- | ---: | ---: | ---: | --- | ---: | " + " | ".join("---:" for _ in columns)
+             + " | " + " | ".join("---:" for _ in STRATEGIES) + " | ---: | --- | --- |"]
+
+    def x(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}"
+
+    def heap(r: ScaleResult, name: str) -> str:
+        executor = r.peak_executor_heap_mb.get(name)
+        return f"{r.peak_heap_mb[name] or 0:,.0f}" + (f" ({executor:,.0f})" if executor is not None else "")
+
+    for r in results:
+        lines.append(
+            f"| {r.axis} | {r.data_rows:,} | {r.delete_rows:,} | {r.delete_files:,} | {r.master} | {r.limit:.2f} | "
+            + " | ".join(_seconds(r.medians[c], r.time_box) for c in columns) + " | "
+            + " | ".join(f"{x(r.x_floor[s])} / {x(r.x_limit[s])} / {x(r.x_native[s])}" for s in STRATEGIES)
+            + f" | {heap(r, 'native')} / {heap(r, 'auto')} | {r.auto_plan} | {'identical' if r.identical else 'DIFFER'} |")
+    return "\n".join(lines) + "\n"
+
+
+def chart(results: list[ScaleResult], path: Path) -> None:
+    """Log-log: seconds against size, one line per strategy and reference, a panel per axis;
+    a time-boxed native drawn at its box, hollow."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    axes = [a for a in AXES if any(r.axis == a for r in results)]
+    fig, panels = plt.subplots(1, len(axes), figsize=(5.5 * len(axes), 4), squeeze=False)
+    for panel, axis in zip(panels[0], axes):
+        points = sorted((r for r in results if r.axis == axis and r.master == results[0].master),
+                        key=lambda r: r.data_rows if axis == "data_rows" else r.delete_rows)
+        xs = [r.data_rows if axis == "data_rows" else r.delete_rows for r in points]
+        for name in (*STRATEGIES, "floor", "floor_keys", "limit"):
+            ys = [r.limit if name == "limit" else r.medians[name] for r in points]
+            style = {"linestyle": "--", "color": "grey"} if name in ("floor", "floor_keys", "limit") else {}
+            shown = [(x, y) for x, y in zip(xs, ys) if y is not None]
+            if shown:
+                panel.plot(*zip(*shown), marker="o", label=name, **style)
+            boxed = [(x, r.time_box) for x, y, r in zip(xs, ys, points) if y is None]
+            if boxed:
+                panel.plot(*zip(*boxed), marker="^", linestyle="none", fillstyle="none", color="black",
+                           label=f"{name} > time box")
+        panel.set_xscale("log")
+        panel.set_yscale("log")
+        panel.set_xlabel(axis.replace("_", " ") + (" (10^7 data rows)" if axis == "delete_rows" else " (0.5% deleted)"))
+        panel.set_ylabel("median seconds")
+        panel.set_title(f"scale: {axis.replace('_', ' ')}", fontsize=10)
+        panel.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(spark: SparkSession, points: list[ScalePoint], out: Path, runs: int, warmup: int, time_box: float,
+        progress: Callable[[str], None] | None = None) -> list[ScaleResult]:
+    report = progress or stderr_reporter("eqdelete bench --scale")
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {NAMESPACE}")
+    save = saver(out, "scale", markdown)
+    results = run_each(points, lambda p: run_point(spark, p, runs, warmup, time_box, report), save, report, "point")
+    chart(results, out / "scale.png")
+    return results
