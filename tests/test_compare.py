@@ -113,6 +113,11 @@ def test_scale_quick_profile_checks_rows_against_the_floor(spark: SparkSession, 
     assert [r.delete_rows for r in results if r.axis == "delete_rows"] == [2_000, 60_000]
     assert all(r.delete_files >= 1 for r in results)
     assert (tmp_path / "scale.md").read_text().startswith("| axis") and (tmp_path / "scale.png").stat().st_size > 0
+    # One point again into the same report: it replaces its earlier result, the others stay.
+    again = scale.run(spark, points[:1], tmp_path, runs=1, warmup=0, time_box=600.0, progress=lambda _m: None)
+    saved = scale.load(tmp_path)
+    assert sorted(r.point for r in saved) == sorted(r.point for r in results)
+    assert next(r for r in saved if r.point == again[0].point).medians == again[0].medians
 
 
 def test_a_time_boxed_run_is_cancelled_and_not_run_again(spark: SparkSession) -> None:
@@ -127,3 +132,11 @@ def test_a_time_boxed_run_is_cancelled_and_not_run_again(spark: SparkSession) ->
     # The session is usable after the cancellation, without the cancelled job's group.
     assert spark.sql("SELECT count(*) FROM range(10)").first()[0] == 10
     assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None
+
+
+def test_scale_leaves_out_a_native_run_that_would_exhaust_the_heap(spark: SparkSession) -> None:
+    from eqdelete import scale
+
+    assert scale.native_out_of_memory(spark, scale.ScalePoint("delete_rows", 10_000, 1_000)) is None
+    why = scale.native_out_of_memory(spark, scale.ScalePoint("delete_rows", 10_000, 10**9))
+    assert why is not None and why.startswith("not run: Iceberg's reader would hold") and "GB heap" in why

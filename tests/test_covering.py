@@ -130,7 +130,7 @@ def test_native_agrees_with_the_computed_rows(spark: SparkSession, table: tuple[
 
 
 def test_a_broadcast_join_part_is_not_covered(spark: SparkSession, table: tuple[str, list[tuple], int]) -> None:
-    """Covering pays where a delete side is reduced and shuffled; a broadcast side is left whole."""
+    """Covering pays where a delete side is shuffled; a broadcast side is left whole."""
     name, expected, _ = table
     with eqdelete.use_strategy(spark, "join"):
         df = spark.sql(f"SELECT c, d, p, v FROM {name}")

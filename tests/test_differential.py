@@ -155,7 +155,7 @@ def test_random_history(spark: SparkSession, table_name: str, seed: int) -> None
         f"SELECT {i} AS case_id, to_json(struct(*)) AS row FROM ({case})" for i, case in enumerate(cases)
     )
     # Odd seeds shuffle every join part (broadcast otherwise, at these sizes): shuffled parts
-    # are reduced, and drop the delete rows a single-column set covers.
+    # drop the delete rows a single-column set covers.
     shuffled = [("spark.eqdelete.join.broadcastMaxBytes", "1")] if seed % 2 else []
     try:
         with use_conf(spark, shuffled):

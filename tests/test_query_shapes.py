@@ -39,7 +39,7 @@ from eqdelete.config import hadoop_catalog_options
 SETTINGS: dict[str, list[tuple[str, str]]] = {
     "filter": [("spark.eqdelete.strategy", "filter")],
     "join": [("spark.eqdelete.strategy", "join")],
-    # Spark would still broadcast a small reduced delete side: its own threshold off too. AQE off
+    # Spark would still broadcast a small delete side: its own threshold off too. AQE off
     # here, on elsewhere.
     "join_shuffled": [("spark.eqdelete.strategy", "join"), ("spark.eqdelete.join.broadcastMaxBytes", "-1"),
                       ("spark.sql.autoBroadcastJoinThreshold", "-1"), ("spark.sql.adaptive.enabled", "false")],

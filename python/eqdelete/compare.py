@@ -145,7 +145,10 @@ class Timing:
 
 
 class _TimeBox:
-    """Runs a query in a Spark job group and cancels the group ``seconds`` after it starts."""
+    """Runs a query in a Spark job group and cancels the group ``seconds`` after it starts;
+    the thread's own job group, if any, is restored after."""
+
+    _PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
 
     def __init__(self, spark: SparkSession, name: str, seconds: float | None) -> None:
         self.context, self.seconds = spark.sparkContext, seconds
@@ -153,6 +156,7 @@ class _TimeBox:
         self.expired = threading.Event()
 
     def __enter__(self) -> "_TimeBox":
+        self.before = {key: self.context.getLocalProperty(key) for key in self._PROPERTIES}
         self.context.setJobGroup(self.group, f"eqdelete measure ({self.seconds}s time box)", True)
         if self.seconds is not None:
             self.timer = threading.Timer(self.seconds, self._cancel)
@@ -167,7 +171,8 @@ class _TimeBox:
     def __exit__(self, *exc: object) -> bool:
         if self.seconds is not None:
             self.timer.cancel()
-        self.context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        for key, value in self.before.items():
+            self.context.setLocalProperty(key, value)  # type: ignore[arg-type]
         # A run cancelled at its time box ends in Spark's cancellation error: that is the result.
         return exc[0] is not None and self.expired.is_set()
 

@@ -18,6 +18,7 @@ Every strategy's rows are checked against the floor's; times are never asserted.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -46,7 +47,12 @@ DELETE_ROWS_PER_FILE = 1_000_000
 DATA_ROWS_PER_FILE = 2_500_000
 REFERENCES = ("floor", "floor_keys", "deletes_read")
 NAMESPACE = "local.scale"
+#: Iceberg's own reader keeps every delete row a task applies as a record in a hash set: about
+#: this many bytes a row (record, values, boxed key, wrapper, map entry), in each running task.
+NATIVE_BYTES_PER_DELETE_ROW = 150
 DELETES_VIEW = "eqdelete_scale_delete_keys"
+REFERENCE_STYLES = {"floor": {"linestyle": ":", "color": "grey"}, "floor_keys": {"linestyle": "--", "color": "grey"},
+                    "limit": {"linestyle": "-.", "color": "black"}}
 
 
 @dataclass(frozen=True)
@@ -92,13 +98,14 @@ def default_points(quick: bool = False) -> list[ScalePoint]:
 
 @dataclass
 class ScaleResult:
+    point: str  # which point, on which master: a later run of the same point replaces it
     axis: str
     data_rows: int
     delete_rows: int
     delete_files: int
     master: str
     time_box: float
-    medians: dict[str, float | None]  # None: past the time box
+    medians: dict[str, float | None]  # None: past the time box, or not run (see not_run)
     limit: float
     x_floor: dict[str, float | None] = field(default_factory=dict)
     x_limit: dict[str, float | None] = field(default_factory=dict)
@@ -108,6 +115,7 @@ class ScaleResult:
     auto_plan: str = ""
     auto_reason: str = ""
     identical: bool = False
+    not_run: dict[str, str] = field(default_factory=dict)  # variant -> why it was not run
 
 
 def build(spark: SparkSession, point: ScalePoint, progress: Callable[[str], None]) -> str:
@@ -154,7 +162,9 @@ def run_point(spark: SparkSession, point: ScalePoint, runs: int, warmup: int, ti
     delete_files = delete_key_view(spark, point.table, keys)
     sql = QUERY.format(t=point.table)
     floor_sql = QUERY.format(t=floor)
-    variants = [Variant(s, s, sql, time_box=time_box if s == "native" else None) for s in STRATEGIES] + [
+    not_run = {"native": why} if (why := native_out_of_memory(spark, point)) else {}
+    variants = [Variant(s, s, sql, time_box=time_box if s == "native" else None)
+                for s in STRATEGIES if s not in not_run] + [
         Variant("floor", "native", floor_sql),
         Variant("floor_keys", "native", reading_keys(floor_sql, keys)),
         Variant("deletes_read", "native", "SELECT " + ", ".join(f"count({k}) AS {k}_read" for k in keys) + f" FROM {DELETES_VIEW}"),
@@ -162,30 +172,58 @@ def run_point(spark: SparkSession, point: ScalePoint, runs: int, warmup: int, ti
     timings = measure(spark, variants, runs=runs, warmup=warmup, progress=say, keep_rows=True)
     with use_strategy(spark, "auto"):
         auto = decisions(spark.sql(sql))
-    result = summarize(point, spark.sparkContext.master, time_box, delete_files, timings, auto)
+    result = summarize(point, spark.sparkContext.master, time_box, delete_files, timings, auto, not_run)
     say(", ".join(f"{k} {_seconds(v, time_box)}" for k, v in result.medians.items())
         + f"; auto chose {result.auto_plan}; rows {'identical' if result.identical else 'DIFFER'}")
     return result
 
 
+def native_out_of_memory(spark: SparkSession, point: ScalePoint) -> str | None:
+    """Why Iceberg's own reader would run out of memory on the point (its delete sets, one per
+    running task, over the heap of the JVM running them), or None. Such a run does not end at
+    its time box: the JVM spends its time collecting garbage (seen at 3x10^7 delete rows on an
+    8 GB driver: 34 full collections, 600 s in them, before it was stopped), so it is not run."""
+    context = spark.sparkContext
+    conf = context.getConf()
+    if context.master.startswith("local["):
+        heap = context._jvm.java.lang.Runtime.getRuntime().maxMemory()  # type: ignore[union-attr]
+        tasks = context.defaultParallelism
+    else:
+        heap = _bytes(conf.get("spark.executor.memory", "1g"))
+        tasks = int(conf.get("spark.executor.cores", "1"))
+    needed = point.delete_rows * NATIVE_BYTES_PER_DELETE_ROW * tasks
+    if needed <= 0.6 * heap:
+        return None
+    return (f"not run: Iceberg's reader would hold ~{needed / 2**30:.1f} GB of delete rows ({tasks} task(s) x "
+            f"{point.delete_rows:,} rows), over 60% of a {heap / 2**30:.1f} GB heap")
+
+
+def _bytes(size: str) -> int:
+    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    size = size.strip().lower().rstrip("b")
+    return int(float(size[:-1]) * units[size[-1]]) if size[-1] in units else int(size)
+
+
 def summarize(point: ScalePoint, master: str, time_box: float, delete_files: int, timings: dict[str, Timing],
-              auto: list) -> ScaleResult:
+              auto: list, not_run: dict[str, str] | None = None) -> ScaleResult:
     medians = {n: (None if t.timed_out else statistics.median(t.seconds)) for n, t in timings.items()}
+    medians.update({n: None for n in (not_run or {})})
     limit = medians["floor_keys"] + medians["deletes_read"]
 
     def ratio(to: float | None) -> dict[str, float | None]:
         return {n: (m / to if m is not None and to else None) for n, m in medians.items()}
 
     floor_rows = timings["floor"].rows
-    answered = [timings[s].rows for s in STRATEGIES if not timings[s].timed_out]
+    answered = [timings[s].rows for s in STRATEGIES if s in timings and not timings[s].timed_out]
     return ScaleResult(
-        axis=point.axis, data_rows=point.data_rows, delete_rows=sum(d.delete_rows for d in auto),
+        point=f"{point.axis}/{point.data_rows}/{point.delete_rows}/{master}", axis=point.axis, data_rows=point.data_rows, delete_rows=sum(d.delete_rows for d in auto),
         delete_files=delete_files, master=master, time_box=time_box, medians=medians, limit=limit,
         x_floor=ratio(medians["floor"]), x_limit=ratio(limit), x_native=ratio(medians["native"]),
-        peak_heap_mb={n: _mb(t.peak_heap_bytes) for n, t in timings.items()},
-        peak_executor_heap_mb={n: _mb(t.peak_executor_heap_bytes) for n, t in timings.items()},
+        peak_heap_mb={n: _mb(t.peak_heap_bytes) for n, t in timings.items()} | {n: None for n in (not_run or {})},
+        peak_executor_heap_mb={n: _mb(t.peak_executor_heap_bytes) for n, t in timings.items()} | {n: None for n in (not_run or {})},
         auto_plan=",".join(sorted({d.strategy for d in auto})), auto_reason="; ".join(d.reason for d in auto),
         identical=floor_rows is not None and all(rows == floor_rows for rows in answered),
+        not_run=dict(not_run or {}),
     )
 
 
@@ -210,47 +248,63 @@ def markdown(results: list[ScaleResult]) -> str:
         return "-" if v is None else f"{v:.2f}"
 
     def heap(r: ScaleResult, name: str) -> str:
+        if r.peak_heap_mb.get(name) is None:
+            return "-"
         executor = r.peak_executor_heap_mb.get(name)
-        return f"{r.peak_heap_mb[name] or 0:,.0f}" + (f" ({executor:,.0f})" if executor is not None else "")
+        return f"{r.peak_heap_mb[name]:,.0f}" + (f" ({executor:,.0f})" if executor is not None else "")
 
-    for r in results:
+    def seconds(r: ScaleResult, name: str) -> str:
+        return "not run" if name in r.not_run else _seconds(r.medians[name], r.time_box)
+
+    for r in sorted(results, key=lambda r: (r.axis, r.data_rows, r.delete_rows, r.master)):
         lines.append(
             f"| {r.axis} | {r.data_rows:,} | {r.delete_rows:,} | {r.delete_files:,} | {r.master} | {r.limit:.2f} | "
-            + " | ".join(_seconds(r.medians[c], r.time_box) for c in columns) + " | "
+            + " | ".join(seconds(r, c) for c in columns) + " | "
             + " | ".join(f"{x(r.x_floor[s])} / {x(r.x_limit[s])} / {x(r.x_native[s])}" for s in STRATEGIES)
             + f" | {heap(r, 'native')} / {heap(r, 'auto')} | {r.auto_plan} | {'identical' if r.identical else 'DIFFER'} |")
-    return "\n".join(lines) + "\n"
+    notes = sorted({f"- {r.data_rows:,} data rows, {r.delete_rows:,} delete rows ({r.master}): {name} {why}"
+                    for r in results for name, why in r.not_run.items()})
+    return "\n".join(lines) + "\n" + ("\n" + "\n".join(notes) + "\n" if notes else "")
 
 
 def chart(results: list[ScaleResult], path: Path) -> None:
-    """Log-log: seconds against size, one line per strategy and reference, a panel per axis;
-    a time-boxed native drawn at its box, hollow."""
+    """Log-log: seconds against size, one line per strategy and reference, a panel per axis,
+    on the master most points ran on (points run on another master, such as local-cluster, as
+    crosses); a time-boxed native drawn at its box, hollow."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    masters = [r.master for r in results]
+    main = max(set(masters), key=masters.count)
     axes = [a for a in AXES if any(r.axis == a for r in results)]
     fig, panels = plt.subplots(1, len(axes), figsize=(5.5 * len(axes), 4), squeeze=False)
     for panel, axis in zip(panels[0], axes):
-        points = sorted((r for r in results if r.axis == axis and r.master == results[0].master),
-                        key=lambda r: r.data_rows if axis == "data_rows" else r.delete_rows)
-        xs = [r.data_rows if axis == "data_rows" else r.delete_rows for r in points]
+        size = (lambda r: r.data_rows) if axis == "data_rows" else (lambda r: r.delete_rows)
+        points = sorted((r for r in results if r.axis == axis and r.master == main), key=size)
+        xs = [size(r) for r in points]
         for name in (*STRATEGIES, "floor", "floor_keys", "limit"):
             ys = [r.limit if name == "limit" else r.medians[name] for r in points]
-            style = {"linestyle": "--", "color": "grey"} if name in ("floor", "floor_keys", "limit") else {}
+            style = REFERENCE_STYLES.get(name, {})
             shown = [(x, y) for x, y in zip(xs, ys) if y is not None]
             if shown:
                 panel.plot(*zip(*shown), marker="o", label=name, **style)
-            boxed = [(x, r.time_box) for x, y, r in zip(xs, ys, points) if y is None]
+            boxed = [(x, r.time_box) for x, y, r in zip(xs, ys, points) if y is None and name not in r.not_run]
             if boxed:
                 panel.plot(*zip(*boxed), marker="^", linestyle="none", fillstyle="none", color="black",
                            label=f"{name} > time box")
+        for other in sorted({r.master for r in results if r.axis == axis} - {main}):
+            for name in ("auto", "native"):
+                shown = [(size(r), r.medians[name]) for r in results
+                         if r.axis == axis and r.master == other and r.medians[name] is not None]
+                if shown:
+                    panel.plot(*zip(*shown), marker="x", linestyle="none", label=f"{name} ({other})")
         panel.set_xscale("log")
         panel.set_yscale("log")
         panel.set_xlabel(axis.replace("_", " ") + (" (10^7 data rows)" if axis == "delete_rows" else " (0.5% deleted)"))
         panel.set_ylabel("median seconds")
-        panel.set_title(f"scale: {axis.replace('_', ' ')}", fontsize=10)
+        panel.set_title(f"scale: {axis.replace('_', ' ')} ({main})", fontsize=10)
         panel.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -259,9 +313,22 @@ def chart(results: list[ScaleResult], path: Path) -> None:
 
 def run(spark: SparkSession, points: list[ScalePoint], out: Path, runs: int, warmup: int, time_box: float,
         progress: Callable[[str], None] | None = None) -> list[ScaleResult]:
+    """Measure ``points``; results already in ``out`` for other points (another axis, another
+    master) are kept beside them, so axes and masters can be run one at a time into one report.
+    Returns this run's results."""
     report = progress or stderr_reporter("eqdelete bench --scale")
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {NAMESPACE}")
-    save = saver(out, "scale", markdown)
-    results = run_each(points, lambda p: run_point(spark, p, runs, warmup, time_box, report), save, report, "point")
-    chart(results, out / "scale.png")
+    master = spark.sparkContext.master
+    measured = {f"{p.axis}/{p.data_rows}/{p.delete_rows}/{master}" for p in points}
+    earlier = [r for r in load(out) if r.point not in measured]
+    save_all = saver(out, "scale", markdown)
+    results = run_each(points, lambda p: run_point(spark, p, runs, warmup, time_box, report),
+                       lambda done: save_all(earlier + done), report, "point")
+    chart(earlier + results, out / "scale.png")
     return results
+
+
+def load(out: Path) -> list[ScaleResult]:
+    """The results saved in ``out``, if any."""
+    path = out / "scale.json"
+    return [ScaleResult(**r) for r in json.loads(path.read_text())] if path.is_file() else []

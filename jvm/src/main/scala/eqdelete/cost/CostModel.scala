@@ -30,8 +30,8 @@ import org.apache.spark.sql.types.DataType
  *
  * Where a single-column set keys on a column of a multi-column set, the multi-column set's rows
  * it covers ([[Covering]]) are dropped as they are read: always under the filter (its index of
- * the single column is built anyway), and under the join for shuffled parts, whose reduction
- * and shuffle shrink with them, when the single column's index fits the filter's bounds.
+ * the single column is built anyway), and under the join for shuffled parts, whose shuffle
+ * shrinks with them, when the single column's index fits the filter's bounds.
  */
 object CostModel {
 

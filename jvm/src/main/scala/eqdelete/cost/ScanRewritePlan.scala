@@ -60,7 +60,7 @@ sealed abstract class JoinDistribution(val describe: String)
 
 object JoinDistribution {
   case object Broadcast extends JoinDistribution("broadcast")
-  /** Reduced to the newest delete per key, then joined as Spark chooses (shuffled when large). */
+  /** Joined as read, as Spark chooses (shuffled when large). */
   case object Shuffled extends JoinDistribution("shuffled")
 }
 

@@ -15,14 +15,16 @@ import org.apache.spark.sql.types.DataType
 /**
  * Builds the filter strategy's index of one equality set with bounded driver memory: Spark
  * tasks read the delete files and each ships its rows in a compact [[DeleteRowBatch]], which
- * the driver adds to the index as that task finishes and then drops, so the driver never holds
- * every delete row at once (a `collect()` would, several times over as boxed objects).
+ * the query's thread adds to the index as it arrives, while later tasks still read, and then
+ * drops: batches wait at 24 bytes a row for one integral key, never as the boxed rows a
+ * `collect()` would hold several times over.
  *
  * Rows covered by a single-column set's index (`coverers`, see `cost.Covering`) are dropped in
  * the tasks, before they are shipped, and counted.
  *
- * Running out of memory while adding a batch is caught before it reaches Spark's scheduler
- * thread, where it would stop the SparkContext, and reported as [[FilterIndexMemoryException]];
+ * Running out of memory while adding a batch is caught (on the query's thread, never Spark's
+ * scheduler thread, where it would stop the SparkContext), the job cancelled, and reported as
+ * [[FilterIndexMemoryException]];
  * keys that outgrow one index (2 GB of packed keys) as [[FilterIndexCapacityException]].
  */
 object DeleteIndexBuilder {
@@ -51,8 +53,9 @@ object DeleteIndexBuilder {
     val reader = new DeleteRowReader(source.io, source.readSchema, indexed.set.equalityIds)
     val rows = DeleteRows.rdd(context, reader, indexed.read.files, indexed.read.tasks, indexed.set.describeKeys)
     val keyTypes = indexed.keyTypes
+    val rowsPerTask = indexed.read.records / indexed.read.tasks // a size hint: files are about alike
     val batches = rows.mapPartitions { rows =>
-      if (coverers.isEmpty) Iterator(DeleteRowBatch(rows, keyTypes))
+      if (coverers.isEmpty) Iterator(DeleteRowBatch(rows, keyTypes, rowsPerTask))
       else {
         var covered = 0L
         val kept = rows.filter { row =>
@@ -63,25 +66,39 @@ object DeleteIndexBuilder {
           if (isCovered) covered += 1
           !isCovered
         }
-        val batch = DeleteRowBatch(kept, keyTypes) // consumes `kept`, counting as it goes
+        val batch = DeleteRowBatch(kept, keyTypes, rowsPerTask) // consumes `kept`, counting as it goes
         Iterator(batch.withCovered(covered))
       }
     }
+    // Each task's batch is handed over as its result arrives and added here, on the query's
+    // thread, while later tasks still read: adding on Spark's scheduler thread (where result
+    // handlers run) would hold up the launch of the next tasks for as long as it takes.
+    val arrived = new java.util.concurrent.LinkedBlockingQueue[DeleteRowBatch]()
     var covered = 0L
     var failure: Throwable = null
-    // Spark calls the handler on one thread at a time, as each task's result arrives.
-    JobDescription.during(context, s"eqdelete: ${indexed.describe}") {
-      context.runJob(batches, (rows: Iterator[DeleteRowBatch]) => rows.next(), (_: Int, batch: DeleteRowBatch) =>
+    val job = JobDescription.during(context, s"eqdelete: ${indexed.describe}") {
+      context.submitJob(batches, (rows: Iterator[DeleteRowBatch]) => rows.next(), 0 until batches.getNumPartitions,
+        (_: Int, batch: DeleteRowBatch) => arrived.put(batch), ())
+    }
+    var added = 0
+    while (added < batches.getNumPartitions && !job.isCompleted || !arrived.isEmpty) {
+      val batch = arrived.poll(50, java.util.concurrent.TimeUnit.MILLISECONDS)
+      if (batch != null) {
+        added += 1
         if (failure == null) {
           covered += batch.covered
           try batch.addTo(index) catch {
             case e @ (_: OutOfMemoryError | _: IndexCapacityException) =>
               index = null // let the collector have it back before anything else needs memory
               failure = e
+              job.cancel()
           }
-        })
+        }
+      }
     }
     if (failure != null) throw failure
+    // The job's own failure (a delete file that cannot be read), as runJob would throw it.
+    job.get()
     (index.seal(), covered)
   }
 }
@@ -128,8 +145,9 @@ final class DeleteRowBatch private (
 
 object DeleteRowBatch {
   /** The batch of `rows`: (key values..., scope, seq) as [[eqdelete.read.DeleteRows]] reads them. */
-  def apply(rows: Iterator[InternalRow], keyTypes: Seq[DataType]): DeleteRowBatch = {
+  def apply(rows: Iterator[InternalRow], keyTypes: Seq[DataType], expectedRows: Long = 0): DeleteRowBatch = {
     val triples = new ArrayBuilder.ofLong
+    triples.sizeHint(math.min(3 * expectedRows, Int.MaxValue - 8L).toInt)
     val types = keyTypes.toArray
     val (scopeAt, seqAt) = (types.length, types.length + 1)
     if (DeleteKeyIndex.isPrimitive(keyTypes)) {

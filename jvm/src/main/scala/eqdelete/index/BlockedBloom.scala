@@ -17,14 +17,16 @@ final class BlockedBloom private (words: Array[Long]) extends Serializable {
 }
 
 object BlockedBloom {
-  def forKeys(keys: Int): BlockedBloom = {
+  def forKeys(keys: Int): BlockedBloom = new BlockedBloom(new Array[Long](wordsFor(keys)))
+
+  /** Its size for `keys` keys: two to four bytes a key (a power of two of words). */
+  def bytesFor(keys: Long): Long = 8L * wordsFor(keys) + 64
+
+  private def wordsFor(keys: Long): Int = {
     var words = 1
     while (words < keys / 4) words *= 2
-    new BlockedBloom(new Array[Long](words))
+    words
   }
-
-  /** Its size for `keys` keys, about: two bytes a key. */
-  def bytesFor(keys: Long): Long = 2 * keys + 64
 
   private def bits(hash: Long): Long = (1L << (hash & 63)) | (1L << ((hash >>> 6) & 63))
 }

@@ -100,37 +100,35 @@ object DeleteKeyIndex {
  * per key, two bits in one 64-bit word, about 2% false positives) that stays in cache.
  */
 final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
-  // Sized once for every key it may get, so building it never holds two tables at a time.
-  private var slots = new Array[Long](3 * LongKeyIndex.capacityFor(expectedKeys))
-  private var mask = slots.length / 3 - 1
+  // Sized once for every key it may get, so building it never holds two tables at a time; any
+  // number of slots (not a power of two), so the table is as small as its load allows.
+  private var capacity = LongKeyIndex.tableSlotsFor(expectedKeys)
+  private var slots = new Array[Long](3 * capacity)
   private var used = 0
   private val nullKeys = new JHashMap[java.lang.Long, java.lang.Long]()
-  private var bloom: BlockedBloom = _
+  // Filled as keys are added, so sealing needs no second pass over the table. Only while it is
+  // small enough to stay in cache: a Bloom filter that misses the cache costs every row the miss
+  // it was to save the rows without deletes (the scale benchmark, PERFORMANCE.md).
+  private val bloom: BlockedBloom =
+    if (expectedKeys <= LongKeyIndex.MaxBloomKeys) BlockedBloom.forKeys(expectedKeys.toInt) else null
+  private var isSealed = false
 
   def distinctKeys: Int = used + nullKeys.size
 
-  override def seal(): this.type = {
-    bloom = BlockedBloom.forKeys(used)
-    var at = 0
-    while (at < slots.length) {
-      if (slots(at + 2) != 0) bloom.add(LongKeyIndex.bloomHash(slots(at)))
-      at += 3
-    }
-    this
-  }
+  override def seal(): this.type = { isSealed = true; this }
 
   private def maybePresent(key: Long): Boolean = bloom == null || bloom.mightContain(LongKeyIndex.bloomHash(key))
 
   protected def put(scope: Long, values: Array[Any], sequenceNumber: Long): Unit = values(0) match {
     case null => nullKeys.merge(scope, sequenceNumber, (a, b) => math.max(a, b))
     case value =>
-      require(bloom == null, "the index is sealed")
+      require(!isSealed, "the index is sealed")
       insert(KeyBits.of(value), scope, sequenceNumber)
   }
 
   /** `add` of a non-NULL key given as its [[KeyBits]], without boxing it. */
   def addBits(scope: Long, key: Long, sequenceNumber: Long): Unit = {
-    require(bloom == null, "the index is sealed")
+    require(!isSealed, "the index is sealed")
     noteScope(scope, sequenceNumber)
     insert(key, scope, sequenceNumber)
   }
@@ -150,12 +148,15 @@ final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
     }
   }
 
+  /** The key's home slot: the hash's upper half scaled to the capacity (no power of two needed). */
   private def slot(key: Long, scope: Long): Int = {
     var h = key * 0x9E3779B97F4A7C15L + scope * 0xC2B2AE3D27D4EB4FL
     h ^= h >>> 29
     h *= 0xBF58476D1CE4E5B9L
-    (h ^ (h >>> 32)).toInt & mask
+    (((h ^ (h >>> 32)) >>> 32) * capacity >>> 32).toInt
   }
+
+  private def next(i: Int): Int = if (i + 1 == capacity) 0 else i + 1
 
   private def lookup(key: Long, scope: Long): Long = {
     var i = slot(key, scope)
@@ -164,21 +165,22 @@ final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
       val seq = slots(at + 2)
       if (seq == 0) return DeleteKeyIndex.NoDelete
       if (slots(at) == key && slots(at + 1) == scope) return seq
-      i = (i + 1) & mask
+      i = next(i)
     }
     DeleteKeyIndex.NoDelete
   }
 
   private def insert(key: Long, scope: Long, sequenceNumber: Long): Unit = {
-    if ((used + 1) * 2 > mask + 1) grow()
+    if (used + 1 > capacity * LongKeyIndex.MaxLoad) grow()
     var i = slot(key, scope)
-    while (slots(3 * i + 2) != 0 && !(slots(3 * i) == key && slots(3 * i + 1) == scope)) i = (i + 1) & mask
+    while (slots(3 * i + 2) != 0 && !(slots(3 * i) == key && slots(3 * i + 1) == scope)) i = next(i)
     val at = 3 * i
     if (slots(at + 2) == 0) {
       used += 1
       slots(at) = key
       slots(at + 1) = scope
       slots(at + 2) = sequenceNumber
+      if (bloom != null) bloom.add(LongKeyIndex.bloomHash(key))
     } else if (slots(at + 2) < sequenceNumber) {
       slots(at + 2) = sequenceNumber
     }
@@ -186,8 +188,8 @@ final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
 
   private def grow(): Unit = {
     val old = slots
-    slots = new Array[Long](old.length * 2)
-    mask = slots.length / 3 - 1
+    capacity = LongKeyIndex.checked(2L * capacity)
+    slots = new Array[Long](3 * capacity)
     used = 0
     var at = 0
     while (at < old.length) {
@@ -205,14 +207,28 @@ object LongKeyIndex {
     capacity
   }
 
-  private[index] def capacityFor(keys: Long, slotLongs: Int = 3): Int = {
+  private[index] def capacityFor(keys: Long, slotLongs: Int): Int = {
     val capacity = slotsFor(keys)
     require(slotLongs * capacity <= Int.MaxValue - 8, s"$keys keys are too many for one index")
     capacity.toInt
   }
 
-  /** The table for `keys` keys (three longs a slot) and its Bloom filter, in bytes. */
-  def bytesFor(keys: Long): Long = 24 * slotsFor(keys) + BlockedBloom.bytesFor(keys)
+  /** Linear probing stays short (about 2 probes for a key present, 3-4 for one absent) up to this load. */
+  private val MaxLoad = 0.65
+
+  /** Keys up to which a Bloom filter (16-32 bits a key) stays within a few MB of cache. */
+  private val MaxBloomKeys = 2000000L
+
+  /** Slots of the primitive table for `keys` keys, at most MaxLoad full. */
+  private def tableSlotsFor(keys: Long): Int = checked(math.max(1024L, math.ceil(keys / MaxLoad).toLong + 1))
+
+  private def checked(capacity: Long): Int = {
+    require(3 * capacity <= Int.MaxValue - 8, s"${(capacity * MaxLoad).toLong} keys are too many for one index")
+    capacity.toInt
+  }
+
+  /** The table for `keys` keys (three longs a slot), its Bloom filter and their headers, in bytes. */
+  def bytesFor(keys: Long): Long = 4096 + 24L * tableSlotsFor(keys) + (if (keys <= MaxBloomKeys) BlockedBloom.bytesFor(keys) else 0L)
 
   private def bloomHash(key: Long): Long = {
     val h = key * 0x9E3779B97F4A7C15L

@@ -21,9 +21,10 @@ import org.apache.spark.unsafe.types.UTF8String
 /**
  * Reads the key values of one equality delete file, projected by field id (so renamed or
  * reordered columns resolve as Iceberg resolves them), as rows of Catalyst values in the order
- * of `equalityIds`. Parquet, the format writers use, goes through Iceberg's own Spark row
- * reader, which yields Catalyst values directly; other formats through Iceberg's generic
- * readers, converted. A missing or corrupt file throws, as it does natively: a skipped delete
+ * of `equalityIds`. Parquet, the format writers use, goes through Iceberg's own Spark readers,
+ * which yield Catalyst values directly: vectorized for top-level keys, as Iceberg reads data
+ * files, row by row for nested ones. Other formats go through Iceberg's generic readers,
+ * converted. A missing or corrupt file throws, as it does natively: a skipped delete
  * would resurrect rows.
  */
 final class DeleteRowReader(io: FileIO, readSchema: Schema, equalityIds: Seq[Int]) extends Serializable {
@@ -31,6 +32,13 @@ final class DeleteRowReader(io: FileIO, readSchema: Schema, equalityIds: Seq[Int
   /** Per key, the positions from the projected row down to the key (one for a top-level column). */
   private val paths: Array[Array[Int]] = equalityIds.map(id => DeleteRowReader.positionPath(projection.asStruct(), id)).toArray
   private val types: Array[Type] = equalityIds.map(id => readSchema.findType(id)).toArray
+
+  /**
+   * Whether Iceberg's vectorized reader reads the keys, as it reads a data file's columns:
+   * top-level columns of the types it decodes in batches (nested keys and the rest row by row).
+   */
+  private val vectorized: Boolean =
+    paths.forall(_.length == 1) && types.forall(t => DeleteRowReader.VectorizedTypes.contains(t.typeId()))
 
   /** The key columns' Spark types, in the order of the rows `read` returns. */
   def keyTypes: Seq[DataType] = types.toSeq.map(SparkSchemaUtil.convert)
@@ -43,6 +51,10 @@ final class DeleteRowReader(io: FileIO, readSchema: Schema, equalityIds: Seq[Int
   def read(file: DeleteFile): Iterator[InternalRow] = failingAs(file) {
     val input = io.newInputFile(file.location(), file.fileSizeInBytes())
     file.format() match {
+      case FileFormat.PARQUET if vectorized =>
+        val flatten = UnsafeProjection.create(keyExtractors)
+        closing(file, IcebergInternals.sparkParquetBatches(input, projection, DeleteRowReader.BatchRows))
+          .flatMap(_.rowIterator().asScala).map(flatten)
       case FileFormat.PARQUET =>
         val flatten = UnsafeProjection.create(keyExtractors)
         closing(file, IcebergInternals.sparkParquetRows(input, projection)).map(flatten)
@@ -97,6 +109,14 @@ final class DeleteRowReader(io: FileIO, readSchema: Schema, equalityIds: Seq[Int
 }
 
 object DeleteRowReader {
+  /** Rows per batch of the vectorized reader (Iceberg's own default for Spark scans). */
+  val BatchRows = 5000
+
+  private val VectorizedTypes: Set[Type.TypeID] = {
+    import Type.TypeID._
+    Set(INTEGER, LONG, DATE, TIMESTAMP, FLOAT, DOUBLE, STRING, DECIMAL)
+  }
+
   /** Positions from `struct` down to field `id`, through nested structs. */
   private def positionPath(struct: Types.StructType, id: Int): Array[Int] = {
     val fields = struct.fields().asScala

@@ -111,8 +111,10 @@ object EqDeleteConf {
     "'auto' applies deletes with the filter strategy up to this many equality delete rows " +
     "(if their index also fits spark.eqdelete.filter.maxHeapFraction of the driver's heap), and " +
     "with the join above it: broadcast while the delete side is under " +
-    "spark.eqdelete.join.broadcastMaxBytes, shuffled beyond. Calibrated by the sweeps in PERFORMANCE.md.",
-    2000000L)
+    "spark.eqdelete.join.broadcastMaxBytes, shuffled beyond. Calibrated by the sweeps and the scale " +
+    "benchmark in PERFORMANCE.md (on 2 cores: with many executors the join's shuffle spreads " +
+    "where the filter's index is built on the driver alone, so a lower value may suit).",
+    10000000L)
 
   val JOIN_BROADCAST_MAX_BYTES: ConfigEntry[Long] = bytesConf("join.broadcastMaxBytes",
     "The join strategy broadcasts the delete rows when their estimated size (rows times " +

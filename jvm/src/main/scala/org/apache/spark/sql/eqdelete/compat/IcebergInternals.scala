@@ -6,14 +6,16 @@ import org.apache.iceberg.{BaseFileScanTask, DeleteFile, FileScanTask, Partition
 import org.apache.iceberg.data.BaseDeleteLoader
 import org.apache.iceberg.deletes.{BaseDVFileWriter, DVFileWriter, PositionDeleteIndex}
 import org.apache.iceberg.io.{CloseableIterable, InputFile, OutputFileFactory}
-import org.apache.iceberg.parquet.{Parquet, ParquetValueReader}
+import org.apache.iceberg.parquet.{Parquet, ParquetValueReader, VectorizedReader}
 import org.apache.iceberg.shaded.org.apache.parquet.schema.MessageType
 import org.apache.iceberg.spark.data.SparkParquetReaders
+import org.apache.iceberg.spark.data.vectorized.VectorizedSparkParquetReaders
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.iceberg.expressions.{Expression, ResidualEvaluator}
 import org.apache.iceberg.io.FileIO
 import org.apache.iceberg.spark.SparkV2Filters
 import org.apache.spark.sql.sources.Filter
+import org.apache.spark.sql.vectorized.ColumnarBatch
 
 /**
  * Iceberg classes that are public in Java but not promised as API, the same in every release
@@ -52,6 +54,33 @@ object IcebergInternals {
       .createReaderFunc((fileSchema: MessageType) => SparkParquetReaders.buildReader(projection, fileSchema): ParquetValueReader[_])
       .reuseContainers()
       .build[InternalRow]()
+
+  /**
+   * The batches of a Parquet file of top-level primitive columns projected to `projection`, as
+   * Iceberg's vectorized Spark scan reads data files (Arrow vectors, `batchSize` rows a batch,
+   * each batch reused). Its builder takes a delete filter in 1.10 and not from 1.11: found by
+   * its parameters, so one jar serves every release.
+   */
+  def sparkParquetBatches(input: InputFile, projection: Schema, batchSize: Int): CloseableIterable[ColumnarBatch] =
+    Parquet.read(input).project(projection)
+      .createBatchedReaderFunc((fileSchema: MessageType) => batchReader(projection, fileSchema))
+      .recordsPerBatch(batchSize)
+      .reuseContainers()
+      .build[ColumnarBatch]()
+
+  private lazy val batchReaderBuilder: java.lang.reflect.Method = {
+    val builders = classOf[VectorizedSparkParquetReaders].getMethods.filter(m =>
+      m.getName == "buildReader" && m.getParameterTypes.take(3).sameElements(Seq(classOf[Schema], classOf[MessageType], classOf[java.util.Map[_, _]])))
+    builders.find(_.getParameterCount == 3)
+      .orElse(builders.find(m => m.getParameterCount == 4 && m.getParameterTypes()(3).getSimpleName == "DeleteFilter"))
+      .getOrElse(throw new NoSuchMethodException("VectorizedSparkParquetReaders.buildReader(Schema, MessageType, Map[, DeleteFilter])"))
+  }
+
+  private def batchReader(projection: Schema, fileSchema: MessageType): VectorizedReader[_] = {
+    val arguments: Seq[AnyRef] = Seq(projection, fileSchema, java.util.Collections.emptyMap[Integer, AnyRef]())
+    val withFilter = if (batchReaderBuilder.getParameterCount == 4) arguments :+ null else arguments
+    batchReaderBuilder.invoke(null, withFilter: _*).asInstanceOf[VectorizedReader[_]]
+  }
 
   private def loader(io: FileIO) = new BaseDeleteLoader((f: DeleteFile) => io.newInputFile(f.location(), f.fileSizeInBytes()))
 }
