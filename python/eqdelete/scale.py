@@ -189,19 +189,13 @@ def native_out_of_memory(spark: SparkSession, point: ScalePoint) -> str | None:
         heap = context._jvm.java.lang.Runtime.getRuntime().maxMemory()  # type: ignore[union-attr]
         tasks = context.defaultParallelism
     else:
-        heap = _bytes(conf.get("spark.executor.memory", "1g"))
+        heap = context._jsc.sc().executorMemory() * 2**20  # type: ignore[union-attr]  # Spark's own reading, in MiB
         tasks = int(conf.get("spark.executor.cores", "1"))
     needed = point.delete_rows * NATIVE_BYTES_PER_DELETE_ROW * tasks
     if needed <= 0.6 * heap:
         return None
     return (f"not run: Iceberg's reader would hold ~{needed / 2**30:.1f} GB of delete rows ({tasks} task(s) x "
             f"{point.delete_rows:,} rows), over 60% of a {heap / 2**30:.1f} GB heap")
-
-
-def _bytes(size: str) -> int:
-    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
-    size = size.strip().lower().rstrip("b")
-    return int(float(size[:-1]) * units[size[-1]]) if size[-1] in units else int(size)
 
 
 def summarize(point: ScalePoint, master: str, time_box: float, delete_files: int, timings: dict[str, Timing],

@@ -80,11 +80,10 @@ object DeleteIndexBuilder {
       context.submitJob(batches, (rows: Iterator[DeleteRowBatch]) => rows.next(), 0 until batches.getNumPartitions,
         (_: Int, batch: DeleteRowBatch) => arrived.put(batch), ())
     }
-    var added = 0
-    while (added < batches.getNumPartitions && !job.isCompleted || !arrived.isEmpty) {
+    // Spark hands over every result before it marks the job complete.
+    while (!job.isCompleted || !arrived.isEmpty) {
       val batch = arrived.poll(50, java.util.concurrent.TimeUnit.MILLISECONDS)
       if (batch != null) {
-        added += 1
         if (failure == null) {
           covered += batch.covered
           try batch.addTo(index) catch {
