@@ -98,6 +98,26 @@ def test_resolve_bench_quick_profile_checks_rows(spark: SparkSession, tmp_path: 
     assert (tmp_path / "resolve.md").read_text().startswith("| scenario")
 
 
+def test_resolve_scale_quick_profile_reads_only_the_files_new_deletes_can_touch(spark: SparkSession, tmp_path: Path) -> None:
+    from eqdelete import resolve_scale
+
+    points = resolve_scale.default_points(quick=True)
+    # Rows are checked inside: the native read after each operation against eqdelete's before.
+    results = resolve_scale.run(spark, points, tmp_path, runs=2, time_box=600.0, progress=lambda _m: None)
+    assert [(r.layout, r.data_rows, r.delta) for r in results] == [(p.layout, p.data_rows, p.delta) for p in points]
+    for point, r in zip(points, results):
+        # Exactly the new deletes' keys the history left alive are resolved.
+        alive = point.delta_ids(spark).where(point.spec._op(1).isNull()).count()
+        assert r.rows_resolved == alive > 0, point
+        assert all(v is not None and v > 0 for v in r.seconds.values()) and r.first_resolve_seconds > 0
+    scattered, clustered = results
+    # Scattered keys: any data file may hold a deleted key. Clustered: only the newest key range's file.
+    assert scattered.data_files_read == scattered.data_files == 2
+    assert (clustered.data_files_read, clustered.data_files) == (1, 2)
+    assert (tmp_path / "resolve-scale.md").read_text().startswith("| axis")
+    assert (tmp_path / "resolve-scale.png").stat().st_size > 0
+
+
 def test_scale_quick_profile_checks_rows_against_the_floor(spark: SparkSession, tmp_path: Path) -> None:
     from eqdelete import scale
 

@@ -34,6 +34,10 @@ PARTITIONINGS = {
 REGIONS = 8
 _DATE_LIMIT = 2_900_000  # days after 2000-01-01 that stay before year 9999
 _HASH_BUCKETS = 1_000_000
+#: How the base load lays keys out over its files: ``scattered``, every file a random share of
+#: all keys (a streaming sink's files); ``clustered``, each file one key range, sorted (a table
+#: written or compacted in key order).
+LAYOUTS = ("scattered", "clustered")
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class CdcSpec:
     format_version: int = 2
     seed: int = 0
     files_per_commit: int = 1
+    layout: str = "scattered"
     extra_properties: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -83,6 +88,8 @@ class CdcSpec:
             problems.append(
                 f"unknown partitioning {self.partitioning!r}: choose from {', '.join(PARTITIONINGS)}"
             )
+        if self.layout not in LAYOUTS:
+            problems.append(f"unknown layout {self.layout!r}: choose from {', '.join(LAYOUTS)}")
         if self.format_version not in (2, 3):
             problems.append(f"format_version must be 2 or 3 (equality deletes need v2+), not {self.format_version}")
         if not problems and "date" in self.key_types:
@@ -283,7 +290,11 @@ def _write_history(spark: SparkSession, spec: CdcSpec, report: Callable[[str], N
 
     started = time.monotonic()
     report(f"base load: {spec.rows:,} rows in {spec.data_files} write task(s)")
-    base = spec._rows(spec._ids(spark), F.lit(0)).repartition(spec.data_files)
+    base = spec._rows(spec._ids(spark), F.lit(0))
+    if spec.layout == "clustered":
+        base = base.repartitionByRange(spec.data_files, *spec.key_columns).sortWithinPartitions(*spec.key_columns)
+    else:
+        base = base.repartition(spec.data_files)
     base.writeTo(spec.table).append()
 
     for commit in range(1, spec.commits + 1):

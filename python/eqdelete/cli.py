@@ -8,7 +8,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from eqdelete.cdc import KEY_TYPES, PARTITIONINGS, CdcSpec, generate
+from eqdelete.cdc import KEY_TYPES, LAYOUTS, PARTITIONINGS, CdcSpec, generate
 from eqdelete.compare import ResultsDifferError, compare
 from eqdelete.config import DEFAULT_CATALOG, DEFAULT_WAREHOUSE, session
 from eqdelete.summary import summarize
@@ -22,6 +22,16 @@ def _add_session_args(parser: argparse.ArgumentParser, *, remote: bool = True) -
     parser.add_argument("--warehouse", default=DEFAULT_WAREHOUSE, help="local warehouse directory (default: %(default)s)")
     parser.add_argument("--master", default="local[*]", help="Spark master (default: %(default)s)")
     parser.add_argument("--driver-memory", default="8g", help="driver JVM heap; in local mode the executors share it (default: %(default)s)")
+    parser.add_argument("--executor-memory", help="each executor JVM's heap, where executors run in their own JVMs "
+                                                  "(local-cluster[N,cores,MB], a cluster); Spark's default otherwise")
+
+
+def _sizes(text: str) -> set[int]:
+    """Comma-separated sizes, each an integer or in e notation (1e8)."""
+    try:
+        return {int(float(part)) for part in text.split(",") if part.strip()}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"sizes should be comma-separated numbers such as 1e7,3e7, not {text!r}") from None
 
 
 def _add_cdc_args(parser: argparse.ArgumentParser, *, table: str, rows: int, commits: int) -> None:
@@ -38,6 +48,9 @@ def _add_cdc_args(parser: argparse.ArgumentParser, *, table: str, rows: int, com
     parser.add_argument("--format-version", type=int, default=2, help="Iceberg format version, 2 or 3 (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
     parser.add_argument("--files-per-commit", type=int, default=1, help="delete files per partition per commit (default: %(default)s)")
+    parser.add_argument("--layout", choices=list(LAYOUTS), default="scattered",
+                        help="base load: every file a random share of the keys (scattered), or one key range each, "
+                             "sorted (clustered) (default: %(default)s)")
 
 
 def _spec(args: argparse.Namespace) -> CdcSpec:
@@ -53,6 +66,7 @@ def _spec(args: argparse.Namespace) -> CdcSpec:
         format_version=args.format_version,
         seed=args.seed,
         files_per_commit=args.files_per_commit,
+        layout=args.layout,
     )
 
 
@@ -60,8 +74,10 @@ def _session(args: argparse.Namespace, name: str):
     if getattr(args, "remote", None):
         return session(name, conf={"spark.remote": args.remote})
     # Our own progress lines replace Spark's console bar, which would interleave with them.
-    spark = session(name, master=args.master, warehouse=args.warehouse,
-                    conf={"spark.ui.showConsoleProgress": "false", "spark.driver.memory": args.driver_memory})
+    conf = {"spark.ui.showConsoleProgress": "false", "spark.driver.memory": args.driver_memory}
+    if args.executor_memory:
+        conf["spark.executor.memory"] = args.executor_memory
+    spark = session(name, master=args.master, warehouse=args.warehouse, conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -174,6 +190,19 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print(f"results in {args.out}/planning.json, planning.md")
         return 0
 
+    if args.resolve and args.scale:
+        from eqdelete import resolve_scale
+
+        points = _only(resolve_scale.default_points(quick=args.quick), args.only, lambda p: p.axis, "axis")
+        if args.at:
+            points = [p for p in points if p.size in args.at]
+        spark = _session(args, "eqdelete bench --resolve --scale")
+        results = resolve_scale.run(spark, points, Path(args.out), runs=1 if args.quick else args.runs,
+                                    time_box=args.time_box)
+        print(resolve_scale.markdown(results))
+        print(f"results in {args.out}/resolve-scale.json, resolve-scale.md, resolve-scale.png")
+        return 0
+
     if args.resolve:
         from eqdelete import resolve_bench
 
@@ -192,6 +221,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         points = _only(scale.default_points(quick=args.quick), args.only, lambda p: p.axis, "axis")
         if args.max_rows is not None:
             points = [p for p in points if max(p.data_rows, p.delete_rows) <= args.max_rows]
+        if args.at:
+            points = [p for p in points if p.size in args.at]
         spark = _session(args, "eqdelete bench --scale")
         runs, warmup = (1, 0) if args.quick else (args.runs, 1)
         results = scale.run(spark, points, Path(args.out), runs=runs, warmup=warmup, time_box=args.time_box)
@@ -297,7 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_session_args(bench, remote=False)  # it reads the driver's heap and plan timers: a local JVM
     bench.add_argument("--quick", action="store_true", help="tiny tables, one run: checks rows, not speed (CI)")
     bench.add_argument("--rows-factor", type=float, default=1.0, help="multiply every scenario's rows (default: %(default)s)")
-    bench.add_argument("--only", help="comma-separated scenario names (with --scale: axes, data_rows or delete_rows)")
+    bench.add_argument("--only", help="comma-separated scenario names (with --scale: axes, data_rows or delete_rows; "
+                            "with --resolve --scale: data_rows or delta)")
     bench.add_argument("--runs", type=int, default=5, help="timed runs per strategy (default: %(default)s)")
     bench.add_argument("--out", default="bench-results", help="output directory (default: %(default)s)")
     bench.add_argument("--planning", action="store_true",
@@ -305,12 +337,17 @@ def build_parser() -> argparse.ArgumentParser:
                             "table of many small commits")
     bench.add_argument("--resolve", action="store_true",
                        help="instead: time resolve_equality_deletes against Iceberg's rewrite_data_files, and the "
-                            "native read after, on the CDC table and a streaming-upsert table")
+                            "native read after, on the CDC table and a streaming-upsert table; with --scale: a "
+                            "resolve of new deletes against data rows 10^6-10^8 and new delete rows 10^3-10^6, "
+                            "scattered and clustered, beside rewrite_data_files and rewrite_position_delete_files")
     bench.add_argument("--scale", action="store_true",
                        help="instead: how cost grows, data rows 10^6-10^8 and delete rows 10^5-3x10^7 (PERFORMANCE.md)")
     bench.add_argument("--max-rows", type=int, help="with --scale: only points of at most this many data and delete rows")
+    bench.add_argument("--at", type=_sizes, help="with --scale: only the points of these sizes on their axis (data rows "
+                                                 "on data_rows, delete rows on delete_rows, new delete rows on delta), e.g. 1e8,1e7")
     bench.add_argument("--time-box", type=float, default=600.0,
-                       help="with --scale: seconds a native run may take before it is cancelled and shown as '> N s' "
+                       help="with --scale: seconds a native run (with --resolve: rewrite_data_files) may take before it is "
+                            "cancelled and shown as '> N s' "
                             "(default: %(default)s)")
     bench.set_defaults(run=_cmd_bench)
 

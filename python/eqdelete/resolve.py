@@ -29,7 +29,9 @@ class ResolveResult:
     ``snapshot_id`` is the snapshot committed, None when nothing was (a dry run, or nothing
     left to resolve). ``equality_delete_files_kept`` counts live equality delete files the
     ``where`` filter leaves in place (global ones, or those of partitions it selects only in
-    part). ``delete_files_replaced`` counts the deletion vectors (and file-scoped position
+    part). ``data_files_read`` counts the data files whose key columns were read to find the rows:
+    those Iceberg's planning pairs with an equality delete (partition, sequence numbers, key bounds of
+    data and delete files). ``delete_files_replaced`` counts the deletion vectors (and file-scoped position
     delete files) merged into the new deletion vectors and removed.
     """
 
@@ -39,6 +41,7 @@ class ResolveResult:
     format_version: int
     equality_delete_files_removed: int
     equality_delete_files_kept: int
+    data_files_read: int
     rows_resolved: int
     position_delete_files_written: int
     deletion_vectors_written: int
@@ -63,6 +66,7 @@ class ResolveResult:
             head,
             f"  equality delete files removed: {self.equality_delete_files_removed:,}"
             + (f" ({self.equality_delete_files_kept:,} left: outside the filter)" if self.equality_delete_files_kept else ""),
+            f"  data files read:               {self.data_files_read:,}",
             f"  rows resolved:                 {self.rows_resolved:,}",
             f"  written (format v{self.format_version}):          {written}"
             + (f", replacing {self.delete_files_replaced:,} delete file(s)" if self.delete_files_replaced else ""),

@@ -46,7 +46,8 @@ class ResolveBenchResult:
         return self.resolve_seconds / self.rewrite_seconds
 
 
-def _timed_with_peak(spark: SparkSession, action: Callable[[], object]) -> tuple[float, float, object]:
+def timed_with_peak(spark: SparkSession, action: Callable[[], object]) -> tuple[float, float, object]:
+    """Seconds, the JVM's peak used heap in MB (executors too, in local mode) and the action's value."""
     _jvm.reset_peak_heap(spark)
     started = time.perf_counter()
     value = action()
@@ -74,13 +75,13 @@ def run_scenario(spark: SparkSession, scenario: Scenario, runs: int, warmup: int
 
     say("resolving with eqdelete")
     with spark_progress(spark, say, every=10.0):
-        resolve_s, resolve_mb, result = _timed_with_peak(spark, lambda: resolve_equality_deletes(spark, table))
+        resolve_s, resolve_mb, result = timed_with_peak(spark, lambda: resolve_equality_deletes(spark, table))
     say("rewriting with Iceberg's rewrite_data_files")
     catalog, rest = rewritten.split(".", 1)
     call = (f"CALL {catalog}.system.rewrite_data_files(table => '{rest}', "
             "options => map('delete-file-threshold', '1'))")
     with spark_progress(spark, say, every=10.0):
-        rewrite_s, rewrite_mb, _ = _timed_with_peak(spark, lambda: spark.sql(call).collect())
+        rewrite_s, rewrite_mb, _ = timed_with_peak(spark, lambda: spark.sql(call).collect())
 
     after = measure(spark, [Variant("resolved_native", "native", sql),
                             Variant("rewritten_native", "native", QUERY.format(t=rewritten)),

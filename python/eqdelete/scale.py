@@ -81,6 +81,11 @@ class ScalePoint:
         return CdcSpec(table=self.table, rows=self.data_rows, data_files=files, commits=0)
 
     @property
+    def size(self) -> int:
+        """Where the point lies on its axis: data rows, or delete rows."""
+        return self.data_rows if self.axis == "data_rows" else self.delete_rows
+
+    @property
     def stride(self) -> int:
         """Delete axis: the i-th delete row deletes key i * stride + 1 (of the base's 0 .. rows - 1)."""
         return max(2, 2 * self.data_rows // self.delete_rows)

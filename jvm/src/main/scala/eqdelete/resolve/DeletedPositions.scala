@@ -31,12 +31,9 @@ object DeletedPositions {
       case join: ScanRewritePlan.Join => join
       case other => throw new IllegalStateException(s"eqdelete: the cost model planned ${other.strategy.name} for a join")
     }
-    // Iceberg may pair NaN deletes with too few files: then every planned file is read.
-    val selection =
-      if (deletes.assignmentMayMiss.isDefined) FileSelection.AllEqualityDeletesRemoved else FileSelection.EqualityDeletesRemoved
     val decision = Decision.of(table.name(), plan.snapshotId, "join", "resolving equality deletes", join.describe, Some(deletes))
     val view = IcebergViews.sameView(target.sparkTable, target.snapshotId,
-      FileSelectingTable(table, selection, decision, Some(deletes.scan)))
+      FileSelectingTable(table, selection(deletes), decision, Some(deletes.scan)))
 
     def metadata(name: String) = relation.metadataOutput.find(_.name == name)
       .getOrElse(throw DeclinedException(s"the table exposes no $name metadata column"))
@@ -52,5 +49,18 @@ object DeletedPositions {
     val source = target.conditions.reduceOption(And).map(Filter(_, stripped)).getOrElse(stripped)
     val scan = StrippedScan(stripped, source, Seq(file, pos), file, deletes, table, readSchema)
     SparkShim.dataFrame(session, ApplyDeletesWithJoin.deletedRows(session, scan, join))
+  }
+
+  /**
+   * The planned files the rows are looked for in: those Iceberg pairs with an equality delete, or
+   * every planned file where Iceberg may pair NaN deletes with too few.
+   */
+  def selection(deletes: DeletePlan): FileSelection =
+    if (deletes.assignmentMayMiss.isDefined) FileSelection.AllEqualityDeletesRemoved else FileSelection.EqualityDeletesRemoved
+
+  /** How many data files [[of]] reads. */
+  def dataFilesRead(deletes: DeletePlan): Int = {
+    val selected = selection(deletes)
+    deletes.scan.tasks.filter(selected.selects).map(_.file().location()).distinct.size
   }
 }

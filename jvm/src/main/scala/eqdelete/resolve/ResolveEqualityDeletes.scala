@@ -39,7 +39,9 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
   /**
    * What a run did (or, with `dryRun`, would do).
    *
-   * @param snapshotId the snapshot committed; None when nothing was (a dry run, or nothing to resolve)
+   * @param snapshotId    the snapshot committed; None when nothing was (a dry run, or nothing to resolve)
+   * @param dataFilesRead the data files whose key columns were read to find the rows: those Iceberg's
+   *                      planning pairs with an equality delete (partition, sequence numbers, key bounds)
    */
   final case class Result(
       table: String,
@@ -48,6 +50,7 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
       formatVersion: Int,
       equalityDeleteFilesRemoved: Int,
       equalityDeleteFilesKept: Int,
+      dataFilesRead: Int,
       rowsResolved: Long,
       positionDeleteFilesWritten: Int,
       deletionVectorsWritten: Int,
@@ -60,7 +63,7 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
     def asJava: java.util.Map[String, Any] = Map[String, Any](
       "table" -> table, "starting_snapshot_id" -> startingSnapshotId, "snapshot_id" -> snapshotId.map(Long.box).orNull,
       "format_version" -> formatVersion, "equality_delete_files_removed" -> equalityDeleteFilesRemoved,
-      "equality_delete_files_kept" -> equalityDeleteFilesKept, "rows_resolved" -> rowsResolved,
+      "equality_delete_files_kept" -> equalityDeleteFilesKept, "data_files_read" -> dataFilesRead, "rows_resolved" -> rowsResolved,
       "position_delete_files_written" -> positionDeleteFilesWritten, "deletion_vectors_written" -> deletionVectorsWritten,
       "delete_files_replaced" -> deleteFilesReplaced, "dry_run" -> dryRun, "seconds" -> seconds).asJava
   }
@@ -122,7 +125,8 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
     val files = written.flatMap(_.files)
     val dvs = files.count(f => ContentFileUtil.isDV(f))
     Result(plan.table.name(), plan.snapshotId, snapshot, plan.formatVersion,
-      if (snapshot.isDefined || dryRun) plan.removable.size else 0, plan.kept, rows, files.size - dvs, dvs,
+      if (snapshot.isDefined || dryRun) plan.removable.size else 0, plan.kept, plan.deletes.map(DeletedPositions.dataFilesRead).getOrElse(0),
+      rows, files.size - dvs, dvs,
       replaced(written).size, dryRun, (System.nanoTime() - started) / 1e9)
   }
 
