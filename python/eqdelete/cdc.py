@@ -149,9 +149,11 @@ class CdcSpec:
     def _ids(self, spark: SparkSession) -> DataFrame:
         return spark.range(0, self.rows, 1, max(1, min(self.data_files, 64)))
 
-    def _op(self, commit: int) -> Column:
-        """'delete', 'upsert' or NULL for each id in ``commit``; uniform from the hash."""
-        u = F.pmod(F.xxhash64(F.lit(self.seed), F.lit(commit), F.col("id")), F.lit(_HASH_BUCKETS)) / _HASH_BUCKETS
+    def _op(self, commit: int | Column) -> Column:
+        """'delete', 'upsert' or NULL for each id in ``commit`` (a number, or an int column);
+        uniform from the hash."""
+        number = F.lit(commit) if isinstance(commit, int) else commit
+        u = F.pmod(F.xxhash64(F.lit(self.seed), number, F.col("id")), F.lit(_HASH_BUCKETS)) / _HASH_BUCKETS
         return (
             F.when(u < self.delete_fraction, F.lit("delete"))
             .when(u < self.delete_fraction + self.upsert_fraction, F.lit("upsert"))
@@ -181,13 +183,13 @@ class CdcSpec:
     def expected(self, spark: SparkSession) -> DataFrame:
         """The rows the table must hold after all commits, computed without Iceberg."""
         ids = self._ids(spark)
-        last = F.lit(None).cast("struct<commit:int,op:string>")
-        for commit in range(1, self.commits + 1):
-            op = self._op(commit)
-            last = F.when(op.isNotNull(), F.struct(F.lit(commit).alias("commit"), op.alias("op"))).otherwise(last)
+        # The last commit touching each id (greatest skips NULLs), then what it did there: one
+        # flat expression, where a chain of CASEs over every commit outgrew code generation.
+        touched = [F.when(self._op(commit).isNotNull(), F.lit(commit)) for commit in range(1, self.commits + 1)]
+        last = (F.greatest(*touched) if len(touched) > 1 else touched[0]) if touched else F.lit(None).cast("int")
         final = ids.select("id", last.alias("last"))
-        alive = final.where(F.col("last").isNull() | (F.col("last.op") == "upsert"))
-        version = F.coalesce(F.col("last.commit"), F.lit(0))
+        alive = final.where(F.col("last").isNull() | (self._op(F.col("last")) == "upsert"))
+        version = F.coalesce(F.col("last"), F.lit(0))
         return self._rows(alive.select("id", version.alias("v")), F.col("v"))
 
 

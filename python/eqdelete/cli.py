@@ -77,6 +77,10 @@ def _session(args: argparse.Namespace, name: str):
     conf = {"spark.ui.showConsoleProgress": "false", "spark.driver.memory": args.driver_memory}
     if args.executor_memory:
         conf["spark.executor.memory"] = args.executor_memory
+    if args.master != "local" and not args.master.startswith("local["):
+        # Executors in their own JVMs report their peak heap with each heartbeat unless polled:
+        # a stage shorter than a heartbeat would show none (the scale benchmark reads them).
+        conf["spark.executor.metrics.pollingInterval"] = "100ms"
     spark = session(name, master=args.master, warehouse=args.warehouse, conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
