@@ -51,6 +51,33 @@ def run_each(
     return results
 
 
+def load_results(out: Path, stem: str, result_type: Callable[..., Result]) -> list[Result]:
+    """The results ``saver`` wrote to ``out/<stem>.json``, if any."""
+    path = out / f"{stem}.json"
+    return [result_type(**r) for r in json.loads(path.read_text())] if path.is_file() else []
+
+
+def run_merged(
+    items: Sequence[Item],
+    run_one: Callable[[Item], Result],
+    keys: set[str],
+    out: Path,
+    stem: str,
+    result_type: Callable[..., Result],
+    markdown: Callable[[list], str],
+    chart: Callable[[list, Path], None],
+    report: Callable[[str], None],
+) -> list[Result]:
+    """``run_each`` into ``out/<stem>.{json,md,png}``, beside the results already there whose
+    ``point`` is not among ``keys`` (other axes, masters or runs), so a report can be built up
+    run by run. Returns this run's results."""
+    earlier = [r for r in load_results(out, stem, result_type) if r.point not in keys]  # type: ignore[attr-defined]
+    save_all = saver(out, stem, markdown)
+    results = run_each(items, run_one, lambda done: save_all(earlier + done), report, "point")
+    chart(earlier + results, out / f"{stem}.png")
+    return results
+
+
 @contextmanager
 def spark_progress(spark: "SparkSession", report: Callable[[str], None], every: float = 5.0) -> Iterator[None]:
     """While the block runs, report every ``every`` seconds the elapsed time and the tasks done

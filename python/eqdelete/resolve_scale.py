@@ -18,13 +18,13 @@ as a streaming sink writes them; the new deletes spread over all keys), where ev
 may hold a deleted key and its key column is read; and **clustered** (each data file one key
 range, as a table written or compacted in key order; the new deletes on the newest keys),
 where Iceberg's planning pairs the deletes with the files of their range only. Rows are
-checked: the native read after each operation equals eqdelete's read of the snapshot before.
+checked: eqdelete's read of the snapshot before equals Iceberg's own, and the native read
+after each operation equals it.
 Times are reported, never asserted.
 """
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from eqdelete import _jvm
-from eqdelete._report import run_each, saver, spark_progress, stderr_reporter
+from eqdelete._report import load_results, run_merged, spark_progress, stderr_reporter
 from eqdelete.cdc import LAYOUTS, CdcSpec, generate
 from eqdelete.compare import ResultsDifferError, _TimeBox, fingerprint
 from eqdelete.deletes import write_equality_deletes
@@ -150,6 +150,8 @@ def run_point(spark: SparkSession, point: ResolvePoint, runs: int, time_box: flo
     data_files = spark.sql(f"SELECT count(*) FROM {table}.data_files").first()[0]
     with use_strategy(spark, "auto"):
         truth = fingerprint(spark.table(table))
+    if _native(spark, table) != truth:
+        raise ResultsDifferError(f"{point.key}: eqdelete's read and Iceberg's own differ before resolving")
 
     def rolled_back() -> None:
         _call(spark, "rollback_to_snapshot", table, f"snapshot_id => {start}")
@@ -254,17 +256,11 @@ def run(spark: SparkSession, points: list[ResolvePoint], out: Path, runs: int, t
     Returns this run's results."""
     report = progress or stderr_reporter("eqdelete bench --resolve --scale")
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {NAMESPACE}")
-    measured = {p.key for p in points}
-    earlier = [r for r in load(out) if r.point not in measured]
-    save_all = saver(out, "resolve-scale", markdown)
-    results = run_each(points, lambda p: run_point(spark, p, runs, time_box, report),
-                       lambda done: save_all(earlier + done), report, "point")
-    chart(earlier + results, out / "resolve-scale.png")
-    return results
+    return run_merged(points, lambda p: run_point(spark, p, runs, time_box, report), {p.key for p in points},
+                      out, "resolve-scale", ResolveScaleResult, markdown, chart, report)
 
 
 def load(out: Path) -> list[ResolveScaleResult]:
     """The results saved in ``out``, if any."""
-    path = out / "resolve-scale.json"
-    return [ResolveScaleResult(**r) for r in json.loads(path.read_text())] if path.is_file() else []
+    return load_results(out, "resolve-scale", ResolveScaleResult)
 

@@ -18,7 +18,6 @@ Every strategy's rows are checked against the floor's; times are never asserted.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from typing import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eqdelete._report import run_each, saver, stderr_reporter
+from eqdelete._report import load_results, run_merged, stderr_reporter
 from eqdelete.bench import QUERY, reading_keys
 from eqdelete.cdc import CdcSpec, generate
 from eqdelete.compare import Timing, Variant, measure
@@ -318,16 +317,11 @@ def run(spark: SparkSession, points: list[ScalePoint], out: Path, runs: int, war
     report = progress or stderr_reporter("eqdelete bench --scale")
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {NAMESPACE}")
     master = spark.sparkContext.master
-    measured = {f"{p.axis}/{p.data_rows}/{p.delete_rows}/{master}" for p in points}
-    earlier = [r for r in load(out) if r.point not in measured]
-    save_all = saver(out, "scale", markdown)
-    results = run_each(points, lambda p: run_point(spark, p, runs, warmup, time_box, report),
-                       lambda done: save_all(earlier + done), report, "point")
-    chart(earlier + results, out / "scale.png")
-    return results
+    return run_merged(points, lambda p: run_point(spark, p, runs, warmup, time_box, report),
+                      {f"{p.axis}/{p.data_rows}/{p.delete_rows}/{master}" for p in points},
+                      out, "scale", ScaleResult, markdown, chart, report)
 
 
 def load(out: Path) -> list[ScaleResult]:
     """The results saved in ``out``, if any."""
-    path = out / "scale.json"
-    return [ScaleResult(**r) for r in json.loads(path.read_text())] if path.is_file() else []
+    return load_results(out, "scale", ScaleResult)
