@@ -54,6 +54,14 @@ def timed_with_peak(spark: SparkSession, action: Callable[[], object]) -> tuple[
     return time.perf_counter() - started, _jvm.peak_heap_bytes(spark) / 2**20, value
 
 
+def call_procedure(spark: SparkSession, procedure: str, table: str, *arguments: str) -> list:
+    """Runs the procedure of ``table``'s catalog (``CALL <catalog>.system.<procedure>``) on the
+    table and named ``arguments`` (``"options => map(...)"``); its rows."""
+    catalog, name = table.split(".", 1)
+    args = ", ".join((f"table => '{name}'", *arguments))
+    return spark.sql(f"CALL {catalog}.system.{procedure}({args})").collect()
+
+
 def run_scenario(spark: SparkSession, scenario: Scenario, runs: int, warmup: int,
                  progress: Callable[[str], None]) -> ResolveBenchResult:
     name, table = scenario.name, scenario.spec.table
@@ -77,11 +85,9 @@ def run_scenario(spark: SparkSession, scenario: Scenario, runs: int, warmup: int
     with spark_progress(spark, say, every=10.0):
         resolve_s, resolve_mb, result = timed_with_peak(spark, lambda: resolve_equality_deletes(spark, table))
     say("rewriting with Iceberg's rewrite_data_files")
-    catalog, rest = rewritten.split(".", 1)
-    call = (f"CALL {catalog}.system.rewrite_data_files(table => '{rest}', "
-            "options => map('delete-file-threshold', '1'))")
     with spark_progress(spark, say, every=10.0):
-        rewrite_s, rewrite_mb, _ = timed_with_peak(spark, lambda: spark.sql(call).collect())
+        rewrite_s, rewrite_mb, _ = timed_with_peak(spark, lambda: call_procedure(
+            spark, "rewrite_data_files", rewritten, "options => map('delete-file-threshold', '1')"))
 
     after = measure(spark, [Variant("resolved_native", "native", sql),
                             Variant("rewritten_native", "native", QUERY.format(t=rewritten)),

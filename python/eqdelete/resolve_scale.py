@@ -39,7 +39,7 @@ from eqdelete.cdc import LAYOUTS, CdcSpec, generate
 from eqdelete.compare import ResultsDifferError, _TimeBox, fingerprint
 from eqdelete.deletes import write_equality_deletes
 from eqdelete.resolve import resolve_equality_deletes
-from eqdelete.resolve_bench import timed_with_peak
+from eqdelete.resolve_bench import call_procedure, timed_with_peak
 from eqdelete.toggles import use_strategy
 
 AXES = ("data_rows", "delta")
@@ -125,12 +125,6 @@ class ResolveScaleResult:
         return None if rewrite is None else self.seconds["delta_resolve"] / rewrite
 
 
-def _call(spark: SparkSession, procedure: str, table: str, *arguments: str) -> list:
-    catalog, name = table.split(".", 1)
-    args = ", ".join((f"table => '{name}'", *arguments))
-    return spark.sql(f"CALL {catalog}.system.{procedure}({args})").collect()
-
-
 def _native(spark: SparkSession, table: str) -> tuple[int, int]:
     with use_strategy(spark, "native"):
         return fingerprint(spark.table(table))
@@ -154,7 +148,7 @@ def run_point(spark: SparkSession, point: ResolvePoint, runs: int, time_box: flo
         raise ResultsDifferError(f"{point.key}: eqdelete's read and Iceberg's own differ before resolving")
 
     def rolled_back() -> None:
-        _call(spark, "rollback_to_snapshot", table, f"snapshot_id => {start}")
+        call_procedure(spark, "rollback_to_snapshot", table, f"snapshot_id => {start}")
 
     def checked(what: str) -> None:
         if _native(spark, table) != truth:
@@ -169,7 +163,7 @@ def run_point(spark: SparkSession, point: ResolvePoint, runs: int, time_box: flo
             seconds, heap["delta_resolve"], result = timed_with_peak(spark, lambda: resolve_equality_deletes(spark, table))
         timings["delta_resolve"].append(seconds)
         seconds, heap["rewrite_position_delete_files"], _ = timed_with_peak(
-            spark, lambda: _call(spark, "rewrite_position_delete_files", table, "options => map('rewrite-all', 'true')"))
+            spark, lambda: call_procedure(spark, "rewrite_position_delete_files", table, "options => map('rewrite-all', 'true')"))
         timings["rewrite_position_delete_files"].append(seconds)
         if run == 1:
             checked("the delta resolve and rewrite_position_delete_files")
@@ -181,7 +175,7 @@ def run_point(spark: SparkSession, point: ResolvePoint, runs: int, time_box: flo
     rewritten: float | None = None
     with _TimeBox(spark, "rewrite_data_files", time_box), spark_progress(spark, say, every=15.0):
         rewritten, heap["rewrite_data_files"], _ = timed_with_peak(
-            spark, lambda: _call(spark, "rewrite_data_files", table, "options => map('delete-file-threshold', '1')"))
+            spark, lambda: call_procedure(spark, "rewrite_data_files", table, "options => map('delete-file-threshold', '1')"))
     if rewritten is None:
         heap["rewrite_data_files"] = _jvm.peak_heap_bytes(spark) / 2**20
     else:

@@ -79,6 +79,10 @@ class ScalePoint:
                            delete_fraction=DELETE_PER_COMMIT, upsert_fraction=UPSERT_PER_COMMIT)
         return CdcSpec(table=self.table, rows=self.data_rows, data_files=files, commits=0)
 
+    def key(self, master: str) -> str:
+        """The point on ``master``, as results name it: a later run of it replaces the earlier."""
+        return f"{self.axis}/{self.data_rows}/{self.delete_rows}/{master}"
+
     @property
     def size(self) -> int:
         """Where the point lies on its axis: data rows, or delete rows."""
@@ -204,8 +208,8 @@ def native_out_of_memory(spark: SparkSession, point: ScalePoint) -> str | None:
 
 def summarize(point: ScalePoint, master: str, time_box: float, delete_files: int, timings: dict[str, Timing],
               auto: list, not_run: dict[str, str] | None = None) -> ScaleResult:
-    medians = {n: (None if t.timed_out else statistics.median(t.seconds)) for n, t in timings.items()}
-    medians.update({n: None for n in (not_run or {})})
+    skipped: dict[str, None] = dict.fromkeys(not_run or {})  # each variant not run, with no value
+    medians = {n: (None if t.timed_out else statistics.median(t.seconds)) for n, t in timings.items()} | skipped
     limit = medians["floor_keys"] + medians["deletes_read"]
 
     def ratio(to: float | None) -> dict[str, float | None]:
@@ -214,11 +218,11 @@ def summarize(point: ScalePoint, master: str, time_box: float, delete_files: int
     floor_rows = timings["floor"].rows
     answered = [timings[s].rows for s in STRATEGIES if s in timings and not timings[s].timed_out]
     return ScaleResult(
-        point=f"{point.axis}/{point.data_rows}/{point.delete_rows}/{master}", axis=point.axis, data_rows=point.data_rows, delete_rows=sum(d.delete_rows for d in auto),
+        point=point.key(master), axis=point.axis, data_rows=point.data_rows, delete_rows=sum(d.delete_rows for d in auto),
         delete_files=delete_files, master=master, time_box=time_box, medians=medians, limit=limit,
         x_floor=ratio(medians["floor"]), x_limit=ratio(limit), x_native=ratio(medians["native"]),
-        peak_heap_mb={n: _mb(t.peak_heap_bytes) for n, t in timings.items()} | {n: None for n in (not_run or {})},
-        peak_executor_heap_mb={n: _mb(t.peak_executor_heap_bytes) for n, t in timings.items()} | {n: None for n in (not_run or {})},
+        peak_heap_mb={n: _mb(t.peak_heap_bytes) for n, t in timings.items()} | skipped,
+        peak_executor_heap_mb={n: _mb(t.peak_executor_heap_bytes) for n, t in timings.items()} | skipped,
         auto_plan=",".join(sorted({d.strategy for d in auto})), auto_reason="; ".join(d.reason for d in auto),
         identical=floor_rows is not None and all(rows == floor_rows for rows in answered),
         not_run=dict(not_run or {}),
@@ -318,7 +322,7 @@ def run(spark: SparkSession, points: list[ScalePoint], out: Path, runs: int, war
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {NAMESPACE}")
     master = spark.sparkContext.master
     return run_merged(points, lambda p: run_point(spark, p, runs, warmup, time_box, report),
-                      {f"{p.axis}/{p.data_rows}/{p.delete_rows}/{master}" for p in points},
+                      {p.key(master) for p in points},
                       out, "scale", ScaleResult, markdown, chart, report)
 
 
