@@ -142,7 +142,7 @@ object CostModel {
   private def plainIndexes(deletes: DeletePlan, readSchema: Schema, settings: CostSettings): Seq[IndexedSet] =
     deletes.deleteSets.map { set =>
       val types = keyTypes(set, readSchema)
-      IndexedSet(set, types, read(set.files, settings), DeleteKeyIndex.estimatedBytes(types, set.records))
+      IndexedSet(set, types, read(set.files, settings), DeleteKeyIndex.estimatedBytes(types, set.records, set.newestSequenceNumber))
     }
 
   /** The single-column sets among `candidates` that key on a column of the multi-column `set`. */

@@ -49,13 +49,16 @@ object DeleteIndexBuilder {
       source: DeleteKeyIndexSource,
       coverers: Seq[(Broadcast[DeleteKeyIndex], Int)]): (DeleteKeyIndex, Long) = {
     val indexed = source.indexed
-    var index = DeleteKeyIndex.forKeyTypes(indexed.keyTypes, indexed.read.records)
+    val indexKeys = indexed.read.records
+    val newest = indexed.set.newestSequenceNumber
+    var index = DeleteKeyIndex.forKeyTypes(indexed.keyTypes, indexKeys, newest)
+    val primitive = DeleteKeyIndex.isPrimitive(indexed.keyTypes, newest)
     val reader = new DeleteRowReader(source.io, source.readSchema, indexed.set.equalityIds)
     val rows = DeleteRows.rdd(context, reader, indexed.read.files, indexed.read.tasks, indexed.set.describeKeys)
     val keyTypes = indexed.keyTypes
-    val rowsPerTask = indexed.read.records / indexed.read.tasks // a size hint: files are about alike
+    val rowsPerTask = indexKeys / indexed.read.tasks // a size hint: files are about alike
     val batches = rows.mapPartitions { rows =>
-      if (coverers.isEmpty) Iterator(DeleteRowBatch(rows, keyTypes, rowsPerTask))
+      if (coverers.isEmpty) Iterator(DeleteRowBatch(rows, keyTypes, primitive, indexKeys, rowsPerTask))
       else {
         var covered = 0L
         val kept = rows.filter { row =>
@@ -66,7 +69,7 @@ object DeleteIndexBuilder {
           if (isCovered) covered += 1
           !isCovered
         }
-        val batch = DeleteRowBatch(kept, keyTypes, rowsPerTask) // consumes `kept`, counting as it goes
+        val batch = DeleteRowBatch(kept, keyTypes, primitive, indexKeys, rowsPerTask) // consumes `kept`, counting as it goes
         Iterator(batch.withCovered(covered))
       }
     }
@@ -103,78 +106,119 @@ object DeleteIndexBuilder {
 }
 
 /**
- * The delete rows one task read, as it ships them: for one integral or floating-point key,
- * (key bits, scope, seq) triples in a long array (24 bytes a row) and NULL keys as (scope, seq)
- * pairs; for other keys, (hash, scope, seq) triples and the keys packed ([[KeyBytes]]) one
- * after the other, each after its 4-byte length.
+ * The delete rows one task read, as it ships them: the keys in a long array (for one integral
+ * or floating-point key its [[KeyBits]], for other keys their hash, with the keys packed
+ * ([[KeyBytes]]) one after the other, each after its 4-byte length), and, since every row of
+ * a delete file has the file's scope and sequence number, those once per run of rows:
+ * (end, scope, seq) triples. NULL keys of one column come as (scope, seq) pairs. 8 bytes a row
+ * for one integral key, where (key, scope, seq) triples took 24: at 10^7 delete rows the
+ * difference was most of what the tasks' results cost to ship (the scale benchmark).
  */
 final class DeleteRowBatch private (
-    triples: Array[Long],
+    keys: Array[Long],
+    runs: Array[Long],
     nullKeys: Array[Long],
     packed: Array[Byte],
     val covered: Long)
   extends Serializable {
 
   /** The same rows, and `n` rows dropped as covered before them. */
-  def withCovered(n: Long): DeleteRowBatch = new DeleteRowBatch(triples, nullKeys, packed, n)
+  def withCovered(n: Long): DeleteRowBatch = new DeleteRowBatch(keys, runs, nullKeys, packed, n)
 
-  def addTo(index: DeleteKeyIndex): Unit = index match {
-    case hashed: HashedKeyIndex =>
-      var i = 0
-      var at = 0
-      while (i < triples.length) {
-        val length = KeyBytes.readLength(packed, at)
-        hashed.addPacked(triples(i), triples(i + 1), packed, at + KeyBytes.LengthBytes, length, triples(i + 2))
-        at += KeyBytes.LengthBytes + length
-        i += 3
+  def addTo(index: DeleteKeyIndex): Unit = {
+    var start = 0
+    var at = 0 // in `packed`
+    var run = 0
+    while (run < runs.length) {
+      val (end, scope, seq) = (runs(run).toInt, runs(run + 1), runs(run + 2))
+      index match {
+        case hashed: HashedKeyIndex =>
+          var i = start
+          while (i < end) {
+            val length = KeyBytes.readLength(packed, at)
+            hashed.addPacked(keys(i), scope, packed, at + KeyBytes.LengthBytes, length, seq)
+            at += KeyBytes.LengthBytes + length
+            i += 1
+          }
+        case longs: LongKeyIndex =>
+          var i = start
+          while (i < end) {
+            longs.addBits(scope, keys(i), seq)
+            i += 1
+          }
       }
-    case longs: LongKeyIndex =>
-      var i = 0
-      while (i < triples.length) {
-        longs.addBits(triples(i + 1), triples(i), triples(i + 2))
-        i += 3
-      }
-      i = 0
-      while (i < nullKeys.length) {
-        index.add(nullKeys(i), Array[Any](null), nullKeys(i + 1))
-        i += 2
-      }
+      start = end
+      run += 3
+    }
+    var i = 0
+    while (i < nullKeys.length) {
+      index.add(nullKeys(i), Array[Any](null), nullKeys(i + 1))
+      i += 2
+    }
   }
 }
 
 object DeleteRowBatch {
-  /** The batch of `rows`: (key values..., scope, seq) as [[eqdelete.read.DeleteRows]] reads them. */
-  def apply(rows: Iterator[InternalRow], keyTypes: Seq[DataType], expectedRows: Long = 0): DeleteRowBatch = {
-    val triples = new ArrayBuilder.ofLong
-    triples.sizeHint(math.min(3 * expectedRows, Int.MaxValue - 8L).toInt)
+  /**
+   * The batch of `rows`: (key values..., scope, seq) as [[eqdelete.read.DeleteRows]] reads
+   * them; `primitive`: for a [[LongKeyIndex]] sized for `indexKeys` keys, whose keys come in
+   * the order that index fills its table in (`LongKeyIndex.orderForInsert`), else for a
+   * [[HashedKeyIndex]].
+   */
+  def apply(rows: Iterator[InternalRow], keyTypes: Seq[DataType], primitive: Boolean, indexKeys: Long,
+      expectedRows: Long = 0): DeleteRowBatch = {
+    val keys = new ArrayBuilder.ofLong
+    keys.sizeHint(math.min(expectedRows, Int.MaxValue - 8L).toInt)
+    val runs = new ArrayBuilder.ofLong
+    val nulls = new ArrayBuilder.ofLong
     val types = keyTypes.toArray
     val (scopeAt, seqAt) = (types.length, types.length + 1)
-    if (DeleteKeyIndex.isPrimitive(keyTypes)) {
-      val nulls = new ArrayBuilder.ofLong
+    var count = 0
+    var (scope, seq) = (0L, 0L) // of the open run; sequence numbers start at 1, so none is open yet
+    def addKey(row: InternalRow, key: Long): Unit = {
+      val (rowScope, rowSeq) = (row.getLong(scopeAt), row.getLong(seqAt))
+      if (rowSeq != seq || rowScope != scope) {
+        if (count > 0 && seq != 0) runs += count += scope += seq
+        scope = rowScope
+        seq = rowSeq
+      }
+      keys += key
+      count += 1
+    }
+    if (primitive) {
       val keyType = types(0)
       rows.foreach { row =>
         if (row.isNullAt(0)) nulls += row.getLong(scopeAt) += row.getLong(seqAt)
-        else triples += KeyBits.at(row, 0, keyType) += row.getLong(scopeAt) += row.getLong(seqAt)
+        else addKey(row, KeyBits.at(row, 0, keyType))
       }
-      new DeleteRowBatch(triples.result(), nulls.result(), Array.emptyByteArray, 0L)
+      if (count > 0) runs += count += scope += seq
+      val (ordered, byRun) = (keys.result(), runs.result())
+      var (start, run) = (0, 0)
+      while (run < byRun.length) {
+        LongKeyIndex.orderForInsert(ordered, start, byRun(run).toInt, byRun(run + 1), indexKeys)
+        start = byRun(run).toInt
+        run += 3
+      }
+      new DeleteRowBatch(ordered, byRun, nulls.result(), Array.emptyByteArray, 0L)
     } else {
       val key = new KeyBytes
-      val keys = new Array[Any](types.length)
+      val values = new Array[Any](types.length)
       val packed = new java.io.ByteArrayOutputStream()
       val length = new Array[Byte](KeyBytes.LengthBytes)
       rows.foreach { row =>
         var i = 0
         while (i < types.length) {
-          keys(i) = row.get(i, types(i))
+          values(i) = row.get(i, types(i))
           i += 1
         }
-        KeyBytes.pack(types, keys, key)
-        triples += KeyHash.of(keys) += row.getLong(scopeAt) += row.getLong(seqAt)
+        KeyBytes.pack(types, values, key)
+        addKey(row, KeyHash.of(values))
         KeyBytes.writeLength(length, 0, key.length)
         packed.write(length)
         packed.write(key.bytes, 0, key.length)
       }
-      new DeleteRowBatch(triples.result(), Array.emptyLongArray, packed.toByteArray, 0L)
+      if (count > 0) runs += count += scope += seq
+      new DeleteRowBatch(keys.result(), runs.result(), Array.emptyLongArray, packed.toByteArray, 0L)
     }
   }
 }

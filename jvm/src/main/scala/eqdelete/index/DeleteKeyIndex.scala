@@ -68,21 +68,24 @@ object DeleteKeyIndex {
 
   /**
    * A primitive table for one integral or floating-point key column (int, long, date,
-   * timestamp, float, double; see [[KeyBits]]), sized up front
-   * for `records` delete rows (an upper bound of its keys), else a general one.
+   * timestamp, float, double; see [[KeyBits]]) whose delete files' sequence numbers are at most
+   * `LongKeyIndex.MaxSequenceNumber` (`newestSequenceNumber`), sized up front for `records`
+   * delete rows (an upper bound of its keys), else a general one.
    */
-  def forKeyTypes(types: Seq[DataType], records: Long): DeleteKeyIndex =
-    if (primitive(types)) new LongKeyIndex(records) else new HashedKeyIndex(types, records)
+  def forKeyTypes(types: Seq[DataType], records: Long, newestSequenceNumber: Long): DeleteKeyIndex =
+    if (isPrimitive(types, newestSequenceNumber)) new LongKeyIndex(records) else new HashedKeyIndex(types, records)
 
   /**
    * Bytes the index `forKeyTypes` builds for `records` delete rows takes at most, for sizing it
    * before reading any: exact for the primitive table, a guess for the length of strings and
    * binary values in the hashed one.
    */
-  def estimatedBytes(types: Seq[DataType], records: Long): Long =
-    if (primitive(types)) LongKeyIndex.bytesFor(records) else HashedKeyIndex.bytesFor(types, records)
+  def estimatedBytes(types: Seq[DataType], records: Long, newestSequenceNumber: Long): Long =
+    if (isPrimitive(types, newestSequenceNumber)) LongKeyIndex.bytesFor(records) else HashedKeyIndex.bytesFor(types, records)
 
-  def isPrimitive(types: Seq[DataType]): Boolean = primitive(types)
+  /** Whether `forKeyTypes` builds the primitive table. */
+  def isPrimitive(types: Seq[DataType], newestSequenceNumber: Long): Boolean =
+    primitive(types) && newestSequenceNumber <= LongKeyIndex.MaxSequenceNumber
 
   private def primitive(types: Seq[DataType]): Boolean = types match {
     case Seq(t) => LongKeyIndex.supports(t)
@@ -91,19 +94,26 @@ object DeleteKeyIndex {
 }
 
 /**
- * One integral or floating-point key, as [[KeyBits]]: open addressing over a single long array of (key, scope, seq) triples,
- * so a lookup usually touches one cache line and allocates nothing. NULL keys live apart.
+ * One integral or floating-point key, as [[KeyBits]]: open addressing over a single long array
+ * of (key, scope and sequence number) pairs, the scope in the upper and the sequence number in
+ * the lower half of the second long, so a lookup usually touches one cache line and allocates
+ * nothing. NULL keys live apart. Sequence numbers up to [[LongKeyIndex.MaxSequenceNumber]] only:
+ * a table past it gets the general index (see `DeleteKeyIndex.forKeyTypes`).
  *
  * Almost every row's key has no delete, and a table of 100k keys or more outgrows the CPU's
  * L2 cache, where a probe is a cache miss: profiling the filter strategy showed those misses
  * as its largest cost. So a sealed index first checks a small blocked Bloom filter (16 bits
- * per key, two bits in one 64-bit word, about 2% false positives) that stays in cache.
+ * per key, two bits in one 64-bit word, about 2% false positives) that stays in cache. Past the
+ * cache, every probe is a miss, and what it costs is the bytes it reads: 16 a slot, not 24 as
+ * with the scope in a long of its own (the scale benchmark's delete axis, PERFORMANCE.md).
  */
 final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
+  import LongKeyIndex.{Empty, SequenceBits}
+
   // Sized once for every key it may get, so building it never holds two tables at a time; any
   // number of slots (not a power of two), so the table is as small as its load allows.
   private var capacity = LongKeyIndex.tableSlotsFor(expectedKeys)
-  private var slots = new Array[Long](3 * capacity)
+  private var slots = new Array[Long](2 * capacity)
   private var used = 0
   private val nullKeys = new JHashMap[java.lang.Long, java.lang.Long]()
   // Filled as keys are added, so sealing needs no second pass over the table. Only while it is
@@ -148,53 +158,50 @@ final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
     }
   }
 
-  /** The key's home slot: the hash's upper half scaled to the capacity (no power of two needed). */
-  private def slot(key: Long, scope: Long): Int = {
-    var h = key * 0x9E3779B97F4A7C15L + scope * 0xC2B2AE3D27D4EB4FL
-    h ^= h >>> 29
-    h *= 0xBF58476D1CE4E5B9L
-    (((h ^ (h >>> 32)) >>> 32) * capacity >>> 32).toInt
-  }
+  private def slot(key: Long, scope: Long): Int = LongKeyIndex.homeSlot(key, scope, capacity)
 
   private def next(i: Int): Int = if (i + 1 == capacity) 0 else i + 1
 
   private def lookup(key: Long, scope: Long): Long = {
     var i = slot(key, scope)
     while (true) {
-      val at = 3 * i
-      val seq = slots(at + 2)
-      if (seq == 0) return DeleteKeyIndex.NoDelete
-      if (slots(at) == key && slots(at + 1) == scope) return seq
+      val entry = slots(2 * i + 1)
+      if (entry == Empty) return DeleteKeyIndex.NoDelete
+      if (slots(2 * i) == key && (entry >> SequenceBits) == scope) return LongKeyIndex.sequenceOf(entry)
       i = next(i)
     }
     DeleteKeyIndex.NoDelete
   }
 
   private def insert(key: Long, scope: Long, sequenceNumber: Long): Unit = {
+    if (sequenceNumber > LongKeyIndex.MaxSequenceNumber || scope != scope.toInt) {
+      // forKeyTypes gives such sets the general index; reaching here is a bug, never a wrong row.
+      throw new IndexCapacityException(s"delete sequence number $sequenceNumber or scope $scope is past the primitive index")
+    }
     if (used + 1 > capacity * LongKeyIndex.MaxLoad) grow()
+    val entry = (scope << SequenceBits) | sequenceNumber
     var i = slot(key, scope)
-    while (slots(3 * i + 2) != 0 && !(slots(3 * i) == key && slots(3 * i + 1) == scope)) i = next(i)
-    val at = 3 * i
-    if (slots(at + 2) == 0) {
+    while (slots(2 * i + 1) != Empty && !(slots(2 * i) == key && (slots(2 * i + 1) >> SequenceBits) == scope)) i = next(i)
+    val at = 2 * i
+    if (slots(at + 1) == Empty) {
       used += 1
       slots(at) = key
-      slots(at + 1) = scope
-      slots(at + 2) = sequenceNumber
+      slots(at + 1) = entry
       if (bloom != null) bloom.add(LongKeyIndex.bloomHash(key))
-    } else if (slots(at + 2) < sequenceNumber) {
-      slots(at + 2) = sequenceNumber
+    } else if (LongKeyIndex.sequenceOf(slots(at + 1)) < sequenceNumber) {
+      slots(at + 1) = entry
     }
   }
 
   private def grow(): Unit = {
     val old = slots
     capacity = LongKeyIndex.checked(2L * capacity)
-    slots = new Array[Long](3 * capacity)
+    slots = new Array[Long](2 * capacity)
     used = 0
     var at = 0
     while (at < old.length) {
-      if (old(at + 2) != 0) insert(old(at), old(at + 1), old(at + 2))
-      at += 3
+      if (old(at + 1) != Empty) insert(old(at), old(at + 1) >> SequenceBits, LongKeyIndex.sequenceOf(old(at + 1)))
+      at += 2
     }
   }
 }
@@ -213,6 +220,55 @@ object LongKeyIndex {
     capacity.toInt
   }
 
+  /** The newest sequence number a slot holds: its lower 32 bits, unsigned. */
+  val MaxSequenceNumber: Long = 0xFFFFFFFFL
+  private val SequenceBits = 32
+  // Sequence numbers of delete files start at 1, so a used slot's second long is never 0.
+  private val Empty = 0L
+
+  private def sequenceOf(entry: Long): Long = entry & MaxSequenceNumber
+
+  /** The key's home slot: the hash's upper half scaled to the capacity (no power of two needed). */
+  private def homeSlot(key: Long, scope: Long, capacity: Int): Int = {
+    var h = key * 0x9E3779B97F4A7C15L + scope * 0xC2B2AE3D27D4EB4FL
+    h ^= h >>> 29
+    h *= 0xBF58476D1CE4E5B9L
+    (((h ^ (h >>> 32)) >>> 32) * capacity >>> 32).toInt
+  }
+
+  /**
+   * Reorders `keys(from until until)`, all of `scope`, by their home slot in an index sized for
+   * `expectedKeys`: added in that order, they fill its table front to back, where keys in the
+   * order they were read each miss the cache once the table outgrows it (at 10^7 keys, adding
+   * them took 0.7 s on the driver). Only the order changes, never what the index holds. Two
+   * passes of a radix sort on the upper 16 bits of the slot; within one of those 65,536 stretches
+   * of the table, order does not matter, as it stays in cache.
+   */
+  def orderForInsert(keys: Array[Long], from: Int, until: Int, scope: Long, expectedKeys: Long): Unit = {
+    val n = until - from
+    if (n < 2) return
+    val capacity = tableSlotsFor(expectedKeys)
+    def stretch(key: Long): Int = ((homeSlot(key, scope, capacity).toLong << 16) / capacity).toInt
+    val sorted = new Array[Long](n)
+    def pass(source: Array[Long], sourceFrom: Int, target: Array[Long], targetFrom: Int, shift: Int): Unit = {
+      val starts = new Array[Int](257)
+      var i = 0
+      while (i < n) { starts(((stretch(source(sourceFrom + i)) >>> shift) & 0xFF) + 1) += 1; i += 1 }
+      var b = 0
+      while (b < 256) { starts(b + 1) += starts(b); b += 1 }
+      i = 0
+      while (i < n) {
+        val key = source(sourceFrom + i)
+        val digit = (stretch(key) >>> shift) & 0xFF
+        target(targetFrom + starts(digit)) = key
+        starts(digit) += 1
+        i += 1
+      }
+    }
+    pass(keys, from, sorted, 0, 0)
+    pass(sorted, 0, keys, from, 8)
+  }
+
   /** Linear probing stays short (about 2 probes for a key present, 3-4 for one absent) up to this load. */
   private val MaxLoad = 0.65
 
@@ -223,12 +279,12 @@ object LongKeyIndex {
   private def tableSlotsFor(keys: Long): Int = checked(math.max(1024L, math.ceil(keys / MaxLoad).toLong + 1))
 
   private def checked(capacity: Long): Int = {
-    require(3 * capacity <= Int.MaxValue - 8, s"${(capacity * MaxLoad).toLong} keys are too many for one index")
+    require(2 * capacity <= Int.MaxValue - 8, s"${(capacity * MaxLoad).toLong} keys are too many for one index")
     capacity.toInt
   }
 
-  /** The table for `keys` keys (three longs a slot), its Bloom filter and their headers, in bytes. */
-  def bytesFor(keys: Long): Long = 4096 + 24L * tableSlotsFor(keys) + (if (keys <= MaxBloomKeys) BlockedBloom.bytesFor(keys) else 0L)
+  /** The table for `keys` keys (two longs a slot), its Bloom filter and their headers, in bytes. */
+  def bytesFor(keys: Long): Long = 4096 + 16L * tableSlotsFor(keys) + (if (keys <= MaxBloomKeys) BlockedBloom.bytesFor(keys) else 0L)
 
   private def bloomHash(key: Long): Long = {
     val h = key * 0x9E3779B97F4A7C15L

@@ -13,6 +13,7 @@ final case class EqualityDeleteRef(file: DeleteFile, scope: Int, sequenceNumber:
  */
 final case class EqualityDeleteSet(equalityIds: Seq[Int], keyPaths: Seq[Seq[String]], files: Seq[EqualityDeleteRef]) {
   def records: Long = files.map(_.file.recordCount()).sum
+  def newestSequenceNumber: Long = files.map(_.sequenceNumber).max
   /** The key columns as Iceberg names them (`s.a` for a nested field). */
   def keyColumns: Seq[String] = keyPaths.map(_.mkString("."))
   def describeKeys: String = keyColumns.mkString("(", ", ", ")")

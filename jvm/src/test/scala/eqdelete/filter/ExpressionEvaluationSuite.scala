@@ -66,7 +66,7 @@ class ExpressionEvaluationSuite extends AnyFunSuite {
     val random = new Random(seed)
     val scopes = Seq(DeletePlan.GlobalScope.toLong, 0L, 1L)
     val deletes = Seq.fill(300)((scopes(random.nextInt(3)), types.map(t => value(random, t)), 2L + random.nextInt(10)))
-    val index = DeleteKeyIndex.forKeyTypes(types, deletes.size)
+    val index = DeleteKeyIndex.forKeyTypes(types, deletes.size, deletes.map(_._3).max)
     deletes.foreach { case (s, k, seq) => index.add(s, k.toArray, seq) }
     index.seal()
     // Held until the end: a broadcast nothing holds may be cleaned up while its copies are in use.

@@ -12,6 +12,8 @@ import org.scalatest.funsuite.AnyFunSuite
 class DeleteKeyIndexSuite extends AnyFunSuite {
 
   private val Global = DeletePlan.GlobalScope.toLong
+  /** The newest sequence number of the sets indexed here (the random rows' are at most 20). */
+  private val Newest = 20L
 
   /** Reference: the newest delete of `key` in `scope` or globally. */
   private def expected(deletes: Seq[(Long, Seq[Any], Long)], scope: Long, key: Seq[Any]): Long = {
@@ -37,7 +39,7 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
     val random = new Random(seed)
     val scopes = Seq(Global, 0L, 1L, 2L)
     val rows = Seq.fill(deletes)((scopes(random.nextInt(4)), types.map(t => value(random, t)), 1L + random.nextInt(20)))
-    val index = DeleteKeyIndex.forKeyTypes(types, expectedKeys)
+    val index = DeleteKeyIndex.forKeyTypes(types, expectedKeys, Newest)
     rows.foreach { case (s, k, seq) => index.add(s, k.toArray, seq) }
     index.seal()
     val probes = rows.map(r => (r._1, r._2)) ++ Seq.fill(deletes)((scopes(random.nextInt(4)), types.map(t => value(random, t))))
@@ -49,7 +51,7 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
   }
 
   test("one long key: primitive table, NULLs, scopes, newest sequence number") {
-    assert(DeleteKeyIndex.forKeyTypes(Seq(LongType), 10).isInstanceOf[LongKeyIndex])
+    assert(DeleteKeyIndex.forKeyTypes(Seq(LongType), 10, Newest).isInstanceOf[LongKeyIndex])
     check(Seq(LongType), r => if (r.nextInt(10) == 0) null else java.lang.Long.valueOf(r.nextInt(500) - 250), 2000, 2000, 1)
   }
 
@@ -66,7 +68,7 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
   }
 
   test("int and date keys use the primitive table") {
-    Seq(IntegerType, DateType).foreach(t => assert(DeleteKeyIndex.forKeyTypes(Seq(t), 1).isInstanceOf[LongKeyIndex]))
+    Seq(IntegerType, DateType).foreach(t => assert(DeleteKeyIndex.forKeyTypes(Seq(t), 1, Newest).isInstanceOf[LongKeyIndex]))
     check(Seq(IntegerType), r => if (r.nextInt(8) == 0) null else Integer.valueOf(r.nextInt(300)), 1000, 1000, 3)
   }
 
@@ -106,7 +108,7 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
   }
 
   test("a decimal compares by value whatever scale it carries") {
-    val index = DeleteKeyIndex.forKeyTypes(Seq(DecimalType(10, 2), StringType), 4)
+    val index = DeleteKeyIndex.forKeyTypes(Seq(DecimalType(10, 2), StringType), 4, Newest)
     index.add(0, Array[Any](Decimal(BigDecimal("1.50"), 10, 2), UTF8String.fromString("a")), 3)
     index.seal()
     assert(index.newestOf(0, Array[Any](Decimal(BigDecimal("1.5"), 10, 1), UTF8String.fromString("a"))) == 3)
@@ -118,7 +120,7 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
   }
 
   test("double and float keys: the primitive table, with Java's equality") {
-    Seq(DoubleType, FloatType).foreach(t => assert(DeleteKeyIndex.forKeyTypes(Seq(t), 1).isInstanceOf[LongKeyIndex]))
+    Seq(DoubleType, FloatType).foreach(t => assert(DeleteKeyIndex.forKeyTypes(Seq(t), 1, Newest).isInstanceOf[LongKeyIndex]))
     val doubles = Seq(0.0, -0.0, Double.NaN, java.lang.Double.longBitsToDouble(0x7ff8000000000123L), 1.5, Double.NegativeInfinity)
     check(Seq(DoubleType), r => if (r.nextInt(10) == 0) null else java.lang.Double.valueOf(doubles(r.nextInt(doubles.size))),
       500, 500, 7)
@@ -129,24 +131,24 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
   }
 
   test("a sequence number of 0 is refused: no delete file has it") {
-    val index = DeleteKeyIndex.forKeyTypes(Seq(LongType), 1)
+    val index = DeleteKeyIndex.forKeyTypes(Seq(LongType), 1, Newest)
     assertThrows[IllegalArgumentException](index.add(0, Array[Any](1L), 0))
   }
 
   test("size estimates cover the tables actually allocated") {
     // The primitive table (with and without its Bloom filter), as shipped to executors.
     Seq(100000, 3000000).foreach { keys =>
-      val longs = DeleteKeyIndex.forKeyTypes(Seq(LongType), keys)
+      val longs = DeleteKeyIndex.forKeyTypes(Seq(LongType), keys, Newest)
       (0 until keys).foreach(k => longs.add(-1, Array[Any](k.toLong * 31), 1))
       longs.seal()
       val shipped = new java.io.ByteArrayOutputStream()
       new java.io.ObjectOutputStream(shipped).writeObject(longs)
-      assert(shipped.size() <= DeleteKeyIndex.estimatedBytes(Seq(LongType), keys), s"$keys keys: ${shipped.size()}")
+      assert(shipped.size() <= DeleteKeyIndex.estimatedBytes(Seq(LongType), keys, Newest), s"$keys keys: ${shipped.size()}")
     }
     // The hashed table, as shipped to executors: keys of up to 24 bytes stay within the estimate.
     Seq(Seq(StringType), Seq(LongType, StringType, DateType)).foreach { types =>
       val keys = 1000
-      val index = DeleteKeyIndex.forKeyTypes(types, keys)
+      val index = DeleteKeyIndex.forKeyTypes(types, keys, Newest)
       (0 until keys).foreach { k =>
         index.add(0, types.map {
           case StringType => UTF8String.fromString(s"a-key-of-24-bytes-${100000 + k}")
@@ -156,7 +158,7 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
       index.seal()
       val shipped = new java.io.ByteArrayOutputStream()
       new java.io.ObjectOutputStream(shipped).writeObject(index)
-      assert(shipped.size() <= DeleteKeyIndex.estimatedBytes(types, keys), s"$types: ${shipped.size()} > ${DeleteKeyIndex.estimatedBytes(types, keys)}")
+      assert(shipped.size() <= DeleteKeyIndex.estimatedBytes(types, keys, Newest), s"$types: ${shipped.size()} > ${DeleteKeyIndex.estimatedBytes(types, keys, Newest)}")
     }
   }
 
@@ -183,7 +185,7 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
   test("covers: the same key, as new or newer, in the row's scope or globally") {
     Seq(Seq(LongType), Seq(StringType)).foreach { types =>
       def key(n: Long): Any = if (types.head == LongType) n else UTF8String.fromString(s"k$n")
-      val index = DeleteKeyIndex.forKeyTypes(types, 4)
+      val index = DeleteKeyIndex.forKeyTypes(types, 4, Newest)
       index.add(3, Array(key(1)), 10)     // scoped to 3
       index.add(Global, Array(key(2)), 10)
       index.add(3, Array[Any](null), 10)  // NULL equals NULL
@@ -197,5 +199,33 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
         assert(index.covers(scope, Array(k), seq) == covered, s"$types: ($scope, $k, $seq)")
       }
     }
+  }
+
+  test("the primitive table packs scope and sequence number: every int scope, sequence numbers up to 2^32 - 1") {
+    val index = new LongKeyIndex(8)
+    val max = LongKeyIndex.MaxSequenceNumber
+    index.add(Int.MaxValue, Array[Any](1L), max)
+    index.add(Int.MinValue, Array[Any](1L), 7)
+    index.add(Global, Array[Any](2L), max - 1)
+    index.add(Int.MaxValue, Array[Any](1L), 3) // older: the newest stays
+    index.seal()
+    assert(index.newest(Int.MaxValue, isNull = false, 1L) == max)
+    assert(index.newest(Int.MinValue, isNull = false, 1L) == 7)
+    assert(index.newest(0, isNull = false, 1L) == DeleteKeyIndex.NoDelete)
+    assert(index.newest(Int.MaxValue, isNull = false, 2L) == max - 1)
+    assert(intercept[IndexCapacityException](new LongKeyIndex(1).add(0, Array[Any](1L), max + 1)).getMessage.contains("past"))
+  }
+
+  test("a set with sequence numbers past what the primitive table packs gets the general index, and is exact") {
+    val past = LongKeyIndex.MaxSequenceNumber + 10
+    assert(!DeleteKeyIndex.isPrimitive(Seq(LongType), past))
+    val index = DeleteKeyIndex.forKeyTypes(Seq(LongType), 4, past)
+    assert(index.isInstanceOf[HashedKeyIndex])
+    index.add(0, Array[Any](5L), past)
+    index.add(Global, Array[Any](6L), 1L << 40)
+    index.seal()
+    assert(index.newestOf(0, Array[Any](5L)) == past)
+    assert(index.newestOf(1, Array[Any](6L)) == (1L << 40))
+    assert(index.newestOf(1, Array[Any](5L)) == DeleteKeyIndex.NoDelete)
   }
 }

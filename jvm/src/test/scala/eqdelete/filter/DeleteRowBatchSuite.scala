@@ -1,0 +1,67 @@
+package eqdelete.filter
+
+import scala.util.Random
+
+import eqdelete.index.DeleteKeyIndex
+import eqdelete.planning.DeletePlan
+
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.types.{DataType, LongType, StringType}
+import org.apache.spark.unsafe.types.UTF8String
+import org.scalatest.funsuite.AnyFunSuite
+
+/**
+ * A task's delete rows shipped as a [[DeleteRowBatch]] (keys once, scope and sequence number
+ * once per run of rows) build the same index as the rows added one by one.
+ */
+class DeleteRowBatchSuite extends AnyFunSuite {
+
+  private val Global = DeletePlan.GlobalScope.toLong
+
+  /** Rows as delete files give them: runs of one (scope, seq), a pair coming back after others. */
+  private def rows(types: Seq[DataType], random: Random): Seq[(Seq[Any], Long, Long)] = {
+    val files = Seq((Global, 3L), (0L, 5L), (1L, 5L), (Global, 3L), (0L, 9L), (Int.MaxValue.toLong, 4L))
+    files.flatMap { case (scope, seq) =>
+      Seq.fill(random.nextInt(40))((types.map {
+        case LongType => if (random.nextInt(8) == 0) null else java.lang.Long.valueOf(random.nextInt(60))
+        case _ => if (random.nextInt(8) == 0) null else UTF8String.fromString(s"k${random.nextInt(60)}")
+      }, scope, seq))
+    }
+  }
+
+  private def shipped(batch: DeleteRowBatch): DeleteRowBatch = {
+    val bytes = new java.io.ByteArrayOutputStream()
+    val out = new java.io.ObjectOutputStream(bytes)
+    out.writeObject(batch)
+    out.close()
+    new java.io.ObjectInputStream(new java.io.ByteArrayInputStream(bytes.toByteArray)).readObject().asInstanceOf[DeleteRowBatch]
+  }
+
+  Seq(Seq(LongType), Seq(StringType), Seq(LongType, StringType)).foreach { types =>
+    test(s"a batch of ${types.mkString(", ")} keys builds the index the rows give one by one") {
+      (0 until 5).foreach { seed =>
+        val random = new Random(seed)
+        val deletes = rows(types, random)
+        val newest = deletes.map(_._3).max
+        val primitive = DeleteKeyIndex.isPrimitive(types, newest)
+        val internalRows = deletes.iterator.map { case (key, scope, seq) => InternalRow.fromSeq(key ++ Seq(scope, seq)) }
+        val batch = shipped(DeleteRowBatch(internalRows, types, primitive, indexKeys = deletes.size, expectedRows = 4))
+        val fromBatch = DeleteKeyIndex.forKeyTypes(types, deletes.size, newest)
+        batch.addTo(fromBatch)
+        val oneByOne = DeleteKeyIndex.forKeyTypes(types, deletes.size, newest)
+        deletes.foreach { case (key, scope, seq) => oneByOne.add(scope, key.toArray, seq) }
+        Seq(fromBatch, oneByOne).foreach(_.seal())
+        assert(fromBatch.distinctKeys == oneByOne.distinctKeys)
+        for (scope <- Seq(0L, 1L, 2L, Int.MaxValue.toLong); (key, _, _) <- deletes) {
+          assert(fromBatch.newestOf(scope, key.toArray) == oneByOne.newestOf(scope, key.toArray), s"seed $seed, $key in $scope")
+        }
+      }
+    }
+  }
+
+  test("an empty task ships an empty batch") {
+    val index = DeleteKeyIndex.forKeyTypes(Seq(LongType), 1, 1)
+    shipped(DeleteRowBatch(Iterator.empty, Seq(LongType), primitive = true, indexKeys = 1)).addTo(index)
+    assert(index.distinctKeys == 0)
+  }
+}
