@@ -125,7 +125,7 @@ def test_scale_quick_profile_checks_rows_against_the_floor(spark: SparkSession, 
     results = scale.run(spark, points, tmp_path, runs=1, warmup=0, time_box=600.0, progress=lambda _m: None)
     assert [(r.axis, r.data_rows) for r in results] == [(p.axis, p.data_rows) for p in points]
     assert all(r.identical for r in results), [(r.axis, r.data_rows, r.delete_rows) for r in results if not r.identical]
-    columns = {*eqdelete.STRATEGIES, "floor", "floor_keys", "deletes_read"}
+    columns = {*eqdelete.STRATEGIES, "floor", "floor_keys", "deletes_read", "data_read"}
     assert all(set(r.medians) == columns and all(v is not None and v > 0 for v in r.medians.values()) for r in results)
     assert all(r.limit == r.medians["floor_keys"] + r.medians["deletes_read"] for r in results)
     assert all(r.x_limit["auto"] == r.medians["auto"] / r.limit and r.x_native["native"] == 1.0 for r in results)

@@ -167,7 +167,7 @@ MILLIONS_JOB = """
     deletes, warehouse = int(sys.argv[1]), sys.argv[2]
     spark = eqdelete.session("eqdelete-1g", master="local[2]", warehouse=warehouse, conf={
         "spark.driver.memory": "1g", "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": "4", "spark.eqdelete.filter.maxHeapFraction": "0.2"})
+        "spark.sql.shuffle.partitions": "4", "spark.eqdelete.filter.maxHeapFraction": "0.1"})
     spark.sparkContext.setLogLevel("ERROR")
     table = "local.mem.big"
     spark.sql("CREATE NAMESPACE IF NOT EXISTS local.mem")
@@ -197,7 +197,7 @@ def test_millions_of_delete_rows_on_a_1g_driver(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     results = {line.split()[1]: line for line in lines if line.startswith(("RESULT", "FAILED"))}
     assert set(results) == {"filter", "join", "auto", "filter+force"}, lines
-    # 3M long keys: an index of ~220 MB with its broadcast copy, over a fifth of 1 GB.
+    # 3M long keys: an index of ~150 MB with its broadcast copy, over a tenth of 1 GB.
     assert "RESULT filter True join | spark.eqdelete.strategy=filter, but the filter's index" in results["filter"]
     assert results["join"].startswith("RESULT join True join |"), lines
     assert results["auto"].startswith("RESULT auto True join |"), lines

@@ -142,7 +142,7 @@ def test_auto_cost_model_picks_native_filter_broadcast_or_shuffled_join(spark: S
     assert "[eqdelete native: auto: " in plan and names["Join"] == 0 and names["BuildDeleteKeyIndex"] == 0
 
     decision, rows = auto_with(auto_minDataRows="0")
-    assert decision.strategy == "filter" and "3 delete rows <= spark.eqdelete.auto.filterMaxDeleteRows=10000000" in decision.reason
+    assert decision.strategy == "filter" and "3 delete rows <= spark.eqdelete.auto.filterMaxDeleteRows=30000000" in decision.reason
     assert rows == expected
 
     decision, rows = auto_with(auto_minDataRows="0", auto_filterMaxDeleteRows="2")

@@ -11,7 +11,10 @@ Two axes, each a series of fresh tables, every point measured in one interleaved
 Beside every strategy, the references: the **floor** (the live rows compacted, computed from
 the generator's rules without Iceberg's delete handling), **floor_keys** (the floor's query
 also reading the key column), **deletes_read** (Spark reading every live delete file's key
-column once) and the **limit** for applying deletes, floor_keys + deletes_read. Each strategy
+column once) and the **limit** for applying deletes, floor_keys + deletes_read. Beside them
+**data_read**, the query over every row of every live data file, deletes ignored, key column
+included: what any strategy reads of the data where no file can be skipped (where most rows
+are deleted, far more than floor_keys reads). Each strategy
 is reported as x floor, x limit and x native; native is time-boxed and shown as "> N s" past it.
 Every strategy's rows are checked against the floor's; times are never asserted.
 """
@@ -44,14 +47,15 @@ DELETE_AXIS_DATA_ROWS = 10**7
 UPSERT_COMMITS, DELETE_PER_COMMIT, UPSERT_PER_COMMIT = 20, 0.00005, 0.0002
 DELETE_ROWS_PER_FILE = 1_000_000
 DATA_ROWS_PER_FILE = 2_500_000
-REFERENCES = ("floor", "floor_keys", "deletes_read")
+REFERENCES = ("floor", "floor_keys", "deletes_read", "data_read")
 NAMESPACE = "local.scale"
 #: Iceberg's own reader keeps every delete row a task applies as a record in a hash set: about
 #: this many bytes a row (record, values, boxed key, wrapper, map entry), in each running task.
 NATIVE_BYTES_PER_DELETE_ROW = 150
 DELETES_VIEW = "eqdelete_scale_delete_keys"
+DATA_VIEW = "eqdelete_scale_data_rows"
 REFERENCE_STYLES = {"floor": {"linestyle": ":", "color": "grey"}, "floor_keys": {"linestyle": "--", "color": "grey"},
-                    "limit": {"linestyle": "-.", "color": "black"}}
+                    "data_read": {"linestyle": ":", "color": "black"}, "limit": {"linestyle": "-.", "color": "black"}}
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,13 @@ def delete_key_view(spark: SparkSession, table: str, key_columns: list[str]) -> 
     return len(paths)
 
 
+def data_row_view(spark: SparkSession, table: str) -> None:
+    """A temporary view of every row of every live data file of ``table``, deletes ignored,
+    read by Spark's own Parquet reader."""
+    paths = [r[0] for r in spark.sql(f"SELECT file_path FROM {table}.data_files").collect()]
+    spark.read.parquet(*paths).createOrReplaceTempView(DATA_VIEW)
+
+
 def run_point(spark: SparkSession, point: ScalePoint, runs: int, warmup: int, time_box: float,
               progress: Callable[[str], None]) -> ScaleResult:
     say = lambda m: progress(f"{point.label}: {m}")  # noqa: E731
@@ -168,6 +179,7 @@ def run_point(spark: SparkSession, point: ScalePoint, runs: int, warmup: int, ti
     floor = build(spark, point, say)
     keys = point.spec.key_columns
     delete_files = delete_key_view(spark, point.table, keys)
+    data_row_view(spark, point.table)
     sql = QUERY.format(t=point.table)
     floor_sql = QUERY.format(t=floor)
     not_run = {"native": why} if (why := native_out_of_memory(spark, point)) else {}
@@ -176,6 +188,7 @@ def run_point(spark: SparkSession, point: ScalePoint, runs: int, warmup: int, ti
         Variant("floor", "native", floor_sql),
         Variant("floor_keys", "native", reading_keys(floor_sql, keys)),
         Variant("deletes_read", "native", "SELECT " + ", ".join(f"count({k}) AS {k}_read" for k in keys) + f" FROM {DELETES_VIEW}"),
+        Variant("data_read", "native", reading_keys(QUERY.format(t=DATA_VIEW), keys)),
     ]
     timings = measure(spark, variants, runs=runs, warmup=warmup, progress=say, keep_rows=True)
     with use_strategy(spark, "auto"):
@@ -256,6 +269,8 @@ def markdown(results: list[ScaleResult]) -> str:
         return f"{r.peak_heap_mb[name]:,.0f}" + (f" ({executor:,.0f})" if executor is not None else "")
 
     def seconds(r: ScaleResult, name: str) -> str:
+        if name not in r.medians:
+            return "-"  # a reference added after the point ran
         return "not run" if name in r.not_run else _seconds(r.medians[name], r.time_box)
 
     for r in sorted(results, key=lambda r: (r.axis, r.data_rows, r.delete_rows, r.master)):
@@ -286,13 +301,13 @@ def chart(results: list[ScaleResult], path: Path) -> None:
         size = (lambda r: r.data_rows) if axis == "data_rows" else (lambda r: r.delete_rows)
         points = sorted((r for r in results if r.axis == axis and r.master == main), key=size)
         xs = [size(r) for r in points]
-        for name in (*STRATEGIES, "floor", "floor_keys", "limit"):
-            ys = [r.limit if name == "limit" else r.medians[name] for r in points]
+        for name in (*STRATEGIES, "floor", "floor_keys", "data_read", "limit"):
+            ys = [r.limit if name == "limit" else r.medians.get(name) for r in points]
             style = REFERENCE_STYLES.get(name, {})
             shown = [(x, y) for x, y in zip(xs, ys) if y is not None]
             if shown:
                 panel.plot(*zip(*shown), marker="o", label=name, **style)
-            boxed = [(x, r.time_box) for x, y, r in zip(xs, ys, points) if y is None and name not in r.not_run]
+            boxed = [(x, r.time_box) for x, y, r in zip(xs, ys, points) if y is None and name in r.medians and name not in r.not_run]
             if boxed:
                 panel.plot(*zip(*boxed), marker="^", linestyle="none", fillstyle="none", color="black",
                            label=f"{name} > time box")

@@ -160,6 +160,12 @@ final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
 
   private def slot(key: Long, scope: Long): Int = LongKeyIndex.homeSlot(key, scope, capacity)
 
+  /**
+   * Which of the table's `LongKeyIndex.Stretches` stretches the key's home slot lies in: keys
+   * added stretch by stretch fill the table front to back (see `LongKeyIndex.orderForInsert`).
+   */
+  def stretchOf(key: Long, scope: Long): Int = LongKeyIndex.stretch(slot(key, scope), capacity)
+
   private def next(i: Int): Int = if (i + 1 == capacity) 0 else i + 1
 
   private def lookup(key: Long, scope: Long): Long = {
@@ -236,6 +242,11 @@ object LongKeyIndex {
     (((h ^ (h >>> 32)) >>> 32) * capacity >>> 32).toInt
   }
 
+  /** The stretches a table is ordered by, for adding keys front to back. */
+  val Stretches: Int = 1 << 16
+
+  private def stretch(slot: Int, capacity: Int): Int = ((slot.toLong << 16) / capacity).toInt
+
   /**
    * Reorders `keys(from until until)`, all of `scope`, by their home slot in an index sized for
    * `expectedKeys`: added in that order, they fill its table front to back, where keys in the
@@ -248,18 +259,18 @@ object LongKeyIndex {
     val n = until - from
     if (n < 2) return
     val capacity = tableSlotsFor(expectedKeys)
-    def stretch(key: Long): Int = ((homeSlot(key, scope, capacity).toLong << 16) / capacity).toInt
+    def stretchOf(key: Long): Int = stretch(homeSlot(key, scope, capacity), capacity)
     val sorted = new Array[Long](n)
     def pass(source: Array[Long], sourceFrom: Int, target: Array[Long], targetFrom: Int, shift: Int): Unit = {
       val starts = new Array[Int](257)
       var i = 0
-      while (i < n) { starts(((stretch(source(sourceFrom + i)) >>> shift) & 0xFF) + 1) += 1; i += 1 }
+      while (i < n) { starts(((stretchOf(source(sourceFrom + i)) >>> shift) & 0xFF) + 1) += 1; i += 1 }
       var b = 0
       while (b < 256) { starts(b + 1) += starts(b); b += 1 }
       i = 0
       while (i < n) {
         val key = source(sourceFrom + i)
-        val digit = (stretch(key) >>> shift) & 0xFF
+        val digit = (stretchOf(key) >>> shift) & 0xFF
         target(targetFrom + starts(digit)) = key
         starts(digit) += 1
         i += 1

@@ -2,7 +2,7 @@ package eqdelete.filter
 
 import scala.util.Random
 
-import eqdelete.index.DeleteKeyIndex
+import eqdelete.index.{DeleteKeyIndex, LongKeyIndex}
 import eqdelete.planning.DeletePlan
 
 import org.apache.spark.sql.catalyst.InternalRow
@@ -55,6 +55,30 @@ class DeleteRowBatchSuite extends AnyFunSuite {
         for (scope <- Seq(0L, 1L, 2L, Int.MaxValue.toLong); (key, _, _) <- deletes) {
           assert(fromBatch.newestOf(scope, key.toArray) == oneByOne.newestOf(scope, key.toArray), s"seed $seed, $key in $scope")
         }
+      }
+    }
+  }
+
+  test("batches added in one pass over the table, stretch by stretch, build the index added batch by batch") {
+    val random = new Random(7)
+    val scopes = Seq(Global, 0L, 1L)
+    val rows = Seq.fill(6)(Seq.fill(random.nextInt(3000)) {
+      val key: java.lang.Long = if (random.nextInt(50) == 0) null else java.lang.Long.valueOf(random.nextInt(4000))
+      (key, scopes(random.nextInt(3)), 1L + random.nextInt(9))
+    }.sortBy(r => (r._2, r._3)))  // a task reads files one after another: runs of (scope, seq)
+    val total = rows.map(_.size).sum
+    // Sized as the tasks assumed, and sized otherwise (keys then come out of order: still all added).
+    Seq(total.toLong, 10L).foreach { sizedFor =>
+      val batches = rows.map(task => shipped(DeleteRowBatch(
+        task.iterator.map { case (k, s, q) => InternalRow(k, s, q) }, Seq(LongType), primitive = true, indexKeys = sizedFor)))
+      val onePass = new LongKeyIndex(sizedFor)
+      DeleteRowBatch.addInSlotOrder(batches, onePass)
+      val byBatch = new LongKeyIndex(sizedFor)
+      batches.foreach(_.addTo(byBatch))
+      Seq(onePass, byBatch).foreach(_.seal())
+      assert(onePass.distinctKeys == byBatch.distinctKeys)
+      for (scope <- Seq(0L, 1L, 2L); key <- (0L until 4000L).map(k => java.lang.Long.valueOf(k)) :+ null) {
+        assert(onePass.newestOf(scope, Array[Any](key)) == byBatch.newestOf(scope, Array[Any](key)), s"$key in $scope")
       }
     }
   }

@@ -112,9 +112,10 @@ object EqDeleteConf {
     "(if their index also fits spark.eqdelete.filter.maxHeapFraction of the driver's heap), and " +
     "with the join above it: broadcast while the delete side is under " +
     "spark.eqdelete.join.broadcastMaxBytes, shuffled beyond. Calibrated by the sweeps and the scale " +
-    "benchmark in PERFORMANCE.md (on 2 cores: with many executors the join's shuffle spreads " +
-    "where the filter's index is built on the driver alone, so a lower value may suit).",
-    10000000L)
+    "benchmark in PERFORMANCE.md (on 2 cores the filter was faster than the join up to 3x10^7 delete " +
+    "rows, the largest point; with many executors the join's shuffle spreads where the filter's " +
+    "index is built on the driver alone, so a lower value may suit).",
+    30000000L)
 
   val JOIN_BROADCAST_MAX_BYTES: ConfigEntry[Long] = bytesConf("join.broadcastMaxBytes",
     "The join strategy broadcasts the delete rows when their estimated size (rows times " +
