@@ -194,7 +194,7 @@ def run_point(spark: SparkSession, point: ScalePoint, runs: int, warmup: int, ti
     with use_strategy(spark, "auto"):
         auto = decisions(spark.sql(sql))
     result = summarize(point, spark.sparkContext.master, time_box, delete_files, timings, auto, not_run)
-    say(", ".join(f"{k} {_seconds(v, time_box)}" for k, v in result.medians.items())
+    say(", ".join(f"{k} {'not run' if k in result.not_run else _seconds(v, time_box)}" for k, v in result.medians.items())
         + f"; auto chose {result.auto_plan}; rows {'identical' if result.identical else 'DIFFER'}")
     return result
 
