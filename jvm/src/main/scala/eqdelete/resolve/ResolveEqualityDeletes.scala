@@ -115,9 +115,6 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
       val snapshot = if (plan.removable.isEmpty && written.isEmpty) None else Some(commitDelta(plan, written))
       result(plan, snapshot, written.map(_.positions).sum, written, dryRun = false, started)
     }
-
-    /** Deletes the files written, committing nothing. */
-    def abort(): Unit = discard(plan.table, written)
   }
 
   private def result(plan: ResolvePlan, snapshot: Option[Long], rows: Long, written: Seq[WrittenDeletes], dryRun: Boolean,

@@ -1,0 +1,203 @@
+package eqdelete.index
+
+import eqdelete.planning.DeletePlan
+
+import org.apache.spark.sql.types.DataType
+
+/**
+ * Any other key (strings, decimals, booleans, binary, several columns of `types`), behind the
+ * same Bloom filter as the primitive table. Each (scope, key) is one record, and the records lie
+ * one after the other in one byte array: hash, scope, newest sequence number, the key's length
+ * and the key packed ([[KeyBytes]]). An open-addressing table of longs finds them: per slot the
+ * hash's upper 32 bits and the record's offset, 8 bytes, so the table stays small enough for the
+ * CPU's caches.
+ *
+ * A row whose key has no delete (almost every row) costs its hash, computed from the column
+ * values without allocating ([[KeyHash]]), and one cache-resident Bloom check. A row whose key
+ * may have one costs its key packed into a reused buffer, a slot, and the record, where scope,
+ * sequence number and key bytes share a cache line or two. Profiling multi_key showed those two
+ * loads as the lookup's cost; boxed keys had cost one more load per column.
+ *
+ * Keys compare as Iceberg's equality does: NULL equals NULL, binary by content, floats and
+ * doubles as Java's `equals` (NaN equals NaN, -0.0 is not 0.0).
+ */
+final class HashedKeyIndex(
+    types: Seq[DataType],
+    expectedKeys: Long,
+    maxRecordBytes: Long = HashedKeyIndex.MaxRecordBytes) // smaller in tests only
+  extends DeleteKeyIndex {
+  import HashedKeyIndex.{Hash, KeyAt, Scope, Sequence}
+
+  private val keyTypes = types.toArray
+  // 0 is an empty slot; else (hash >>> 32) << 32 | (record offset + 1).
+  private var slots = new Array[Long](HashedKeyIndex.capacityFor(expectedKeys))
+  private var mask = slots.length - 1
+  // Sized up front for the estimate (exact for fixed-width keys), as the driver's budget counts it.
+  private var records = new Array[Byte](math.max(64L, math.min(expectedKeys * HashedKeyIndex.recordBytes(types), maxRecordBytes)).toInt)
+  private var recordsEnd = 0
+  private var used = 0
+  private var bloom: BlockedBloom = _
+
+  require(keyTypes.forall(KeyBytes.supports), s"no packed form for key types ${types.mkString(", ")}")
+
+  def distinctKeys: Int = used
+
+  override def seal(): this.type = {
+    // Shipped to every executor as it is, by whichever serializer Spark uses: without spare room.
+    if (records.length != recordsEnd) records = java.util.Arrays.copyOf(records, recordsEnd)
+    bloom = BlockedBloom.forKeys(used)
+    var at = 0
+    while (at < recordsEnd) {
+      bloom.add(KeyBytes.readLong(records, at + Hash))
+      at = next(at)
+    }
+    this
+  }
+
+  /** False when no delete has a key of this hash: the common case, without touching the table. */
+  def mightContain(hash: Long): Boolean = bloom == null || bloom.mightContain(hash)
+
+  def newestOf(scope: Long, values: Array[Any]): Long = {
+    // As generated code does: the key is packed only when the Bloom filter may hold it.
+    val hash = KeyHash.of(values)
+    if (mightContain(hash)) newest(scope, hash, pack(values)) else DeleteKeyIndex.NoDelete
+  }
+
+  /** `values` packed, in a fresh buffer: for the interpreted paths. */
+  def pack(values: Array[Any]): KeyBytes = KeyBytes.pack(keyTypes, values, new KeyBytes)
+
+  protected def put(scope: Long, values: Array[Any], sequenceNumber: Long): Unit = {
+    val key = pack(values)
+    putPacked(KeyHash.of(values), scope, key.bytes, 0, key.length, sequenceNumber)
+  }
+
+  /**
+   * A delete row already hashed and packed (`length` bytes of `packed` from `offset`), as the
+   * tasks reading delete files ship them.
+   */
+  def addPacked(hash: Long, scope: Long, packed: Array[Byte], offset: Int, length: Int, sequenceNumber: Long): Unit = {
+    noteScope(scope, sequenceNumber)
+    putPacked(hash, scope, packed, offset, length, sequenceNumber)
+  }
+
+  private def putPacked(hash: Long, scope: Long, packed: Array[Byte], offset: Int, length: Int, sequenceNumber: Long): Unit = {
+    require(bloom == null, "the index is sealed")
+    if ((used + 1) * 2 > mask + 1) grow()
+    val at = find(hash, scope, packed, offset, length)
+    if (at >= 0) {
+      if (KeyBytes.readLong(records, at + Sequence) < sequenceNumber) KeyBytes.writeLong(records, at + Sequence, sequenceNumber)
+    } else {
+      place(hash, scope, append(hash, scope, sequenceNumber, packed, offset, length))
+      used += 1
+    }
+  }
+
+  /**
+   * The newest delete of the key (of `hash`, see [[KeyHash]]) in `scope` or globally, or
+   * NoDelete; callers check `mightContain(hash)` first, before packing the key.
+   */
+  def newest(scope: Long, hash: Long, key: KeyBytes): Long = {
+    val global = if (hasGlobal) sequenceOf(find(hash, DeletePlan.GlobalScope, key.bytes, 0, key.length)) else DeleteKeyIndex.NoDelete
+    if (scoped && scope != DeletePlan.GlobalScope) math.max(global, sequenceOf(find(hash, scope, key.bytes, 0, key.length))) else global
+  }
+
+  private def sequenceOf(record: Int): Long = if (record < 0) DeleteKeyIndex.NoDelete else KeyBytes.readLong(records, record + Sequence)
+
+  private def slot(hash: Long, scope: Long): Int = {
+    val h = hash + scope * 0xC2B2AE3D27D4EB4FL
+    ((h ^ (h >>> 29)) * 0xBF58476D1CE4E5B9L >>> 32).toInt & mask
+  }
+
+  /** The offset of the record of (scope, key), or -1. */
+  private def find(hash: Long, scope: Long, packed: Array[Byte], offset: Int, length: Int): Int = {
+    val fingerprint = hash >>> 32
+    var i = slot(hash, scope)
+    while (true) {
+      val entry = slots(i)
+      if (entry == 0) return -1
+      if (entry >>> 32 == fingerprint) {
+        val at = (entry & 0xFFFFFFFFL).toInt - 1
+        if (KeyBytes.readLong(records, at + Scope) == scope && sameKey(at, packed, offset, length)) return at
+      }
+      i = (i + 1) & mask
+    }
+    -1
+  }
+
+  private def sameKey(at: Int, packed: Array[Byte], offset: Int, length: Int): Boolean = {
+    val start = at + KeyAt
+    KeyBytes.readLength(records, start) == length &&
+      java.util.Arrays.equals(records, start + KeyBytes.LengthBytes, start + KeyBytes.LengthBytes + length, packed, offset, offset + length)
+  }
+
+  private def place(hash: Long, scope: Long, record: Int): Unit = {
+    var i = slot(hash, scope)
+    while (slots(i) != 0) i = (i + 1) & mask
+    slots(i) = ((hash >>> 32) << 32) | (record + 1L)
+  }
+
+  private def next(record: Int): Int = record + KeyAt + KeyBytes.LengthBytes + KeyBytes.readLength(records, record + KeyAt)
+
+  /** Appends a record; returns where it starts. */
+  private def append(hash: Long, scope: Long, sequenceNumber: Long, packed: Array[Byte], offset: Int, length: Int): Int = {
+    val need = recordsEnd.toLong + KeyAt + KeyBytes.LengthBytes + length
+    if (need > maxRecordBytes) {
+      throw new IndexCapacityException(s"the delete keys take more than ${maxRecordBytes} bytes packed, " +
+        s"more than one index holds (after $used keys)")
+    }
+    if (need > records.length) {
+      records = java.util.Arrays.copyOf(records, math.min(maxRecordBytes, math.max(need, 2L * records.length)).toInt)
+    }
+    val at = recordsEnd
+    KeyBytes.writeLong(records, at + Hash, hash)
+    KeyBytes.writeLong(records, at + Scope, scope)
+    KeyBytes.writeLong(records, at + Sequence, sequenceNumber)
+    KeyBytes.writeLength(records, at + KeyAt, length)
+    System.arraycopy(packed, offset, records, at + KeyAt + KeyBytes.LengthBytes, length)
+    recordsEnd = need.toInt
+    at
+  }
+
+  private def grow(): Unit = {
+    slots = new Array[Long](slots.length * 2)
+    mask = slots.length - 1
+    var at = 0
+    while (at < recordsEnd) {
+      place(KeyBytes.readLong(records, at + Hash), KeyBytes.readLong(records, at + Scope), at)
+      at = next(at)
+    }
+  }
+}
+
+object HashedKeyIndex {
+  /** Slots for `keys` keys: a power of two, at most half full. */
+  private def slotsFor(keys: Long): Long = {
+    var capacity = 1024L
+    while (capacity < 2 * keys) capacity *= 2
+    capacity
+  }
+
+  private def capacityFor(keys: Long): Int = {
+    val capacity = slotsFor(keys)
+    require(capacity <= Int.MaxValue - 8, s"$keys keys are too many for one index")
+    capacity.toInt
+  }
+
+  /** The most bytes of records one index holds: one Java array. */
+  val MaxRecordBytes: Long = Int.MaxValue - 8L
+
+  // A record's layout: where its fields start.
+  private val Hash = 0
+  private val Scope = 8
+  private val Sequence = 16
+  private val KeyAt = 24
+
+  /**
+   * Bytes `keys` keys of `types` take at most: the index's fixed parts, its slots, Bloom filter
+   * and records (a guess for the length of strings and binary values).
+   */
+  def bytesFor(types: Seq[DataType], keys: Long): Long =
+    4096 + 8 * slotsFor(keys) + BlockedBloom.bytesFor(keys) + keys * recordBytes(types)
+
+  private def recordBytes(types: Seq[DataType]): Long = KeyAt + KeyBytes.LengthBytes + types.map(t => KeyBytes.estimatedBytes(t).toLong).sum
+}
