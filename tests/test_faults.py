@@ -284,6 +284,14 @@ def test_cli_reports_bad_sql_and_missing_tables_in_one_line(tmp_path: Path) -> N
     assert result.returncode == 2 and "Traceback" in result.stderr
 
 
+def test_scale_bench_names_the_points_when_at_picks_none(tmp_path: Path) -> None:
+    result = eqdelete_cli(tmp_path, "bench", "--scale", "--quick", "--at", "1e9", "--out", str(tmp_path / "out"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert ("eqdelete: no scale point has a size in --at 1,000,000,000: choose from data_rows 20,000, data_rows 60,000, "
+            "delete_rows 2,000, delete_rows 60,000") in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_generate_checks_the_catalog_before_creating_anything(spark: SparkSession, tmp_path: Path) -> None:
     result = eqdelete_cli(tmp_path, "generate", "--table", "db.cdc2", "--rows", "10")
     assert result.returncode == 2 and "Traceback" not in result.stderr

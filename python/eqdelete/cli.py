@@ -162,6 +162,16 @@ def _only(items: list, only: str | None, name: Callable[[Any], str], noun: str) 
     return [i for i in items if name(i) in wanted]
 
 
+def _scale_points(points: list, args: argparse.Namespace) -> list:
+    """The scale points ``--only`` (axes) and ``--at`` (sizes on their axis) pick."""
+    points = _only(points, args.only, lambda p: p.axis, "axis")
+    picked = [p for p in points if not args.at or p.size in args.at]
+    if not picked:
+        sizes = ", ".join(f"{p.axis} {p.size:,}" for p in points)
+        raise ValueError(f"no scale point has a size in --at {', '.join(f'{a:,}' for a in sorted(args.at))}: choose from {sizes}")
+    return picked
+
+
 def resolve_bench_scenarios(quick: bool, rows_factor: float) -> list:
     """The benchmark's CDC table and the streaming-upsert table of many small commits, the
     latter also as format v3 (deletion vectors)."""
@@ -197,9 +207,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.resolve and args.scale:
         from eqdelete import resolve_scale
 
-        points = _only(resolve_scale.default_points(quick=args.quick), args.only, lambda p: p.axis, "axis")
-        if args.at:
-            points = [p for p in points if p.size in args.at]
+        points = _scale_points(resolve_scale.default_points(quick=args.quick), args)
         spark = _session(args, "eqdelete bench --resolve --scale")
         results = resolve_scale.run(spark, points, Path(args.out), runs=1 if args.quick else args.runs,
                                     time_box=args.time_box)
@@ -222,11 +230,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.scale:
         from eqdelete import scale
 
-        points = _only(scale.default_points(quick=args.quick), args.only, lambda p: p.axis, "axis")
+        points = _scale_points(scale.default_points(quick=args.quick), args)
         if args.max_rows is not None:
             points = [p for p in points if max(p.data_rows, p.delete_rows) <= args.max_rows]
-        if args.at:
-            points = [p for p in points if p.size in args.at]
         spark = _session(args, "eqdelete bench --scale")
         runs, warmup = (1, 0) if args.quick else (args.runs, 1)
         results = scale.run(spark, points, Path(args.out), runs=runs, warmup=warmup, time_box=args.time_box)
