@@ -70,7 +70,9 @@ object DeleteRowBatch {
    * batch's runs come ordered by stretch (see `apply`). Added batch by batch, each batch walked
    * the whole table again, a cache miss a key once the table outgrows the cache: at 3x10^7 keys
    * in 30 batches, that took the driver 1.4 s (the scale benchmark's delete axis).
-   * A key out of order (an index sized otherwise) is added later in the pass, never left out.
+   * Each run waits in the list of the stretch its next key lands in, so the pass costs the keys
+   * and the stretches, not stretches times runs (a run per delete file: Flink writes many).
+   * A key out of order (an index sized otherwise) is added with the keys before it, never left out.
    */
   def addInSlotOrder(batches: Seq[DeleteRowBatch], index: LongKeyIndex): Unit = {
     val runs = for (batch <- batches; run <- batch.runs.indices by 3) yield (batch, run)
@@ -79,21 +81,33 @@ object DeleteRowBatch {
     val ends = runs.map { case (batch, run) => batch.runs(run).toInt }.toArray
     val scopes = runs.map { case (batch, run) => batch.runs(run + 1) }.toArray
     val sequences = runs.map { case (batch, run) => batch.runs(run + 2) }.toArray
+    // Per stretch, the first run waiting there, and per run the next one waiting with it (-1: none).
+    val waiting = Array.fill(LongKeyIndex.Stretches)(-1)
+    val nextWaiting = new Array[Int](keys.length)
+    def wait(r: Int): Unit = if (positions(r) < ends(r)) {
+      val stretch = index.stretchOf(keys(r)(positions(r)), scopes(r))
+      nextWaiting(r) = waiting(stretch)
+      waiting(stretch) = r
+    }
+    keys.indices.foreach(wait)
     var stretch = 0
     while (stretch < LongKeyIndex.Stretches) {
-      var r = 0
-      while (r < keys.length) {
+      var r = waiting(stretch)
+      while (r >= 0) {
+        val following = nextWaiting(r)
         val runKeys = keys(r)
         val end = ends(r)
         val scope = scopes(r)
         val seq = sequences(r)
         var at = positions(r)
+        // Up to the first key of a later stretch, so the run waits only ahead of this one.
         while (at < end && index.stretchOf(runKeys(at), scope) <= stretch) {
           index.addBits(scope, runKeys(at), seq)
           at += 1
         }
         positions(r) = at
-        r += 1
+        wait(r)
+        r = following
       }
       stretch += 1
     }
@@ -119,7 +133,7 @@ object DeleteRowBatch {
     def addKey(row: InternalRow, key: Long): Unit = {
       val (rowScope, rowSeq) = (row.getLong(scopeAt), row.getLong(seqAt))
       if (rowSeq != seq || rowScope != scope) {
-        if (count > 0 && seq != 0) runs += count += scope += seq
+        if (count > 0) runs += count += scope += seq
         scope = rowScope
         seq = rowSeq
       }

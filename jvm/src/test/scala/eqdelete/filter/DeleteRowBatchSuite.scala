@@ -62,23 +62,27 @@ class DeleteRowBatchSuite extends AnyFunSuite {
   test("batches added in one pass over the table, stretch by stretch, build the index added batch by batch") {
     val random = new Random(7)
     val scopes = Seq(Global, 0L, 1L)
-    val rows = Seq.fill(6)(Seq.fill(random.nextInt(3000)) {
+    val tasks = Seq.fill(6)(Seq.fill(random.nextInt(3000)) {
       val key: java.lang.Long = if (random.nextInt(50) == 0) null else java.lang.Long.valueOf(random.nextInt(4000))
       (key, scopes(random.nextInt(3)), 1L + random.nextInt(9))
-    }.sortBy(r => (r._2, r._3)))  // a task reads files one after another: runs of (scope, seq)
-    val total = rows.map(_.size).sum
-    // Sized as the tasks assumed, and sized otherwise (keys then come out of order: still all added).
-    Seq(total.toLong, 10L).foreach { sizedFor =>
-      val batches = rows.map(task => shipped(DeleteRowBatch(
-        task.iterator.map { case (k, s, q) => InternalRow(k, s, q) }, Seq(LongType), primitive = true, indexKeys = sizedFor)))
-      val onePass = new LongKeyIndex(sizedFor)
-      DeleteRowBatch.addInSlotOrder(batches, onePass)
-      val byBatch = new LongKeyIndex(sizedFor)
-      batches.foreach(_.addTo(byBatch))
-      Seq(onePass, byBatch).foreach(_.seal())
-      assert(onePass.distinctKeys == byBatch.distinctKeys)
-      for (scope <- Seq(0L, 1L, 2L); key <- (0L until 4000L).map(k => java.lang.Long.valueOf(k)) :+ null) {
-        assert(onePass.newestOf(scope, Array[Any](key)) == byBatch.newestOf(scope, Array[Any](key)), s"$key in $scope")
+    })
+    // A task reads files one after another: a few long runs of (scope, seq); or many small files,
+    // each a run of a row or two.
+    for (rows <- Seq(tasks.map(_.sortBy(r => (r._2, r._3))), tasks)) {
+      val total = rows.map(_.size).sum
+      // Sized as the tasks assumed, and sized otherwise (keys then come out of order: still all added).
+      Seq(total.toLong, 10L).foreach { sizedFor =>
+        val batches = rows.map(task => shipped(DeleteRowBatch(
+          task.iterator.map { case (k, s, q) => InternalRow(k, s, q) }, Seq(LongType), primitive = true, indexKeys = sizedFor)))
+        val onePass = new LongKeyIndex(sizedFor)
+        DeleteRowBatch.addInSlotOrder(batches, onePass)
+        val byBatch = new LongKeyIndex(sizedFor)
+        batches.foreach(_.addTo(byBatch))
+        Seq(onePass, byBatch).foreach(_.seal())
+        assert(onePass.distinctKeys == byBatch.distinctKeys)
+        for (scope <- Seq(0L, 1L, 2L); key <- (0L until 4000L).map(k => java.lang.Long.valueOf(k)) :+ null) {
+          assert(onePass.newestOf(scope, Array[Any](key)) == byBatch.newestOf(scope, Array[Any](key)), s"$key in $scope")
+        }
       }
     }
   }
