@@ -45,9 +45,8 @@ object DeleteIndexBuilder {
       coverers: Seq[(Broadcast[DeleteKeyIndex], Int)]): (DeleteKeyIndex, Long) = {
     val indexed = source.indexed
     val indexKeys = indexed.read.records
-    val newest = indexed.set.newestSequenceNumber
-    var index = DeleteKeyIndex.forKeyTypes(indexed.keyTypes, indexKeys, newest)
-    val primitive = DeleteKeyIndex.isPrimitive(indexed.keyTypes, newest)
+    var index = DeleteKeyIndex.forKeyTypes(indexed.keyTypes, indexKeys, indexed.set.newestSequenceNumber)
+    val primitive = index.isInstanceOf[LongKeyIndex] // the batches' format follows the index built
     val reader = new DeleteRowReader(source.io, source.readSchema, indexed.set.equalityIds)
     val rows = DeleteRows.rdd(context, reader, indexed.read.files, indexed.read.tasks, indexed.set.describeKeys)
     val keyTypes = indexed.keyTypes

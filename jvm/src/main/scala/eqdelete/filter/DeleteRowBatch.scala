@@ -130,10 +130,11 @@ object DeleteRowBatch {
     val (scopeAt, seqAt) = (types.length, types.length + 1)
     var count = 0
     var (scope, seq) = (0L, 0L) // of the open run; sequence numbers start at 1, so none is open yet
+    def closeRun(): Unit = if (count > 0) runs += count += scope += seq
     def addKey(row: InternalRow, key: Long): Unit = {
       val (rowScope, rowSeq) = (row.getLong(scopeAt), row.getLong(seqAt))
       if (rowSeq != seq || rowScope != scope) {
-        if (count > 0) runs += count += scope += seq
+        closeRun()
         scope = rowScope
         seq = rowSeq
       }
@@ -146,7 +147,7 @@ object DeleteRowBatch {
         if (row.isNullAt(0)) nulls += row.getLong(scopeAt) += row.getLong(seqAt)
         else addKey(row, KeyBits.at(row, 0, keyType))
       }
-      if (count > 0) runs += count += scope += seq
+      closeRun()
       val (ordered, byRun) = (keys.result(), runs.result())
       var (start, run) = (0, 0)
       while (run < byRun.length) {
@@ -172,7 +173,7 @@ object DeleteRowBatch {
         packed.write(length)
         packed.write(key.bytes, 0, key.length)
       }
-      if (count > 0) runs += count += scope += seq
+      closeRun()
       new DeleteRowBatch(keys.result(), runs.result(), Array.emptyLongArray, packed.toByteArray, 0L)
     }
   }
