@@ -3,8 +3,10 @@
 # of the support matrix (python/eqdelete/matrix.txt):
 #   1. a virtualenv per line with that line's pyspark, the eqdelete package (editable) and the
 #      test dependencies: .venv for the primary line (the newest), build/venvs/spark-<line> else;
-#   2. Iceberg's Spark runtime of every tested release for every line, and SQLite's JDBC
-#      driver, in build/deps, fetched by Maven coordinates;
+#   2. Iceberg's Spark runtime of every tested release for every line, Iceberg's API module of
+#      the primary line's newest release (tests/test_source_layout.py checks that Iceberg classes
+#      outside it are named only in the compat package), and SQLite's JDBC driver, in
+#      build/deps, fetched by Maven coordinates;
 #   3. sbt's launcher from Maven Central, resolving from Maven Central only;
 #   4. one extension jar per line, build/jars/eqdelete-spark-<line>_<scala>-<version>.jar,
 #      compiled against that line's pyspark jars and the oldest tested Iceberg release,
@@ -62,6 +64,8 @@ while read -r line scala icebergs; do
     fetch_jar "org.apache.iceberg:iceberg-spark-runtime-${line}_${scala}:$iceberg" build/deps
   done
 done < <(sed 's/#.*//' "$MATRIX" | awk 'NF')
+PRIMARY_ICEBERG=$(sed 's/#.*//' "$MATRIX" | awk 'NF {iceberg=$NF} END {print iceberg}')
+fetch_jar "org.apache.iceberg:iceberg-api:$PRIMARY_ICEBERG" build/deps
 # The SQLite driver's coordinates are the Python package's (sessions name the same release).
 fetch_jar "$(.venv/bin/python -c 'from eqdelete._jars import SQLITE_JDBC; print(SQLITE_JDBC)')" build/deps
 fetch_jar "$SBT_LAUNCHER" build/tools

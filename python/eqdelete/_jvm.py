@@ -25,7 +25,7 @@ def why_unsupported(spark: SparkSession) -> str | None:
     """Why the eqdelete jar on the classpath stands aside (versions it was not built for), or
     None: supported, or no eqdelete jar at all."""
     try:
-        reason = _jvm(spark).eqdelete.SupportedVersions.unsupported()
+        reason = _jvm(spark).org.apache.spark.sql.eqdelete.compat.SupportedVersions.unsupported()
         return str(reason.get()) if reason.isDefined() else None
     except Exception:  # noqa: BLE001 - no eqdelete classes in this JVM
         return None

@@ -3,6 +3,7 @@ package eqdelete
 import java.util.concurrent.atomic.AtomicBoolean
 
 import org.apache.spark.sql.SparkSessionExtensions
+import org.apache.spark.sql.eqdelete.compat.SupportedVersions
 import org.slf4j.LoggerFactory
 
 /**

@@ -3,6 +3,7 @@ package eqdelete
 import org.apache.spark.sql.catalyst.FunctionIdentifier
 import org.apache.spark.sql.catalyst.analysis.FunctionRegistry.FunctionBuilder
 import org.apache.spark.sql.catalyst.expressions.{Expression, ExpressionInfo, Literal}
+import org.apache.spark.sql.eqdelete.compat.SupportedVersions
 
 /** `SELECT eqdelete_version()`: the loaded extension's version, and the Spark and Iceberg it runs on. */
 object VersionFunction {

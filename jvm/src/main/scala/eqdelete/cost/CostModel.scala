@@ -4,8 +4,7 @@ import eqdelete.index.DeleteKeyIndex
 import eqdelete.planning.{DeletePlan, EqualityDeleteRef, EqualityDeleteSet}
 
 import org.apache.iceberg.Schema
-import org.apache.iceberg.spark.SparkSchemaUtil
-import org.apache.spark.sql.eqdelete.compat.EqDeleteConf
+import org.apache.spark.sql.eqdelete.compat.{EqDeleteConf, IcebergSparkTables}
 import org.apache.spark.sql.types.DataType
 
 /**
@@ -176,5 +175,5 @@ object CostModel {
     BigInt(files.map(_.file.recordCount()).sum) * (keyTypes.map(_.defaultSize).sum + 3 * 8)
 
   def keyTypes(set: EqualityDeleteSet, readSchema: Schema): Seq[DataType] =
-    set.equalityIds.map(id => SparkSchemaUtil.convert(readSchema.findType(id)))
+    set.equalityIds.map(id => IcebergSparkTables.sparkType(readSchema.findType(id)))
 }

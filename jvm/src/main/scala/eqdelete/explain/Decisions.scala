@@ -1,7 +1,7 @@
 package eqdelete.explain
 
-import org.apache.iceberg.spark.source.SparkTable
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
+import org.apache.spark.sql.eqdelete.compat.IcebergSparkTables
 import org.apache.spark.sql.execution.datasources.v2.{DataSourceV2Relation, DataSourceV2ScanRelation}
 
 /**
@@ -21,10 +21,8 @@ object Decisions {
   private def fromRelation(relation: DataSourceV2Relation): Option[Decision] =
     relation.getTagValue(Decision.NativeTag).orElse(relation.table match {
       case named: CarriesDecision if !named.repeatsDecision => Some(named.decision)
-      case table: SparkTable => table.table() match {
-        case carrier: CarriesDecision if !carrier.repeatsDecision => Some(carrier.decision)
-        case _ => None
+      case table => IcebergSparkTables.icebergTable(table).collect {
+        case carrier: CarriesDecision if !carrier.repeatsDecision => carrier.decision
       }
-      case _ => None
     })
 }

@@ -1,7 +1,5 @@
 package eqdelete.index
 
-import eqdelete.planning.DeletePlan
-
 import org.apache.spark.sql.types.DataType
 
 /**
@@ -26,7 +24,7 @@ abstract class DeleteKeyIndex private[index] () extends Serializable {
   protected final def noteScope(scope: Long, sequenceNumber: Long): Unit = {
     // Sequence numbers of delete files start at 1; 0 marks an empty slot in the tables.
     require(sequenceNumber > 0, s"delete sequence number $sequenceNumber")
-    if (scope == DeletePlan.GlobalScope) hasGlobal = true else scoped = true
+    if (scope == DeleteKeyIndex.GlobalScope) hasGlobal = true else scoped = true
   }
 
   protected def put(scope: Long, values: Array[Any], sequenceNumber: Long): Unit
@@ -53,6 +51,9 @@ abstract class DeleteKeyIndex private[index] () extends Serializable {
 }
 
 object DeleteKeyIndex {
+  /** The scope whose keys delete in every scope (a delete file written under an unpartitioned spec). */
+  val GlobalScope: Int = -1
+
   /** What `newest` returns when no delete row has the key. */
   val NoDelete: Long = Long.MinValue
 

@@ -1,7 +1,5 @@
 package eqdelete.index
 
-import eqdelete.planning.DeletePlan
-
 import org.apache.spark.sql.types.DataType
 
 /**
@@ -97,8 +95,8 @@ final class HashedKeyIndex(
    * NoDelete; callers check `mightContain(hash)` first, before packing the key.
    */
   def newest(scope: Long, hash: Long, key: KeyBytes): Long = {
-    val global = if (hasGlobal) sequenceOf(find(hash, DeletePlan.GlobalScope, key.bytes, 0, key.length)) else DeleteKeyIndex.NoDelete
-    if (scoped && scope != DeletePlan.GlobalScope) math.max(global, sequenceOf(find(hash, scope, key.bytes, 0, key.length))) else global
+    val global = if (hasGlobal) sequenceOf(find(hash, DeleteKeyIndex.GlobalScope, key.bytes, 0, key.length)) else DeleteKeyIndex.NoDelete
+    if (scoped && scope != DeleteKeyIndex.GlobalScope) math.max(global, sequenceOf(find(hash, scope, key.bytes, 0, key.length))) else global
   }
 
   private def sequenceOf(record: Int): Long = if (record < 0) DeleteKeyIndex.NoDelete else KeyBytes.readLong(records, record + Sequence)

@@ -2,8 +2,6 @@ package eqdelete.index
 
 import java.util.{HashMap => JHashMap}
 
-import eqdelete.planning.DeletePlan
-
 import org.apache.spark.sql.types.{DataType, DateType, DoubleType, FloatType, IntegerType, LongType, TimestampNTZType, TimestampType}
 
 /**
@@ -64,15 +62,15 @@ final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
   /** The newest delete of `key` in `scope` or globally, or NoDelete. */
   def newest(scope: Long, isNull: Boolean, key: Long): Long = {
     if (isNull) {
-      val global = if (hasGlobal) nullKeys.get(DeletePlan.GlobalScope.toLong) else null
+      val global = if (hasGlobal) nullKeys.get(DeleteKeyIndex.GlobalScope.toLong) else null
       val local = if (scoped) nullKeys.get(scope) else null
       def orNone(seq: java.lang.Long): Long = if (seq == null) DeleteKeyIndex.NoDelete else seq.longValue()
       math.max(orNone(global), orNone(local))
     } else if (!maybePresent(key)) {
       DeleteKeyIndex.NoDelete
     } else {
-      val global = if (hasGlobal) lookup(key, DeletePlan.GlobalScope) else DeleteKeyIndex.NoDelete
-      if (scoped && scope != DeletePlan.GlobalScope) math.max(global, lookup(key, scope)) else global
+      val global = if (hasGlobal) lookup(key, DeleteKeyIndex.GlobalScope) else DeleteKeyIndex.NoDelete
+      if (scoped && scope != DeleteKeyIndex.GlobalScope) math.max(global, lookup(key, scope)) else global
     }
   }
 

@@ -1,5 +1,7 @@
 package eqdelete.planning
 
+import eqdelete.index.DeleteKeyIndex
+
 import org.apache.iceberg.DeleteFile
 
 /** One equality delete file, with what the rewrite needs to apply it without Iceberg. */
@@ -70,6 +72,6 @@ final case class DeletePlan(
 }
 
 object DeletePlan {
-  /** The scope of a delete file written under an unpartitioned spec: every partition. */
-  val GlobalScope: Int = -1
+  /** The scope of a delete file written under an unpartitioned spec: every partition (an index's global scope). */
+  val GlobalScope: Int = DeleteKeyIndex.GlobalScope
 }

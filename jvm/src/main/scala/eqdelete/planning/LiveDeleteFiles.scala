@@ -1,9 +1,9 @@
 package eqdelete.planning
 
 import scala.jdk.CollectionConverters._
-import scala.util.Using
 
-import org.apache.iceberg.{DeleteFile, FileContent, ManifestFiles, Table}
+import org.apache.iceberg.{DeleteFile, FileContent, Table}
+import org.apache.spark.sql.eqdelete.compat.IcebergInternals
 
 /** A snapshot's live delete files, from its delete manifests (metadata only). */
 object LiveDeleteFiles {
@@ -12,9 +12,7 @@ object LiveDeleteFiles {
     val snapshot = table.snapshot(snapshotId)
     if (snapshot == null) return Nil
     snapshot.deleteManifests(table.io()).asScala.toVector.flatMap { manifest =>
-      Using.resource(ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) { reader =>
-        reader.asScala.filter(_.content() == FileContent.EQUALITY_DELETES).map(_.copy(): DeleteFile).toVector
-      }
+      IcebergInternals.liveDeleteFiles(manifest, table).filter(_.content() == FileContent.EQUALITY_DELETES)
     }
   }
 }

@@ -4,18 +4,16 @@ import scala.util.Try
 
 import org.apache.iceberg.{Schema, Table}
 import org.apache.iceberg.expressions.{Expression => IcebergExpression, Expressions}
-import org.apache.iceberg.spark.SparkSchemaUtil
-import org.apache.iceberg.spark.source.SparkTable
-import org.apache.iceberg.util.SnapshotUtil
 import org.apache.spark.sql.catalyst.expressions.{Expression, MetadataAttribute}
-import org.apache.spark.sql.eqdelete.compat.{FilterTranslation, IcebergInternals}
+import org.apache.spark.sql.connector.catalog.{Table => SparkCatalogTable}
+import org.apache.spark.sql.eqdelete.compat.{FilterTranslation, IcebergInternals, IcebergSparkTables}
 
 /** What a Spark read of an Iceberg table means to Iceberg: the schema it reads, its filter. */
 object ScanFilters {
   /** The Iceberg schema Spark reads: the current one or the snapshot's (time travel). */
-  def schemaRead(sparkTable: SparkTable, table: Table, snapshotId: Long): Schema = {
-    val candidates = Seq(table.schema()) ++ Try(SnapshotUtil.schemaFor(table, snapshotId)).toOption
-    candidates.find(s => SparkSchemaUtil.convert(s) == sparkTable.schema()).getOrElse(
+  def schemaRead(sparkTable: SparkCatalogTable, table: Table, snapshotId: Long): Schema = {
+    val candidates = Seq(table.schema()) ++ Try(IcebergInternals.schemaAt(table, snapshotId)).toOption
+    candidates.find(s => IcebergSparkTables.sparkSchema(s) == IcebergSparkTables.schema(sparkTable)).getOrElse(
       throw DeclinedException("cannot tell which Iceberg schema the scan reads"))
   }
 

@@ -6,15 +6,14 @@ import java.time.{LocalDate, LocalDateTime, OffsetDateTime}
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import org.apache.iceberg.{DeleteFile, FileFormat, InternalData, Schema, StructLike}
+import org.apache.iceberg.{DeleteFile, FileFormat, Schema, StructLike}
 import org.apache.iceberg.io.{CloseableIterable, FileIO}
-import org.apache.iceberg.spark.SparkSchemaUtil
 import org.apache.iceberg.types.{Type, TypeUtil, Types}
 import org.apache.iceberg.util.DateTimeUtil
 import org.apache.spark.TaskContext
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{BoundReference, Expression, GenericInternalRow, GetStructField, UnsafeProjection}
-import org.apache.spark.sql.eqdelete.compat.IcebergInternals
+import org.apache.spark.sql.eqdelete.compat.{IcebergInternals, IcebergSparkTables}
 import org.apache.spark.sql.types.{DataType, Decimal, StructType}
 import org.apache.spark.unsafe.types.UTF8String
 
@@ -41,7 +40,7 @@ final class DeleteRowReader(io: FileIO, readSchema: Schema, equalityIds: Seq[Int
     paths.forall(_.length == 1) && types.forall(t => DeleteRowReader.VectorizedTypes.contains(t.typeId()))
 
   /** The key columns' Spark types, in the order of the rows `read` returns. */
-  def keyTypes: Seq[DataType] = types.toSeq.map(SparkSchemaUtil.convert)
+  def keyTypes: Seq[DataType] = types.toSeq.map(IcebergSparkTables.sparkType)
 
   /**
    * Every key of `file` (duplicates included), streamed: each row is reused for the next, so a
@@ -59,7 +58,7 @@ final class DeleteRowReader(io: FileIO, readSchema: Schema, equalityIds: Seq[Int
         val flatten = UnsafeProjection.create(keyExtractors)
         closing(file, IcebergInternals.sparkParquetRows(input, projection)).map(flatten)
       case FileFormat.AVRO =>
-        val rows = InternalData.read(file.format(), input).project(projection).reuseContainers().build[StructLike]()
+        val rows = IcebergInternals.genericRows(file.format(), input, projection)
         closing(file, rows).map(generic(new GenericInternalRow(paths.length)))
       case _ =>
         IcebergInternals.loadEqualityDeletes(io, file, projection).asScala.iterator.map(generic(new GenericInternalRow(paths.length)))
@@ -68,7 +67,7 @@ final class DeleteRowReader(io: FileIO, readSchema: Schema, equalityIds: Seq[Int
 
   /** The keys of a row of `projection` as Iceberg's Spark reader returns it, nested fields included. */
   private def keyExtractors: Seq[Expression] = {
-    val sparkStruct = SparkSchemaUtil.convert(projection).asInstanceOf[StructType]
+    val sparkStruct = IcebergSparkTables.sparkSchema(projection)
     paths.toSeq.map { path =>
       val top: Expression = BoundReference(path.head, sparkStruct(path.head).dataType, nullable = true)
       path.tail.foldLeft(top)((struct, position) => GetStructField(struct, position))

@@ -32,7 +32,7 @@ object DeletedPositions {
       case other => throw new IllegalStateException(s"eqdelete: the cost model planned ${other.strategy.name} for a join")
     }
     val decision = Decision.of(table.name(), plan.snapshotId, "join", "resolving equality deletes", join.describe, Some(deletes))
-    val view = IcebergViews.sameView(target.sparkTable, target.snapshotId,
+    val view = IcebergViews.sameView(target.relation.table, target.snapshotId,
       FileSelectingTable(table, selection(deletes), decision, Some(deletes.scan)))
 
     def metadata(name: String) = relation.metadataOutput.find(_.name == name)

@@ -1,18 +1,11 @@
 package eqdelete.resolve
 
 import scala.collection.mutable
-import scala.jdk.CollectionConverters._
 
-import eqdelete.write.IcebergFiles
-
-import org.apache.iceberg.{DeleteFile, FileFormat, SerializableTable, StructLike, Table, TableProperties}
-import org.apache.iceberg.data.Record
-import org.apache.iceberg.deletes.{PositionDelete, PositionDeleteIndex}
-import org.apache.iceberg.io.RollingPositionDeleteWriter
-import org.apache.iceberg.util.ContentFileUtil
+import org.apache.iceberg.{DeleteFile, StructLike, Table}
 import org.apache.spark.sql.DataFrame
-import org.apache.spark.sql.eqdelete.compat.{GenericWriterFactory, IcebergInternals}
 import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.eqdelete.compat.{IcebergInternals, IcebergWriters, PartitionFiles}
 import org.apache.spark.sql.functions.col
 
 /** A data file the resolve may write deletes for: its spec, partition and position deletes (DVs included). */
@@ -37,7 +30,7 @@ final case class WrittenDeletes(files: Seq[DeleteFile], replaced: Seq[DeleteFile
 object PositionDeleteWriting {
 
   def write(table: Table, formatVersion: Int, targets: Map[String, TargetFile], positions: DataFrame): Seq[WrittenDeletes] = {
-    val serializable = SerializableTable.copyOf(table)
+    val serializable = IcebergWriters.serializable(table)
     val shipped = positions.sparkSession.sparkContext.broadcast(targets)
     val sorted = positions.repartition(col("_file")).sortWithinPartitions("_file", "_pos")
     sorted.queryExecution.toRdd.mapPartitions { rows =>
@@ -66,36 +59,28 @@ object PositionDeleteWriting {
     targets.getOrElse(path, throw new IllegalStateException(s"eqdelete: data file $path was not part of the resolve's planning"))
 
   private def positionDeleteFiles(table: Table, targets: Map[String, TargetFile], rows: Iterator[InternalRow]): WrittenDeletes = {
-    val format = IcebergFiles.format(table, TableProperties.DELETE_DEFAULT_FILE_FORMAT)
-    val factory = GenericWriterFactory.builder(table).deleteFileFormat(format).build()
-    lazy val outputs = IcebergFiles.outputFiles(table, format)
-    val writers = mutable.LinkedHashMap.empty[(Int, String), RollingPositionDeleteWriter[Record]]
+    val task = new IcebergWriters.TaskWriters(table)
+    val writers = mutable.LinkedHashMap.empty[(Int, String), PartitionFiles[(String, Long), DeleteFile]]
     val referenced = mutable.LinkedHashSet.empty[String]
-    val delete = PositionDelete.create[Record]()
     var positions = 0L
     try {
       distinctPositions(rows).foreach { case (path, pos) =>
         val file = target(targets, path)
         val spec = table.specs().get(file.specId)
         val writer = writers.getOrElseUpdate((file.specId, spec.partitionToPath(file.partition)),
-          new RollingPositionDeleteWriter[Record](factory, outputs, table.io(), IcebergFiles.targetFileSize(table), spec,
-            file.partition))
-        writer.write(delete.set(path, pos))
+          task.positionDeletes(spec, file.partition))
+        writer.write((path, pos))
         referenced += path
         positions += 1
       }
     } finally {
       writers.values.foreach(_.close())
     }
-    WrittenDeletes(writers.values.toVector.flatMap(_.result().deleteFiles().asScala), Nil, referenced.toVector, positions)
+    WrittenDeletes(writers.values.toVector.flatMap(_.files), Nil, referenced.toVector, positions)
   }
 
   private def deletionVectors(table: Table, targets: Map[String, TargetFile], rows: Iterator[InternalRow]): WrittenDeletes = {
-    val previous: java.util.function.Function[String, PositionDeleteIndex] = { path =>
-      val existing = target(targets, path).positionDeletes
-      if (existing.isEmpty) null else IcebergInternals.loadPositionDeletes(table.io(), existing.asJava, path)
-    }
-    lazy val writer = IcebergInternals.deletionVectorWriter(IcebergFiles.outputFiles(table, FileFormat.PUFFIN), previous)
+    lazy val writer = new IcebergWriters.TaskWriters(table).deletionVectors(path => target(targets, path).positionDeletes)
     val referenced = mutable.LinkedHashSet.empty[String]
     var positions = 0L
     var opened = false
@@ -112,11 +97,9 @@ object PositionDeleteWriting {
     }
     if (!opened) WrittenDeletes(Nil, Nil, Nil, 0L)
     else {
-      val result = writer.result()
       // A partition-scoped position delete file may hold other data files' deletes: it stays.
-      val replaced = result.rewrittenDeleteFiles().asScala.toVector
-        .filter(f => ContentFileUtil.isDV(f) || ContentFileUtil.isFileScoped(f))
-      WrittenDeletes(result.deleteFiles().asScala.toVector, replaced, referenced.toVector, positions)
+      val replaced = writer.merged.filter(f => IcebergInternals.isDeletionVector(f) || IcebergInternals.isFileScoped(f))
+      WrittenDeletes(writer.files, replaced, referenced.toVector, positions)
     }
   }
 }

@@ -3,21 +3,17 @@ package eqdelete.resolve
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import eqdelete.SupportedVersions
 import eqdelete.explain.JobDescription
 import eqdelete.planning.DeletePlan
 
-import org.apache.iceberg.{DeleteFile, FileContent, Table, TableUtil}
+import org.apache.iceberg.{DeleteFile, FileContent, Table}
 import org.apache.iceberg.exceptions.{CommitFailedException, ValidationException}
-import org.apache.iceberg.spark.Spark3Util
-import org.apache.iceberg.util.ContentFileUtil
-import org.apache.iceberg.spark.source.SparkTable
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.analysis.EliminateSubqueryAliases
 import org.apache.spark.sql.catalyst.expressions.PredicateHelper
 import org.apache.spark.sql.catalyst.plans.logical.Filter
-import org.apache.spark.sql.eqdelete.compat.IcebergSparkShim
+import org.apache.spark.sql.eqdelete.compat.{IcebergInternals, IcebergSparkTables, SupportedVersions}
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
 
 /**
@@ -120,7 +116,7 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
   private def result(plan: ResolvePlan, snapshot: Option[Long], rows: Long, written: Seq[WrittenDeletes], dryRun: Boolean,
       started: Long): Result = {
     val files = written.flatMap(_.files)
-    val dvs = files.count(f => ContentFileUtil.isDV(f))
+    val dvs = files.count(IcebergInternals.isDeletionVector)
     Result(plan.table.name(), plan.snapshotId, snapshot, plan.formatVersion,
       if (snapshot.isDefined || dryRun) plan.removable.size else 0, plan.kept, plan.deletes.map(DeletedPositions.dataFilesRead).getOrElse(0),
       rows, files.size - dvs, dvs,
@@ -148,19 +144,16 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
     requireSupportedVersions()
     val where = Option(whereSql).map(_.trim).filter(_.nonEmpty)
     // Iceberg's catalog may cache the table: start from its newest metadata.
-    Spark3Util.loadIcebergTable(session, tableName).refresh()
+    IcebergSparkTables.load(session, tableName).refresh()
     val frame = where.foldLeft(session.table(tableName))((df, condition) => df.where(condition))
     val analyzed = EliminateSubqueryAliases(frame.queryExecution.analyzed)
     val relation = analyzed.collectFirst { case r: DataSourceV2Relation => r }.getOrElse(
       throw new IllegalArgumentException(s"eqdelete: $tableName is not an Iceberg table"))
-    val sparkTable = relation.table match {
-      case t: SparkTable => t
-      case other => throw new IllegalArgumentException(s"eqdelete: $tableName is not an Iceberg table (${other.getClass.getName})")
-    }
-    val table: Table = sparkTable.table()
+    val table: Table = IcebergSparkTables.icebergTable(relation.table).getOrElse(throw new IllegalArgumentException(
+      s"eqdelete: $tableName is not an Iceberg table (${relation.table.getClass.getName})"))
     val conditions = analyzed.collectFirst { case Filter(condition, _) => splitConjunctivePredicates(condition) }.getOrElse(Nil)
-    val snapshot = IcebergSparkShim.snapshotId(sparkTable)
-    val target = ResolveTarget(table, sparkTable, relation, snapshot.getOrElse(-1L), TableUtil.formatVersion(table), conditions)
+    val snapshot = IcebergSparkTables.snapshotId(relation.table)
+    val target = ResolveTarget(table, relation, snapshot.getOrElse(-1L), IcebergInternals.formatVersion(table), conditions)
     if (snapshot.isEmpty) ResolvePlan.empty(target) else ResolvePlan.plan(target, session.sessionState.conf.caseSensitiveAnalysis)
   }
 

@@ -4,7 +4,6 @@ import eqdelete.planning.{DeletePlan, DeletePlanner, LiveDeleteFiles, ScanFilter
 
 import org.apache.iceberg.{DeleteFile, Table}
 import org.apache.iceberg.expressions.{Evaluator, Expression => IcebergExpression, Projections}
-import org.apache.iceberg.spark.source.SparkTable
 import org.apache.spark.sql.catalyst.expressions.Expression
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
 
@@ -14,7 +13,6 @@ import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
  */
 final case class ResolveTarget(
     table: Table,
-    sparkTable: SparkTable,
     relation: DataSourceV2Relation,
     snapshotId: Long,
     formatVersion: Int,
@@ -63,7 +61,7 @@ object ResolvePlan {
     val live = LiveDeleteFiles.equalityDeletes(table, target.snapshotId)
     val (removable, kept) = live.partition(wholly(table, filter, caseSensitive))
     val removablePaths = removable.map(_.location()).toSet
-    val readSchema = ScanFilters.schemaRead(target.sparkTable, table, target.snapshotId)
+    val readSchema = ScanFilters.schemaRead(target.relation.table, table, target.snapshotId)
     val deletes = if (removable.isEmpty) None else {
       DeletePlanner.plan(table, target.snapshotId, readSchema, filter, caseSensitive)
         .map(_.onlyDeletes(ref => removablePaths.contains(ref.file.location())))

@@ -4,7 +4,7 @@ import scala.jdk.CollectionConverters._
 import scala.util.Try
 
 import org.apache.iceberg.Table
-import org.apache.iceberg.util.SnapshotUtil
+import org.apache.spark.sql.eqdelete.compat.IcebergInternals
 import org.apache.spark.sql.catalyst.expressions.{Attribute, MetadataAttribute}
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
@@ -90,7 +90,7 @@ object ReadAllowlist {
 
   private def chosenSnapshot(option: String, value: String, table: Table): Option[Long] = Try(option match {
     case "snapshot-id" => Some(value.toLong)
-    case "as-of-timestamp" => Some(SnapshotUtil.snapshotIdAsOfTime(table, value.toLong))
+    case "as-of-timestamp" => Some(IcebergInternals.snapshotIdAsOfTime(table, value.toLong))
     case "branch" | "tag" => Option(table.refs().get(value)).map(_.snapshotId())
   }).toOption.flatten
 }

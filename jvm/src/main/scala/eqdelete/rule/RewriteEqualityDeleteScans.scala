@@ -11,12 +11,12 @@ import eqdelete.read.DeleteFileReadException
 import eqdelete.scan.{FileSelectingTable, FileSelection, IcebergViews, NamedNativeTable, StrippedScan}
 
 import org.apache.iceberg.{Schema, Table}
-import org.apache.iceberg.spark.source.SparkTable
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeMap, AttributeSet, Expression, InputFileBlockLength, InputFileBlockStart, InputFileName, MetadataAttribute, NamedExpression, PredicateHelper}
 import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan, Project, Union}
 import org.apache.spark.sql.catalyst.rules.Rule
+import org.apache.spark.sql.connector.catalog.{Table => SparkCatalogTable}
 import org.apache.spark.sql.eqdelete.compat.EqDeleteConf
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
 
@@ -51,14 +51,14 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       case _ => false
     }))
     plan.transformDown {
-      case Project(list, Filter(condition, UnvisitedIcebergRead(relation, sparkTable, table, snapshotId))) =>
-        rewrite(rowsStayInReadTask, IcebergRead(Some(list), splitConjunctivePredicates(condition), relation, sparkTable, table, snapshotId))
-      case Project(list, UnvisitedIcebergRead(relation, sparkTable, table, snapshotId)) =>
-        rewrite(rowsStayInReadTask, IcebergRead(Some(list), Nil, relation, sparkTable, table, snapshotId))
-      case Filter(condition, UnvisitedIcebergRead(relation, sparkTable, table, snapshotId)) =>
-        rewrite(rowsStayInReadTask, IcebergRead(None, splitConjunctivePredicates(condition), relation, sparkTable, table, snapshotId))
-      case UnvisitedIcebergRead(relation, sparkTable, table, snapshotId) =>
-        rewrite(rowsStayInReadTask, IcebergRead(None, Nil, relation, sparkTable, table, snapshotId))
+      case Project(list, Filter(condition, UnvisitedIcebergRead(relation, table, snapshotId))) =>
+        rewrite(rowsStayInReadTask, IcebergRead(Some(list), splitConjunctivePredicates(condition), relation, table, snapshotId))
+      case Project(list, UnvisitedIcebergRead(relation, table, snapshotId)) =>
+        rewrite(rowsStayInReadTask, IcebergRead(Some(list), Nil, relation, table, snapshotId))
+      case Filter(condition, UnvisitedIcebergRead(relation, table, snapshotId)) =>
+        rewrite(rowsStayInReadTask, IcebergRead(None, splitConjunctivePredicates(condition), relation, table, snapshotId))
+      case UnvisitedIcebergRead(relation, table, snapshotId) =>
+        rewrite(rowsStayInReadTask, IcebergRead(None, Nil, relation, table, snapshotId))
     }
   }
 
@@ -70,7 +70,6 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       project: Option[Seq[NamedExpression]],
       filters: Seq[Expression],
       relation: DataSourceV2Relation,
-      sparkTable: SparkTable,
       table: Table,
       snapshotId: Long) {
     val (pushed, kept) = filters.partition(_.deterministic)
@@ -121,7 +120,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
     val summary = Option(read.table.snapshot(read.snapshotId)).flatMap(s => Option(s.summary()))
     val mayHoldEqualityDeletes = !summary.flatMap(s => Option(s.get("total-equality-deletes"))).contains("0")
     val relation =
-      if (mayHoldEqualityDeletes) read.relation.copy(table = NamedNativeTable(read.sparkTable, decision))
+      if (mayHoldEqualityDeletes) read.relation.copy(table = NamedNativeTable(read.relation.table, decision))
       else read.relation
     read.above(marked(relation, decision), withPushed = true)
   }
@@ -140,10 +139,10 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
     val table = read.table
     val snapshotId = read.snapshotId
     def leaveNative(reason: String, plan: Option[DeletePlan] = None): LogicalPlan =
-      read.above(namedNative(read.relation, read.sparkTable, table,
+      read.above(namedNative(read.relation, table,
         Decision.of(table.name(), snapshotId, "native", reason, "read natively", plan), plan.map(_.scan)), withPushed = true)
     try {
-      val readSchema = ScanFilters.schemaRead(read.sparkTable, table, snapshotId)
+      val readSchema = ScanFilters.schemaRead(read.relation.table, table, snapshotId)
       val filter = ScanFilters.icebergFilter(read.pushed)
       DeletePlanCache.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis) match {
         case None =>
@@ -186,11 +185,10 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
    */
   private def namedNative(
       relation: DataSourceV2Relation,
-      sparkTable: SparkTable,
       table: Table,
       decision: Decision,
       planned: Option[PlannedScan]): LogicalPlan = {
-    val view = try Some(IcebergViews.sameView(sparkTable, decision.snapshotId,
+    val view = try Some(IcebergViews.sameView(relation.table, decision.snapshotId,
       FileSelectingTable(table, FileSelection.Unchanged, decision, planned))) catch {
       case NonFatal(_) | _: LinkageError => None
     }
@@ -212,8 +210,8 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
     val covered = plan.coveredSets.map(set => set.equalityIds -> CoveredRows.registered(session.sparkContext, set.describeKeys)).toMap
     val decision = Decision.of(table.name(), deletePlan.snapshotId, plan.strategy.name, plan.reason, plan.describe,
       Some(deletePlan), covered.values.toSeq)
-    def view(selection: FileSelection): SparkTable =
-      IcebergViews.sameView(read.sparkTable, deletePlan.snapshotId, FileSelectingTable(table, selection, decision, Some(deletePlan.scan)))
+    def view(selection: FileSelection): SparkCatalogTable =
+      IcebergViews.sameView(read.relation.table, deletePlan.snapshotId, FileSelectingTable(table, selection, decision, Some(deletePlan.scan)))
 
     // The stripped scan reads what the query, its filters and the delete keys need, under fresh ids.
     val needed = read.needed

@@ -1,14 +1,12 @@
 package eqdelete.scan
 
-import java.util
-
 import scala.jdk.CollectionConverters._
 
 import eqdelete.explain.{CarriesDecision, Decision}
 import eqdelete.planning.PlannedScan
 
-import org.apache.iceberg.{BaseTable, BatchScan, DeleteFile, FileContent, FileScanTask, Table, TableProperties}
-import org.apache.spark.sql.eqdelete.compat.IcebergInternals
+import org.apache.iceberg.{BatchScan, DeleteFile, FileContent, FileScanTask, Table}
+import org.apache.spark.sql.eqdelete.compat.{IcebergInternals, PinnedIcebergTable}
 
 /**
  * The same Iceberg table, pinned to one metadata version, whose batch scans return only the
@@ -19,36 +17,26 @@ import org.apache.spark.sql.eqdelete.compat.IcebergInternals
  *
  * `label` is the table's name as Spark shows it, so EXPLAIN names the rewrite.
  */
-class FileSelectingTable(
-    ops: PinnedTableOperations,
+class FileSelectingTable private (
+    original: Table,
     label: String,
     val selection: FileSelection,
     val decision: Decision,
     planned: Option[PlannedScan])
-  extends BaseTable(ops, label) with CarriesDecision {
+  extends PinnedIcebergTable(original, label) with CarriesDecision {
 
   def repeatsDecision: Boolean = selection == FileSelection.WithoutEqualityDeletes
 
-  // Distributed planning would bypass newBatchScan; the file selection must see every task.
-  override def properties(): util.Map[String, String] = {
-    val props = new util.HashMap[String, String](super.properties())
-    props.put(TableProperties.DATA_PLANNING_MODE, "local")
-    props.put(TableProperties.DELETE_PLANNING_MODE, "local")
-    props
-  }
-
-  override def newBatchScan(): BatchScan = new SelectingBatchScan(super.newBatchScan(), selection, this, planned)
+  override def newBatchScan(): BatchScan = new SelectingBatchScan(icebergBatchScan(), selection, this, planned)
 }
 
 object FileSelectingTable {
   /** `planned`: the tasks the delete planning got, served to scans with the same snapshot and filter. */
   def apply(original: Table, selection: FileSelection, decision: Decision, planned: Option[PlannedScan]): FileSelectingTable = {
-    val base = original.asInstanceOf[BaseTable]
-    val ops = new PinnedTableOperations(base.operations().current(), original.io(), original.locationProvider())
     val label =
       if (selection.appliesDeletes || selection == FileSelection.Unchanged) s"${original.name()} [${decision.describe}]"
       else s"${original.name()} [eqdelete: ${selection.describe}]"
-    new FileSelectingTable(ops, label, selection, decision, planned)
+    new FileSelectingTable(original, label, selection, decision, planned)
   }
 
   private[scan] def withoutEqualityDeletes(task: FileScanTask): FileScanTask = {

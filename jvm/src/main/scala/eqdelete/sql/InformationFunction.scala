@@ -2,10 +2,9 @@ package eqdelete.sql
 
 import eqdelete.explain.{Decision, DecisionLog, Decisions}
 
-import org.apache.iceberg.spark.Spark3Util
 import org.apache.spark.sql.{functions => F, SparkSession}
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.eqdelete.compat.SparkInternals
+import org.apache.spark.sql.eqdelete.compat.{IcebergSparkTables, SparkInternals}
 import org.apache.spark.sql.types.{IntegerType, LongType, StringType, StructType}
 
 /**
@@ -78,7 +77,7 @@ private[eqdelete] object TableFilesFunction extends InformationFunction {
 
   override def rows(session: SparkSession, arguments: Seq[String]): Seq[InternalRow] = {
     val table = arguments.head
-    val schema = Spark3Util.loadIcebergTable(session, table).schema()
+    val schema = IcebergSparkTables.load(session, table).schema()
     val grouped = session.table(s"$table.files")
       .groupBy(F.col("content"), F.col("equality_ids"))
       .agg(F.count(F.lit(1)), F.sum("record_count"), F.sum("file_size_in_bytes"))

@@ -3,13 +3,11 @@ package eqdelete.write
 import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 
-import org.apache.iceberg.{DataFile, DeleteFile, PartitionKey, PartitionSpec, Schema, SerializableTable, Table, TableProperties}
-import org.apache.iceberg.data.{InternalRecordWrapper, Record}
-import org.apache.iceberg.io.{FanoutDataWriter, RollingEqualityDeleteWriter}
-import org.apache.iceberg.spark.Spark3Util
+import org.apache.iceberg.{DataFile, DeleteFile, PartitionKey, PartitionSpec, Schema, Table}
+import org.apache.iceberg.data.Record
 import org.apache.iceberg.types.TypeUtil
 import org.apache.spark.sql.{DataFrame, SparkSession}
-import org.apache.spark.sql.eqdelete.compat.GenericWriterFactory
+import org.apache.spark.sql.eqdelete.compat.{IcebergSparkTables, IcebergWriters, PartitionFiles}
 
 /**
  * Writes equality delete files, and optionally new data files, through Iceberg's Java API and
@@ -40,7 +38,7 @@ object EqualityDeleteWriter {
       deletes: DataFrame,
       inserts: DataFrame,
       globalDeletes: Boolean): CommitResult = {
-    val table = Spark3Util.loadIcebergTable(spark, tableName)
+    val table = IcebergSparkTables.load(spark, tableName)
     table.refresh()
     val schema = table.schema()
     val caseSensitive = spark.sessionState.conf.caseSensitiveAnalysis
@@ -61,7 +59,7 @@ object EqualityDeleteWriter {
     val deleteSchema = TypeUtil.select(schema,
       (equalityIds ++ deleteSpec.fields().asScala.map(_.sourceId())).toSet.map((id: Int) => Integer.valueOf(id)).asJava)
 
-    val serializableTable = SerializableTable.copyOf(table)
+    val serializableTable = IcebergWriters.serializable(table)
     val deleteFiles: Seq[DeleteFile] = Option(deletes).toSeq.flatMap { frame =>
       val rows = frame.select(columnsOf(deleteSchema, frame, "deletes"): _*)
       val ids = equalityIds.toArray
@@ -97,7 +95,6 @@ object EqualityDeleteWriter {
     names.map(frame.col)
   }
 
-  /** One rolling writer per partition seen by this task. */
   private def writeDeletes(
       table: Table,
       specId: Int,
@@ -105,54 +102,31 @@ object EqualityDeleteWriter {
       equalityIds: Array[Int],
       rows: Iterator[org.apache.spark.sql.Row]): Seq[DeleteFile] = {
     val spec = table.specs().get(specId)
-    val deleteFormat = IcebergFiles.format(table, TableProperties.DELETE_DEFAULT_FILE_FORMAT)
-    val writerFactory = GenericWriterFactory.builder(table)
-      .deleteFileFormat(deleteFormat)
-      .equalityFieldIds(equalityIds)
-      .equalityDeleteRowSchema(deleteSchema)
-      .build()
-    val files = IcebergFiles.outputFiles(table, deleteFormat)
-    val convert = new RecordConverter(deleteSchema)
-    val partitionKey = new PartitionKey(spec, deleteSchema)
-    val wrapper = new InternalRecordWrapper(deleteSchema.asStruct())
-    val writers = mutable.LinkedHashMap.empty[PartitionKey, RollingEqualityDeleteWriter[Record]]
+    val task = new IcebergWriters.TaskWriters(table)
+    writePartitioned(spec, deleteSchema, rows)(partition => task.equalityDeletes(equalityIds, deleteSchema, spec, partition))
+  }
+
+  private def writeData(table: Table, rows: Iterator[org.apache.spark.sql.Row]): Seq[DataFile] = {
+    val task = new IcebergWriters.TaskWriters(table)
+    writePartitioned(table.spec(), table.schema(), rows)(partition => task.data(table.spec(), partition))
+  }
+
+  /** `rows` of `schema` as records, through one rolling writer per partition of `spec` this task sees. */
+  private def writePartitioned[F](spec: PartitionSpec, schema: Schema, rows: Iterator[org.apache.spark.sql.Row])(
+      open: PartitionKey => PartitionFiles[Record, F]): Seq[F] = {
+    val convert = new RecordConverter(schema)
+    val partitionKey = new PartitionKey(spec, schema)
+    val partitionSource = IcebergWriters.partitionSource(schema)
+    val writers = mutable.LinkedHashMap.empty[PartitionKey, PartitionFiles[Record, F]]
     try {
       rows.foreach { row =>
         val record = convert(row)
-        partitionKey.partition(wrapper.wrap(record))
-        val writer = writers.getOrElseUpdate(partitionKey.copy(),
-          new RollingEqualityDeleteWriter[Record](
-            writerFactory, files, table.io(), IcebergFiles.targetFileSize(table), spec, partitionKey.copy()))
-        writer.write(record)
+        partitionKey.partition(partitionSource(record))
+        writers.getOrElseUpdate(partitionKey.copy(), open(partitionKey.copy())).write(record)
       }
     } finally {
       writers.values.foreach(_.close())
     }
-    writers.values.toVector.flatMap(_.result().deleteFiles().asScala)
-  }
-
-  private def writeData(table: Table, rows: Iterator[org.apache.spark.sql.Row]): Seq[DataFile] = {
-    val schema = table.schema()
-    val spec = table.spec()
-    val dataFormat = IcebergFiles.format(table, TableProperties.DEFAULT_FILE_FORMAT)
-    val writerFactory = GenericWriterFactory.builder(table)
-      .dataFileFormat(dataFormat)
-      .dataSchema(schema)
-      .build()
-    val convert = new RecordConverter(schema)
-    val partitionKey = new PartitionKey(spec, schema)
-    val wrapper = new InternalRecordWrapper(schema.asStruct())
-    val writer = new FanoutDataWriter[Record](
-      writerFactory, IcebergFiles.outputFiles(table, dataFormat), table.io(), IcebergFiles.targetFileSize(table))
-    try {
-      rows.foreach { row =>
-        val record = convert(row)
-        partitionKey.partition(wrapper.wrap(record))
-        writer.write(record, spec, partitionKey)
-      }
-    } finally {
-      writer.close()
-    }
-    writer.result().dataFiles().asScala.toVector
+    writers.values.toVector.flatMap(_.files)
   }
 }

@@ -7,9 +7,10 @@ import java.util.UUID
 import scala.jdk.CollectionConverters._
 
 import org.apache.iceberg.Schema
-import org.apache.iceberg.data.{GenericRecord, Record}
+import org.apache.iceberg.data.Record
 import org.apache.iceberg.types.{Type, Types}
 import org.apache.spark.sql.Row
+import org.apache.spark.sql.eqdelete.compat.IcebergWriters
 
 /**
  * Turns external Spark rows into Iceberg generic records, the Java types Iceberg's generic
@@ -22,7 +23,7 @@ final class RecordConverter(schema: Schema) extends Serializable {
   fields.foreach(f => RecordConverter.checkWritable(f.name, f.`type`()))
 
   def apply(row: Row): Record = {
-    val record = GenericRecord.create(schema)
+    val record = IcebergWriters.newRecord(schema.asStruct())
     var i = 0
     while (i < fields.length) {
       record.set(i, RecordConverter.convert(fields(i).`type`(), row.get(i)))
@@ -45,7 +46,7 @@ object RecordConverter {
     case (_, null) => null
     case (Type.TypeID.STRUCT, row: Row) =>
       val struct = icebergType.asStructType()
-      val record = GenericRecord.create(struct)
+      val record = IcebergWriters.newRecord(struct)
       struct.fields().asScala.zipWithIndex.foreach { case (f, i) => record.set(i, convert(f.`type`(), row.getAs[Any](f.name))) }
       record
     case (Type.TypeID.INTEGER, n: Number) => n.intValue()

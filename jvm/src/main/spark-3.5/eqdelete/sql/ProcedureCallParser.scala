@@ -1,12 +1,12 @@
 package eqdelete.sql
 
-import org.apache.iceberg.spark.ExtendedParser
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.{FunctionIdentifier, TableIdentifier}
 import org.apache.spark.sql.catalyst.analysis.{UnresolvedAlias, UnresolvedFunction}
 import org.apache.spark.sql.catalyst.expressions.Expression
 import org.apache.spark.sql.catalyst.parser.ParserInterface
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, OneRowRelation, Project}
+import org.apache.spark.sql.eqdelete.compat.SortOrderParsing
 import org.apache.spark.sql.types.{DataType, StructType}
 
 /**
@@ -17,11 +17,10 @@ import org.apache.spark.sql.types.{DataType, StructType}
  * to the parser it wraps (Spark's, or Iceberg's when its extensions are loaded). The arguments
  * are parsed by that parser, as a function call's: positional, or named with `=>`.
  *
- * It is an Iceberg `ExtendedParser` too, passing sort orders on to the one it wraps: Iceberg
- * 1.10 looks for that interface on the session's outermost parser (a sort or z-order
- * `rewrite_data_files` needs it), later releases search the wrapped ones as well.
+ * It passes sort orders on to the parser it wraps, as Iceberg's extensions need ([[SortOrderParsing]]).
  */
-private[sql] final class ProcedureCallParser(session: SparkSession, delegate: ParserInterface) extends ExtendedParser {
+private[sql] final class ProcedureCallParser(session: SparkSession, delegate: ParserInterface)
+  extends SortOrderParsing(delegate) {
   override def parsePlan(sqlText: String): LogicalPlan = procedureCall(sqlText).getOrElse(delegate.parsePlan(sqlText))
 
   private def procedureCall(sqlText: String): Option[LogicalPlan] =
@@ -46,11 +45,6 @@ private[sql] final class ProcedureCallParser(session: SparkSession, delegate: Pa
 
   private def isProcedureCatalog(catalog: String): Boolean =
     session.conf.getOption(s"spark.sql.catalog.$catalog").contains(classOf[EqDeleteProcedureCatalog].getName)
-
-  override def parseSortOrder(orderText: String): java.util.List[ExtendedParser.RawOrderField] = delegate match {
-    case iceberg: ExtendedParser => iceberg.parseSortOrder(orderText)
-    case _ => throw new UnsupportedOperationException("Cannot parse order: parser is not an Iceberg ExtendedParser")
-  }
 
   override def parseExpression(sqlText: String): Expression = delegate.parseExpression(sqlText)
   override def parseTableIdentifier(sqlText: String): TableIdentifier = delegate.parseTableIdentifier(sqlText)

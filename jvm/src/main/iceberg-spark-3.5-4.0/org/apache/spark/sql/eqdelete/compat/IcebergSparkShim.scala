@@ -4,7 +4,7 @@ import org.apache.iceberg.Table
 import org.apache.iceberg.spark.source.SparkTable
 
 /** Iceberg's Spark 3.5 and 4.0 modules: `SparkTable`'s constructors pin a branch or a snapshot. */
-object IcebergSparkShim {
+private[compat] object IcebergSparkShim {
   /**
    * The snapshot a scan of `table` reads. These modules leave `snapshotId` unset unless the
    * query travels in time; the scan then reads the branch's head or the current snapshot of

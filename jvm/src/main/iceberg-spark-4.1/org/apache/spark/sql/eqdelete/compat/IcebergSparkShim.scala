@@ -5,7 +5,7 @@ import org.apache.iceberg.spark.TimeTravel
 import org.apache.iceberg.spark.source.SparkTable
 
 /** Iceberg's Spark 4.1 module: `SparkTable.create` pins a branch or a time-travel point. */
-object IcebergSparkShim {
+private[compat] object IcebergSparkShim {
   /** The snapshot a scan of `table` reads: this module pins it when the table is loaded. */
   def snapshotId(table: SparkTable): Option[Long] = Option(table.snapshotId()).map(_.longValue())
 

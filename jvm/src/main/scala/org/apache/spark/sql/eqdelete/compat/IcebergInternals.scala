@@ -1,19 +1,20 @@
 package org.apache.spark.sql.eqdelete.compat
 
-import scala.util.Try
+import scala.jdk.CollectionConverters._
+import scala.util.{Try, Using}
 
-import org.apache.iceberg.{BaseFileScanTask, DeleteFile, FileScanTask, PartitionSpecParser, Schema, SchemaParser, StructLike}
+import org.apache.iceberg.{BaseFileScanTask, DeleteFile, FileFormat, FileScanTask, InternalData, ManifestFile, ManifestFiles, PartitionSpecParser, Schema, SchemaParser, StructLike, Table, TableUtil}
 import org.apache.iceberg.data.BaseDeleteLoader
-import org.apache.iceberg.deletes.{BaseDVFileWriter, DVFileWriter, PositionDeleteIndex}
-import org.apache.iceberg.io.{CloseableIterable, InputFile, OutputFileFactory}
+import org.apache.iceberg.deletes.PositionDeleteIndex
+import org.apache.iceberg.expressions.{Expression, ResidualEvaluator}
+import org.apache.iceberg.io.{CloseableIterable, FileIO, InputFile}
 import org.apache.iceberg.parquet.{Parquet, ParquetValueReader, VectorizedReader}
 import org.apache.iceberg.shaded.org.apache.parquet.schema.MessageType
+import org.apache.iceberg.spark.SparkV2Filters
 import org.apache.iceberg.spark.data.SparkParquetReaders
 import org.apache.iceberg.spark.data.vectorized.VectorizedSparkParquetReaders
+import org.apache.iceberg.util.{ContentFileUtil, SnapshotUtil}
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.iceberg.expressions.{Expression, ResidualEvaluator}
-import org.apache.iceberg.io.FileIO
-import org.apache.iceberg.spark.SparkV2Filters
 import org.apache.spark.sql.sources.Filter
 import org.apache.spark.sql.vectorized.ColumnarBatch
 
@@ -28,6 +29,31 @@ object IcebergInternals {
   def icebergFilter(filter: Filter): Option[Expression] =
     Try[Expression](SparkV2Filters.convert(FilterTranslation.toV2(filter))).toOption.flatMap(Option(_))
 
+  /** The live delete files a delete manifest lists, each copied (the reader reuses its entries). */
+  def liveDeleteFiles(manifest: ManifestFile, table: Table): Vector[DeleteFile] =
+    Using.resource(ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) { reader =>
+      reader.asScala.map(_.copy(): DeleteFile).toVector
+    }
+
+  /** The schema the table had at `snapshotId` (time travel reads it). */
+  def schemaAt(table: Table, snapshotId: Long): Schema = SnapshotUtil.schemaFor(table, snapshotId)
+
+  /** The snapshot current at `timestampMillis`, as Iceberg's `as-of-timestamp` read option picks it. */
+  def snapshotIdAsOfTime(table: Table, timestampMillis: Long): Long = SnapshotUtil.snapshotIdAsOfTime(table, timestampMillis)
+
+  /** The table's format version (2, 3, ...). */
+  def formatVersion(table: Table): Int = TableUtil.formatVersion(table)
+
+  /** Whether `file` is a deletion vector. */
+  def isDeletionVector(file: DeleteFile): Boolean = ContentFileUtil.isDV(file)
+
+  /** Whether `file` is a position delete file referencing a single data file. */
+  def isFileScoped(file: DeleteFile): Boolean = ContentFileUtil.isFileScoped(file)
+
+  /** The rows of a file in a format eqdelete does not read with Spark's readers, projected, as generic records (each reused). */
+  def genericRows(format: FileFormat, input: InputFile, projection: Schema): CloseableIterable[StructLike] =
+    InternalData.read(format, input).project(projection).reuseContainers().build[StructLike]()
+
   /** `task` with only `deletes` left to apply: same data file, schema, spec and residual. */
   def withDeletes(task: FileScanTask, deletes: Array[DeleteFile]): FileScanTask =
     new BaseFileScanTask(task.file(), deletes, SchemaParser.toJson(task.schema()), PartitionSpecParser.toJson(task.spec()),
@@ -38,15 +64,8 @@ object IcebergInternals {
     loader(io).loadEqualityDeletes(java.util.Collections.singletonList(file), projection)
 
   /** The positions `files` (position delete files or a deletion vector) delete in data file `path`, merged. */
-  def loadPositionDeletes(io: FileIO, files: java.util.List[DeleteFile], path: String): PositionDeleteIndex =
+  private[compat] def loadPositionDeletes(io: FileIO, files: java.util.List[DeleteFile], path: String): PositionDeleteIndex =
     loader(io).loadPositionDeletes(files, path)
-
-  /**
-   * Iceberg's writer of deletion vectors (one Puffin file), which merges each data file's
-   * `previous` deletes (null: none) into its new vector and reports the files it replaced.
-   */
-  def deletionVectorWriter(files: OutputFileFactory, previous: java.util.function.Function[String, PositionDeleteIndex]): DVFileWriter =
-    new BaseDVFileWriter(files, previous)
 
   /** The rows of a Parquet file projected to `projection`, as Iceberg's Spark scan reads them (Catalyst values), each row reused. */
   def sparkParquetRows(input: InputFile, projection: Schema): CloseableIterable[InternalRow] =

@@ -1,4 +1,4 @@
-package eqdelete
+package org.apache.spark.sql.eqdelete.compat
 
 import java.util.Properties
 
