@@ -7,7 +7,8 @@
 // line at the oldest tested release, fetched by the same script into build/deps.
 //
 // Shared code lives in jvm/src/main/scala and never names a Spark version; what differs between
-// lines is in small shim folders of the compat package, org.apache.spark.sql.eqdelete.compat.
+// lines is in small shim folders (see shimFolders): compat shims (org.apache.spark.sql.eqdelete.compat)
+// and, for Spark's CALL, which 3.5 lacks, the SQL procedure entry points (eqdelete.sql).
 
 
 val version0 = {

@@ -12,7 +12,7 @@
 #      compiled against that line's pyspark jars and the oldest tested Iceberg release,
 #      rebuilt only when a source changed;
 #   5. the Flink virtualenv (build/venvs/flink) and Flink's jars (build/deps/flink) with which
-#      python/eqdelete/flink.py writes tables through Flink's Iceberg sink, the real producer of
+#      python/eqdelete/tools/flink.py writes tables through Flink's Iceberg sink, the real producer of
 #      equality deletes; the versions are that file's pins (its --pins), not repeated here.
 # A second run does nothing heavy.
 set -euo pipefail
@@ -87,12 +87,12 @@ if [ -n "$stale" ]; then
   touch "${jars[@]}"
 fi
 
-# 5. Flink, for the tests' real producer (python/eqdelete/flink.py, tests/test_flink.py): a
+# 5. Flink, for the tests' real producer (python/eqdelete/tools/flink.py, tests/test_flink.py): a
 #    virtualenv with the pinned apache-flink, and the pinned jars (Iceberg's Flink runtime, Hadoop's
 #    client for the Hadoop catalog) by Maven coordinates. The marker holds the installed pin, so a
 #    changed pin reinstalls and an unchanged one does nothing.
 FLINK_VENV=build/venvs/flink
-flink_pins=$(python3 python/eqdelete/flink.py --pins)
+flink_pins=$(python3 python/eqdelete/tools/flink.py --pins)
 flink_pip=$(echo "$flink_pins" | awk '$1 == "pip" {print $2}')
 if [ ! -x "$FLINK_VENV/bin/python" ]; then
   log "creating $FLINK_VENV (Flink)"

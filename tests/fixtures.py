@@ -2,7 +2,7 @@
 
 Each builder creates its table through Spark SQL and Iceberg's Java API (via
 ``eqdelete.write_equality_deletes``) and returns the expected live rows, written out by hand
-from the semantics in DESIGN.md: sequence numbers, partition scoping, NULL = NULL, several
+from the semantics of Iceberg's table spec: sequence numbers, partition scoping, NULL = NULL, several
 equality column sets, position deletes beside equality deletes, partition evolution.
 """
 

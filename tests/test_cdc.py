@@ -7,7 +7,7 @@ from fixtures import sorted_rows
 from pyspark.sql import SparkSession
 
 import eqdelete
-from eqdelete.cdc import CdcSpec, generate
+from eqdelete.tools.cdc import CdcSpec, generate
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from fixtures import FIXTURES, _create, _insert
 from pyspark.sql import SparkSession
 
 import eqdelete
-from eqdelete import bench, sweep
+from eqdelete.tools import bench, sweep
 
 
 def test_compare_checks_rows_and_reports_each_strategy(spark: SparkSession, table_name: str, tmp_path: Path) -> None:
@@ -87,8 +87,8 @@ def test_sweep_quick_profile_checks_every_variant(spark: SparkSession, tmp_path:
 
 
 def test_resolve_bench_quick_profile_checks_rows(spark: SparkSession, tmp_path: Path) -> None:
-    from eqdelete import resolve_bench
-    from eqdelete.cli import resolve_bench_scenarios
+    from eqdelete.tools import resolve_bench
+    from eqdelete.tools.cli import resolve_bench_scenarios
 
     scenarios = resolve_bench_scenarios(quick=True, rows_factor=1.0)
     results = resolve_bench.run(spark, scenarios, tmp_path, runs=1, warmup=0, progress=lambda _m: None)
@@ -99,7 +99,7 @@ def test_resolve_bench_quick_profile_checks_rows(spark: SparkSession, tmp_path: 
 
 
 def test_resolve_scale_quick_profile_reads_only_the_files_new_deletes_can_touch(spark: SparkSession, tmp_path: Path) -> None:
-    from eqdelete import resolve_scale
+    from eqdelete.tools import resolve_scale
 
     points = resolve_scale.default_points(quick=True)
     # Rows are checked inside: the native read after each operation against eqdelete's before.
@@ -119,7 +119,7 @@ def test_resolve_scale_quick_profile_reads_only_the_files_new_deletes_can_touch(
 
 
 def test_scale_quick_profile_checks_rows_against_the_floor(spark: SparkSession, tmp_path: Path) -> None:
-    from eqdelete import scale
+    from eqdelete.tools import scale
 
     points = scale.default_points(quick=True)
     results = scale.run(spark, points, tmp_path, runs=1, warmup=0, time_box=600.0, progress=lambda _m: None)
@@ -155,7 +155,7 @@ def test_a_time_boxed_run_is_cancelled_and_not_run_again(spark: SparkSession) ->
 
 
 def test_scale_leaves_out_a_native_run_that_would_exhaust_the_heap(spark: SparkSession) -> None:
-    from eqdelete import scale
+    from eqdelete.tools import scale
 
     assert scale.native_out_of_memory(spark, scale.ScalePoint("delete_rows", 10_000, 1_000)) is None
     why = scale.native_out_of_memory(spark, scale.ScalePoint("delete_rows", 10_000, 10**9))

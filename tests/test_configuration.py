@@ -15,7 +15,7 @@ import eqdelete
 from eqdelete import _jars, _jvm
 
 SPARK_MAJOR = int(pyspark.__version__.split(".")[0])
-from eqdelete.cli import DOCS_HEADER
+from eqdelete.tools.cli import DOCS_HEADER
 from eqdelete.config import EXTENSION, ICEBERG_EXTENSION
 
 

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 
 import eqdelete
 from eqdelete import _conf, write_equality_deletes
-from eqdelete.cdc import CdcSpec, generate
+from eqdelete.tools.cdc import CdcSpec, generate
 
 # --- 1. Bad session settings -------------------------------------------------------------------
 

@@ -1,9 +1,9 @@
 """Tables written by the real producer, Flink's Iceberg sink, read by Spark with eqdelete.
 
-``eqdelete.flink`` writes them once per module, run in the Flink virtualenv scripts/setup.sh makes
+``eqdelete.tools.flink`` writes them once per module, run in the Flink virtualenv scripts/setup.sh makes
 (a subprocess: PyFlink and pyspark live in different virtualenvs), into a Hadoop catalog
 warehouse; this session reads it through a Hadoop-type Iceberg catalog ``flink`` registered at
-runtime. The rows each table must hold come from its spec (``eqdelete.flink.expected_rows``), never
+runtime. The rows each table must hold come from its spec (``eqdelete.tools.flink.expected_rows``), never
 from Iceberg's reader. Without the Flink virtualenv these tests fail, naming scripts/setup.sh.
 """
 
@@ -20,7 +20,7 @@ from fixtures import sorted_rows
 from pyspark.sql import SparkSession
 
 import eqdelete
-from eqdelete import flink as fw
+from eqdelete.tools import flink as fw
 from eqdelete.config import hadoop_catalog_options
 
 CATALOG = "flink"

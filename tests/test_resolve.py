@@ -7,6 +7,8 @@ Iceberg's reader); native reads before and after must agree with them.
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -252,6 +254,19 @@ def test_cli_resolves_with_progress(tmp_path: Path) -> None:
     assert "[eqdelete resolve]" in result.stderr and "tasks" in result.stderr
     again = eqdelete_cli(tmp_path, "resolve", "--table", "local.demo.cdc", "--where", "length(k1) > 1", *common)
     assert again.returncode == 2 and "cannot evaluate it on partitions" in again.stderr, again.stderr[-2000:]
+
+
+def test_the_result_has_one_schema(spark: SparkSession, table_name: str) -> None:
+    """The procedure's columns are the JVM's one list of the result's fields (``Result.Fields``);
+    Python's ``ResolveResult`` has the same fields, in order, with the matching types."""
+    build(spark, table_name, 3)
+    schema = spark.sql(f"CALL eqdelete.system.resolve_equality_deletes(table => '{table_name}', dry_run => true)").schema
+    assert [f.name for f in dataclasses.fields(eqdelete.ResolveResult)] == schema.names
+    python_type = {"StringType": str, "LongType": int, "IntegerType": int, "BooleanType": bool, "DoubleType": float}
+    hints = typing.get_type_hints(eqdelete.ResolveResult)
+    for column in schema.fields:
+        expected = python_type[type(column.dataType).__name__]
+        assert hints[column.name] == (Optional[expected] if column.nullable else expected), column.name
 
 
 def test_sql_call_procedure(spark: SparkSession, table_name: str) -> None:

@@ -27,14 +27,22 @@ def _code(text: str) -> str:
 
 
 @cache
-def _sources() -> dict[Path, tuple[str, str]]:
-    """Every main Scala file outside compat: its package ('eqdelete' or the part after it) and its code."""
+def _all_sources() -> dict[Path, tuple[str, str]]:
+    """Every main Scala or Java file: its package and its code."""
     found = {}
-    for path in sorted(MAIN.rglob("*.scala")):
+    for path in sorted([*MAIN.rglob("*.scala"), *MAIN.rglob("*.java")]):
         code = _code(path.read_text())
         declared = re.search(r"^package ([\w.]+)", code, re.M)
         assert declared, f"{path} declares no package"
-        name = declared.group(1)
+        found[path] = (declared.group(1), code)
+    return found
+
+
+@cache
+def _sources() -> dict[Path, tuple[str, str]]:
+    """Every main file outside compat: its package ('eqdelete' or the part after it) and its code."""
+    found = {}
+    for path, (name, code) in _all_sources().items():
         if name.startswith(COMPAT):
             continue
         assert name == ROOT or name.startswith(ROOT + "."), f"{path}: package {name} is outside eqdelete"
@@ -70,9 +78,13 @@ def _allowed() -> dict[str, set[str]]:
 def _used(code: str, own: str) -> set[str]:
     """The eqdelete packages `code` names, its own excepted (the root package as 'eqdelete')."""
     used = set()
-    for match in re.finditer(r"(?<![\w.])eqdelete\.(\w+)", code):
+    for match in re.finditer(r"(?:(?<![\w.])|_root_\.)eqdelete\.(\w+)", code):
         name = match.group(1)
-        used.add(ROOT if name[0].isupper() else name)
+        used.add(ROOT if name[0].isupper() or name == "_" else name)
+    for match in re.finditer(r"(?:(?<![\w.])|_root_\.)import eqdelete\.\{([^}]*)\}", code):
+        for part in match.group(1).split(","):
+            name = part.split("=>")[0].strip()
+            used.add(ROOT if name[0].isupper() or name == "_" else name)
     return used - {own}
 
 
@@ -100,6 +112,17 @@ def test_imports_run_in_the_stated_direction() -> None:
     assert against == [], "imports the layout table does not allow"
 
 
+def test_compat_imports_nothing_of_eqdelete() -> None:
+    """compat is the bottom: every package may use it, so it uses none of theirs."""
+    upward = sorted(
+        f"{path.relative_to(REPO)}: {used}"
+        for path, (name, code) in _all_sources().items()
+        if name.startswith(COMPAT)
+        for used in _used(code, own="")
+    )
+    assert upward == []
+
+
 def test_the_stated_direction_has_no_cycle() -> None:
     allowed = _allowed()
 
@@ -124,12 +147,22 @@ def _iceberg_api() -> frozenset[str]:
 def _iceberg_names(code: str) -> set[str]:
     """Every org.apache.iceberg class `code` names: imported (one or a selection) or written out."""
     names = set()
-    for match in re.finditer(r"import (org\.apache\.iceberg[\w.]*?)\.(\{[^}]*\}|[A-Z]\w*)", code):
+    # A whole package (`._`, `{_}`) or a package by name (`import org.apache.iceberg.spark`) is
+    # reported as the package: it cannot be checked class by class, so it is not allowed.
+    for match in re.finditer(r"import (org\.apache\.iceberg[\w.]*?)\.(\{[^}]*\}|\w+)[ \t]*$", code, re.M):
         package, selected = match.groups()
         for part in selected.strip("{}").split(","):
-            names.add(f"{package}.{part.split('=>')[0].strip()}")
+            name = part.split("=>")[0].strip()
+            names.add(f"{package}.{name}" if name[0].isupper() else f"{package}.{name} (a package)")
     names.update(re.findall(r"(?<!import )\b(org\.apache\.iceberg(?:\.[a-z]\w*)*\.[A-Z]\w*)", code))
-    return names
+    return {_outermost_class(name) for name in names}
+
+
+def _outermost_class(name: str) -> str:
+    """`a.b.Outer` for `a.b.Outer.Inner` (the jar lists the outer class's file)."""
+    parts = name.split(".")
+    first = next((i for i, p in enumerate(parts) if p[:1].isupper()), None)
+    return name if first is None or "(a package)" in name else ".".join(parts[: first + 1])
 
 
 def test_iceberg_internal_classes_are_named_only_in_compat() -> None:
@@ -148,13 +181,32 @@ def test_the_checks_see_what_they_check() -> None:
     code = _code(
         'import eqdelete.scan.{A, B}\nimport org.apache.iceberg.{BaseTable => T, Table}\n'
         '// eqdelete.rule in a comment\nval s = "eqdelete.join"\nnew org.apache.iceberg.io.OutputFileFactory()\n'
+        'import _root_.eqdelete.read.X\nimport eqdelete.{index => i}\nimport eqdelete._\n'
+        'import org.apache.iceberg.spark.source._\nimport org.apache.iceberg.spark\n'
+        'import org.apache.iceberg.expressions.Expression.Operation\n'
     )
-    assert _used(code, "cost") == {"scan"}
+    assert _used(code, "cost") == {"scan", "read", "index", ROOT}
     assert _iceberg_names(code) == {
         "org.apache.iceberg.BaseTable",
         "org.apache.iceberg.Table",
         "org.apache.iceberg.io.OutputFileFactory",
+        "org.apache.iceberg.spark.source._ (a package)",
+        "org.apache.iceberg.spark (a package)",
+        "org.apache.iceberg.expressions.Expression",
     }
     assert "org.apache.iceberg.Table" in _iceberg_api()
     assert "org.apache.iceberg.BaseTable" not in _iceberg_api()
     assert len(_sources()) > 50
+
+
+def test_the_python_library_never_imports_its_tools() -> None:
+    """``eqdelete`` is the library; ``eqdelete.tools`` (CLI, generator, benchmarks) builds on it.
+    ``__main__`` only starts the command line (``python -m eqdelete``)."""
+    library = REPO / "python" / "eqdelete"
+    importing = sorted(
+        path.name
+        for path in library.glob("*.py")
+        if path.name != "__main__.py" and re.search(r"^\s*(from eqdelete\.tools\b|from eqdelete import tools\b|import eqdelete\.tools\b)", path.read_text(), re.M)
+    )
+    assert importing == []
+    assert list((library / "tools").glob("*.py")), "no tools package"

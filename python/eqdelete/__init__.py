@@ -4,8 +4,9 @@
 >>> spark = eqdelete.session()                       # or:
 >>> spark = eqdelete.configure(SparkSession.builder).getOrCreate()
 
-The CDC table generator (``eqdelete.cdc``), the benchmark (``eqdelete.bench``) and the sweeps
-(``eqdelete.sweep``) are modules and ``python -m eqdelete`` commands, not part of this API.
+The tools (``eqdelete.tools``: the command line, the CDC table generator, the benchmarks and
+sweeps, the Flink writer) build on this API and are ``python -m eqdelete`` commands; the API
+never imports them.
 """
 
 from __future__ import annotations

@@ -1,3 +1,3 @@
-from eqdelete.cli import main
+from eqdelete.tools.cli import main
 
 raise SystemExit(main())

@@ -112,7 +112,7 @@ def seconds_to_plan(df: DataFrame) -> float:
 
 
 def forget_delete_plans(spark: SparkSession) -> None:
-    """Drop eqdelete's kept delete plans, so the next query plans its deletes cold."""
+    """Drop eqdelete's kept delete planning, so the next query plans its deletes cold."""
     _jvm(spark).eqdelete.explain.PlanningTime.forgetDeletePlans()
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import random
 import statistics
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from eqdelete import _jvm, _remote
+from eqdelete._progress import stderr_reporter
 from eqdelete.config import STRATEGIES
 from eqdelete.decisions import Decision, decisions
 from eqdelete.toggles import use_conf, use_strategy
@@ -298,8 +298,7 @@ def compare_rows(spark: SparkSession, sql: str, strategies: Sequence[str], timin
     return Comparison(sql, results)
 
 
-def _stderr(message: str) -> None:
-    print(f"[eqdelete compare] {message}", file=sys.stderr, flush=True)
+_stderr = stderr_reporter("eqdelete compare")
 
 
 def compare(

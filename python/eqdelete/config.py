@@ -47,7 +47,7 @@ def catalog_options(name: str, warehouse: str | Path) -> dict[str, str]:
 
 def hadoop_catalog_options(name: str, warehouse: str | Path) -> dict[str, str]:
     """Spark options for an Iceberg Hadoop catalog on ``warehouse``: how Spark reads the tables
-    Flink's Iceberg sink writes there (``eqdelete.flink``). Catalog options may be set on a
+    Flink's Iceberg sink writes there (``eqdelete.tools.flink``). Catalog options may be set on a
     running session; Spark makes the catalog on first use."""
     prefix = f"spark.sql.catalog.{name}"
     return {

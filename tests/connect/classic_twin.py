@@ -14,7 +14,7 @@ import sys
 from pyspark.sql import functions as F
 
 import eqdelete
-from eqdelete.cdc import generate
+from eqdelete.tools.cdc import generate
 
 from connect_cases import QUERY, STRATEGIES, fingerprint_sql, spec
 

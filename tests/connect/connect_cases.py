@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eqdelete.cdc import CdcSpec
+from eqdelete.tools.cdc import CdcSpec
 
 STRATEGIES = ("native", "filter", "join", "auto")
 QUERY = "SELECT * FROM {t} WHERE k1 % 3 <> 0"

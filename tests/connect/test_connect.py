@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import eqdelete
-from eqdelete.cdc import CdcSpec, generate
+from eqdelete.tools.cdc import CdcSpec, generate
 from eqdelete.config import RemoteSessionWarning
 
 from connect_cases import QUERY, STRATEGIES, fingerprint_sql, spec

@@ -1,6 +1,6 @@
 package eqdelete
 
-import eqdelete.filter.PlanDeleteKeyIndexes
+import eqdelete.indexing.PlanDeleteKeyIndexes
 import eqdelete.rule.RewriteEqualityDeleteScans
 
 import org.apache.spark.sql.SparkSessionExtensions

@@ -1,7 +1,7 @@
 package eqdelete.cost
 
 import eqdelete.index.DeleteKeyIndex
-import eqdelete.planning.{DeletePlan, EqualityDeleteRef, EqualityDeleteSet}
+import eqdelete.planning.{ScanDeletes, EqualityDeleteRef, EqualityDeleteSet}
 
 import org.apache.iceberg.Schema
 import org.apache.spark.sql.eqdelete.compat.{EqDeleteConf, IcebergSparkTables}
@@ -13,7 +13,8 @@ import org.apache.spark.sql.types.DataType
  *
  * The strategy is the one set, or auto's:
  *  1. Fewer than `auto.minDataRows` rows in data files with equality deletes: native, unless
- *     Iceberg's own reader is known to read the scan wrongly (nested keys). A rewrite
+ *     Iceberg's own reader is known to read the scan wrongly (`ScanDeletes.nativeIsWrong`: keys
+ *     on nested fields, or NaN keys Iceberg's per-file assignment may leave out). A rewrite
  *     adds a job reading the delete files (and an index or a join), which small scans do not repay.
  *  2. Up to `auto.filterMaxDeleteRows` delete rows, and indexes of them that fit
  *     `filter.maxHeapFraction` of the driver's heap: filter. The sweeps (PERFORMANCE.md) show it
@@ -37,24 +38,23 @@ object CostModel {
   /** Delete rows one task reads, at most (for many small files: at least one task per core). */
   val RowsPerReadTask = 1000000L
 
-  def plan(deletes: DeletePlan, readSchema: Schema, settings: CostSettings): ScanRewritePlan = {
+  def plan(deletes: ScanDeletes, readSchema: Schema, settings: CostSettings): ScanRewritePlan = {
     val strategyKey = EqDeleteConf.STRATEGY.key
     lazy val indexes = indexedSets(deletes, readSchema, settings)
     lazy val overBudget = DriverMemory.filterOverBudget(indexes, settings)
     def join(reason: String) = joinPlan(deletes, readSchema, settings, reason)
 
     val chosen = settings.strategy match {
-      case "native" => ScanRewritePlan.Native(s"$strategyKey=native")
-      case "join" => join(s"$strategyKey=join")
-      case "filter" if settings.filterForce => filter(deletes, indexes, s"$strategyKey=filter")
-      case "filter" => overBudget match {
-        case None => filter(deletes, indexes, s"$strategyKey=filter")
+      case StrategySetting.Forced(Strategy.Native) => ScanRewritePlan.Native(s"$strategyKey=${Strategy.Native}")
+      case StrategySetting.Forced(Strategy.Join) => join(s"$strategyKey=${Strategy.Join}")
+      case StrategySetting.Forced(Strategy.Filter) if settings.filterForce => filter(deletes, indexes, s"$strategyKey=${Strategy.Filter}")
+      case StrategySetting.Forced(Strategy.Filter) => overBudget match {
+        case None => filter(deletes, indexes, s"$strategyKey=${Strategy.Filter}")
         case Some(why) =>
-          val plan = join(s"$strategyKey=filter, but $why")
+          val plan = join(s"$strategyKey=${Strategy.Filter}, but $why")
           plan.copy(reason = s"${plan.reason}: ${joinKinds(plan.joins)} instead (${EqDeleteConf.FILTER_FORCE.key}=true overrides)")
       }
-      case "auto" => auto(deletes, indexes, overBudget, settings, join)
-      case other => throw new IllegalArgumentException(s"unknown strategy $other")
+      case StrategySetting.Auto => auto(deletes, indexes, overBudget, settings, join)
     }
     chosen match {
       // A shuffle moves rows out of the task that read their file, and input_file_name() with them.
@@ -72,7 +72,7 @@ object CostModel {
   }
 
   private def auto(
-      deletes: DeletePlan,
+      deletes: ScanDeletes,
       indexes: => Seq[IndexedSet],
       overBudget: => Option[String],
       settings: CostSettings,
@@ -99,10 +99,10 @@ object CostModel {
     }
   }
 
-  private def filter(deletes: DeletePlan, indexes: Seq[IndexedSet], reason: String): ScanRewritePlan.Filter =
+  private def filter(deletes: ScanDeletes, indexes: Seq[IndexedSet], reason: String): ScanRewritePlan.Filter =
     ScanRewritePlan.Filter(reason, layout(deletes), indexes)
 
-  private def joinPlan(deletes: DeletePlan, readSchema: Schema, settings: CostSettings, reason: String): ScanRewritePlan.Join = {
+  private def joinPlan(deletes: ScanDeletes, readSchema: Schema, settings: CostSettings, reason: String): ScanRewritePlan.Join = {
     val singles = plainIndexes(deletes, readSchema, settings).filter(_.set.equalityIds.size == 1)
     val coverers =
       if (singles.forall(_.read.records <= settings.filterMaxDeleteRows) &&
@@ -116,14 +116,14 @@ object CostModel {
         val distribution =
           if (DriverMemory.broadcasts(bytes, settings)) JoinDistribution.Broadcast else JoinDistribution.Shuffled
         val covered = if (distribution == JoinDistribution.Shuffled) coverings(set, coverers) else Nil
-        AntiJoin(set, types, read(files, settings), byScope, distribution, bytes, covered)
+        DeleteJoin(set, types, read(files, settings), byScope, distribution, bytes, covered)
       }
     }
     ScanRewritePlan.Join(reason, layout(deletes), joins)
   }
 
   /** What the join strategy's parts are, in words; derived from the parts, so it matches them. */
-  def joinKinds(joins: Seq[AntiJoin]): String = joins.map(_.distribution).distinct match {
+  def joinKinds(joins: Seq[DeleteJoin]): String = joins.map(_.distribution).distinct match {
     case Seq(JoinDistribution.Broadcast) =>
       s"broadcast join (delete side <= ${EqDeleteConf.JOIN_BROADCAST_MAX_BYTES.key} and the heap share)"
     case Seq(JoinDistribution.Shuffled) =>
@@ -133,12 +133,12 @@ object CostModel {
         (if (j.byScope) " scoped" else " global")).mkString(", ")
   }
 
-  private def indexedSets(deletes: DeletePlan, readSchema: Schema, settings: CostSettings): Seq[IndexedSet] = {
+  private def indexedSets(deletes: ScanDeletes, readSchema: Schema, settings: CostSettings): Seq[IndexedSet] = {
     val plain = plainIndexes(deletes, readSchema, settings)
     plain.map(indexed => indexed.copy(coveredBy = coverings(indexed.set, plain)))
   }
 
-  private def plainIndexes(deletes: DeletePlan, readSchema: Schema, settings: CostSettings): Seq[IndexedSet] =
+  private def plainIndexes(deletes: ScanDeletes, readSchema: Schema, settings: CostSettings): Seq[IndexedSet] =
     deletes.deleteSets.map { set =>
       val types = keyTypes(set, readSchema)
       IndexedSet(set, types, read(set.files, settings), DeleteKeyIndex.estimatedBytes(types, set.records, set.newestSequenceNumber))
@@ -157,7 +157,7 @@ object CostModel {
    * lookups it adds cost less than passing every row through a union. Otherwise two scans,
    * unless Iceberg's per-file assignment may have left a delete out: then every file gets them.
    */
-  def layout(deletes: DeletePlan): ScanLayout =
+  def layout(deletes: ScanDeletes): ScanLayout =
     if (deletes.dataFilesWithoutDeletes == 0 || deletes.rowsWithoutDeletes < deletes.rowsWithDeletes ||
       deletes.assignmentMayMiss.isDefined) ScanLayout.OneScan
     else ScanLayout.Union

@@ -29,20 +29,11 @@ object ScanRewritePlan {
   }
 
   /** Every part of every equality set becomes a left anti join. */
-  final case class Join(reason: String, layout: ScanLayout, joins: Seq[AntiJoin]) extends ScanRewritePlan {
+  final case class Join(reason: String, layout: ScanLayout, joins: Seq[DeleteJoin]) extends ScanRewritePlan {
     val strategy: Strategy = Strategy.Join
     def describe: String = (layout.describe +: joins.map(_.describe)).mkString("; ")
     override def coveredSets: Seq[EqualityDeleteSet] = joins.filter(_.coveredBy.nonEmpty).map(_.set).distinct
   }
-}
-
-/** What a scan's plan applies its deletes with. */
-sealed abstract class Strategy(val name: String)
-
-object Strategy {
-  case object Native extends Strategy("native")
-  case object Filter extends Strategy("filter")
-  case object Join extends Strategy("join")
 }
 
 /** How the rows of files with and without equality deletes reach the query. */
@@ -102,7 +93,7 @@ object Covering {
  * One left anti join: the delete files of one equality set that are partition-scoped
  * (`byScope`, joined on the scope too) or global.
  */
-final case class AntiJoin(
+final case class DeleteJoin(
     set: EqualityDeleteSet,
     keyTypes: Seq[DataType],
     read: DeleteRead,

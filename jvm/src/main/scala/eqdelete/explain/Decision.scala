@@ -1,6 +1,7 @@
 package eqdelete.explain
 
-import eqdelete.planning.DeletePlan
+import eqdelete.cost.Strategy
+import eqdelete.planning.ScanDeletes
 
 import org.apache.spark.sql.catalyst.trees.TreeNodeTag
 
@@ -12,7 +13,7 @@ import org.apache.spark.sql.catalyst.trees.TreeNodeTag
 final case class Decision(
     table: String,
     snapshotId: Long,
-    strategy: String,
+    strategy: Strategy,
     reason: String,
     plan: String,
     deleteFiles: Int,
@@ -21,14 +22,14 @@ final case class Decision(
     dataFilesWithDeletes: Int,
     covered: Seq[CoveredRows] = Nil) {
 
-  def rewritten: Boolean = strategy != "native"
+  def rewritten: Boolean = strategy != Strategy.Native
 
   /**
    * The decision's fields as Python's `eqdelete.Decision` and SQL's `eqdelete_decisions` name
    * them; `covered_delete_rows` an Option.
    */
   def record: Map[String, Any] = Map(
-    "table" -> table, "snapshot_id" -> snapshotId, "strategy" -> strategy, "reason" -> reason, "plan" -> plan,
+    "table" -> table, "snapshot_id" -> snapshotId, "strategy" -> strategy.name, "reason" -> reason, "plan" -> plan,
     "delete_files" -> deleteFiles, "delete_rows" -> deleteRows, "data_files" -> dataFiles,
     "data_files_with_deletes" -> dataFilesWithDeletes, "covered_delete_rows" -> coveredDeleteRows)
 
@@ -46,14 +47,14 @@ final case class Decision(
       s"eqdelete $strategy: $deleteFiles equality delete file(s), $deleteRows delete row(s), " +
         s"$dataFilesWithDeletes of $dataFiles data file(s) with equality deletes; $plan; $reason"
     } else {
-      s"eqdelete native: $reason"
+      s"eqdelete ${Strategy.Native}: $reason"
     }
 }
 
 object Decision {
-  /** The decision for a scan, with the counts of its delete plan (zeros when there is none). */
-  def of(table: String, snapshotId: Long, strategy: String, reason: String, plan: String,
-      deletes: Option[DeletePlan], covered: Seq[CoveredRows] = Nil): Decision =
+  /** The decision for a scan, with the counts of its deletes (zeros when there is none). */
+  def of(table: String, snapshotId: Long, strategy: Strategy, reason: String, plan: String,
+      deletes: Option[ScanDeletes], covered: Seq[CoveredRows] = Nil): Decision =
     Decision(table, snapshotId, strategy, reason, plan,
       deletes.map(_.deleteFiles).getOrElse(0), deletes.map(_.deleteRecords).getOrElse(0L),
       deletes.map(_.dataFiles).getOrElse(0), deletes.map(_.dataFilesWithDeletes).getOrElse(0), covered)

@@ -1,6 +1,6 @@
 package eqdelete.explain
 
-import eqdelete.planning.DeletePlanCache
+import eqdelete.planning.ScanDeletesCache
 
 import org.apache.spark.sql.eqdelete.compat.SparkInternals
 import org.apache.spark.sql.execution.QueryExecution
@@ -14,6 +14,6 @@ object PlanningTime {
     (System.nanoTime() - start) / 1e9
   }
 
-  /** Forgets every kept delete plan, so the next query plans its deletes from the manifests (cold). */
-  def forgetDeletePlans(): Unit = DeletePlanCache.clear()
+  /** Forgets every scan's kept deletes, so the next query plans its deletes from the manifests (cold). */
+  def forgetDeletePlans(): Unit = ScanDeletesCache.clear()
 }

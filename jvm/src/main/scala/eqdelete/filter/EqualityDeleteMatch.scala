@@ -1,6 +1,7 @@
 package eqdelete.filter
 
 import eqdelete.index.{DeleteKeyIndex, HashedKeyIndex, KeyBits, KeyBytes, KeyHash, LongKeyIndex}
+import eqdelete.indexing.BroadcastHandle
 
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.sql.catalyst.InternalRow

@@ -1,14 +1,14 @@
 package eqdelete.join
 
-import eqdelete.cost.{AntiJoin, JoinDistribution, ScanRewritePlan}
+import eqdelete.cost.{DeleteJoin, JoinDistribution, ScanRewritePlan}
 import eqdelete.explain.CoveredRows
-import eqdelete.filter.{BuildDeleteKeyIndex, CoveredDeleteRow, DeleteKeyIndexSource}
+import eqdelete.covering.CoveredDeleteRow
 import eqdelete.index.KeyBits
 import eqdelete.read.DeleteRows
 import eqdelete.scan.StrippedScan
 
 import org.apache.spark.sql.{SparkSession => ApiSession}
-import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeReference, EqualNullSafe, EqualTo, Expression, LessThan, NamedExpression, Not, Or, ScalarSubquery}
+import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeReference, EqualNullSafe, EqualTo, Expression, LessThan, NamedExpression, Not, Or}
 import org.apache.spark.sql.catalyst.plans.{JoinType, LeftAnti, LeftSemi}
 import org.apache.spark.sql.catalyst.plans.logical.{BROADCAST, Filter, HintInfo, Join, JoinHint, LogicalPlan, Project, Statistics, Union}
 import org.apache.spark.sql.catalyst.plans.physical.UnknownPartitioning
@@ -76,7 +76,7 @@ object ApplyDeletesWithJoin {
       session: ApiSession,
       scan: StrippedScan,
       left: LogicalPlan,
-      part: AntiJoin,
+      part: DeleteJoin,
       keyColumns: Map[Expression, Attribute],
       covered: Option[CoveredRows],
       joinType: JoinType): LogicalPlan = {
@@ -118,7 +118,7 @@ object ApplyDeletesWithJoin {
   /** `rows` without those the part's coverings cover (see `cost.Covering`). */
   private def withoutCovered(
       scan: StrippedScan,
-      part: AntiJoin,
+      part: DeleteJoin,
       rows: LogicalPlan,
       keys: Seq[Attribute],
       scope: Attribute,
@@ -127,8 +127,8 @@ object ApplyDeletesWithJoin {
     case (Nil, _) | (_, None) => rows
     case (coverings, Some(counter)) =>
       val checks = coverings.map { covering =>
-        val index = ScalarSubquery(BuildDeleteKeyIndex(DeleteKeyIndexSource(covering.by, scan.table.io(), scan.readSchema)))
-        CoveredDeleteRow(keys(covering.keyPosition), scope, seq, index, counter, if (part.byScope) 0 else 1): Expression
+        CoveredDeleteRow.against(covering.by, scan.table.io(), scan.readSchema, keys(covering.keyPosition), scope, seq, counter,
+          if (part.byScope) 0 else 1): Expression
       }
       Filter(Not(checks.reduce(Or(_, _))), rows)
   }
@@ -137,7 +137,7 @@ object ApplyDeletesWithJoin {
   private def deleteRows(
       session: ApiSession,
       scan: StrippedScan,
-      part: AntiJoin,
+      part: DeleteJoin,
       keys: Seq[AttributeReference],
       scopeAndSeq: Seq[AttributeReference]): LogicalPlan = {
     val rdd = DeleteRows.rdd(session.sparkContext, scan.reader(part.set), part.read.files, part.read.tasks,

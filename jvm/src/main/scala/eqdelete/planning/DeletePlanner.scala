@@ -13,7 +13,7 @@ final case class DeclinedException(reason: String) extends Exception(reason)
 
 /**
  * Plans one Iceberg scan the way Iceberg does (same snapshot, same filter) and turns its
- * per-file delete assignment into a [[DeletePlan]], keeping the planned tasks so the rewritten
+ * per-file delete assignment into a [[ScanDeletes]], keeping the planned tasks so the rewritten
  * scans read them instead of planning again; returns None when no planned file carries
  * equality deletes. Throws [[DeclinedException]] when the rewrite cannot be exact.
  */
@@ -30,7 +30,7 @@ object DeletePlanner {
       snapshotId: Long,
       readSchema: Schema,
       filter: IcebergExpression = Expressions.alwaysTrue(),
-      caseSensitive: Boolean = false): Option[DeletePlan] = {
+      caseSensitive: Boolean = false): Option[ScanDeletes] = {
     val scopes = new ScopeIds
     val files = mutable.HashMap.empty[String, (Long, Int)]
     var withDeletes = 0
@@ -63,7 +63,7 @@ object DeletePlanner {
           eqDeletes.foreach { delete =>
             val ref = deletesByPath.getOrElseUpdate(delete.location(), {
               val spec = table.specs().get(delete.specId())
-              val scope = if (spec.isUnpartitioned) DeletePlan.GlobalScope else scopes.of(spec, delete)
+              val scope = if (spec.isUnpartitioned) ScanDeletes.GlobalScope else scopes.of(spec, delete)
               EqualityDeleteRef(delete, scope, delete.dataSequenceNumber())
             })
             checkIcebergAgrees(task, ref, dataSeq, dataScope)
@@ -77,7 +77,7 @@ object DeletePlanner {
       .filterNot(d => deletesByPath.contains(d.location()))
       .map { delete =>
         val spec = table.specs().get(delete.specId())
-        EqualityDeleteRef(delete, if (spec.isUnpartitioned) DeletePlan.GlobalScope else scopes.of(spec, delete),
+        EqualityDeleteRef(delete, if (spec.isUnpartitioned) ScanDeletes.GlobalScope else scopes.of(spec, delete),
           delete.dataSequenceNumber())
       }.filter(ref => ref.isGlobal || dataScopes.contains(ref.scope))
     overlooked.foreach(ref => deletesByPath.update(ref.file.location(), ref))
@@ -87,8 +87,8 @@ object DeletePlanner {
     val deleteSets = sets.toVector.sortBy(_._1.mkString(",")).map { case (ids, refs) =>
       EqualityDeleteSet(ids, ids.map(keyPath(readSchema, _)), refs)
     }
-    val scanned = PlannedScan(snapshotId, readSchema, filter, caseSensitive, planned.result())
-    Some(DeletePlan(snapshotId, new DataFileIndex(files.toMap), withDeletes, rowsWithDeletes, rowsWithoutDeletes, deleteSets,
+    val scanned = PlannedTasks(snapshotId, readSchema, filter, caseSensitive, planned.result())
+    Some(ScanDeletes(snapshotId, new DataFileScopes(files.toMap), withDeletes, rowsWithDeletes, rowsWithoutDeletes, deleteSets,
       scanned, deleteSets.find(set => set.files.exists(ref => mayHoldNaN(ref.file, readSchema))).map { set =>
         s"delete files on ${set.describeKeys} may hold NaN, which Iceberg's pairing of delete and data files by " +
           "their bounds overlooks"

@@ -12,7 +12,7 @@ object LiveDeleteFiles {
     val snapshot = table.snapshot(snapshotId)
     if (snapshot == null) return Nil
     snapshot.deleteManifests(table.io()).asScala.toVector.flatMap { manifest =>
-      IcebergInternals.liveDeleteFiles(manifest, table).filter(_.content() == FileContent.EQUALITY_DELETES)
+      IcebergInternals.liveDeleteFiles(manifest, table, FileContent.EQUALITY_DELETES)
     }
   }
 }

@@ -4,7 +4,7 @@ import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import eqdelete.explain.JobDescription
-import eqdelete.planning.DeletePlan
+import eqdelete.planning.ScanDeletes
 
 import org.apache.iceberg.{DeleteFile, FileContent, Table}
 import org.apache.iceberg.exceptions.{CommitFailedException, ValidationException}
@@ -15,12 +15,13 @@ import org.apache.spark.sql.catalyst.expressions.PredicateHelper
 import org.apache.spark.sql.catalyst.plans.logical.Filter
 import org.apache.spark.sql.eqdelete.compat.{IcebergInternals, IcebergSparkTables, SupportedVersions}
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
+import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, IntegerType, LongType, StringType}
 
 /**
  * Resolves a table's equality deletes once, so every reader gets fast: each live row an
  * equality delete removes becomes a position delete (format v2) or a bit in its data file's
  * deletion vector (v3), and the equality delete files so resolved are removed, in one
- * `RowDelta` validated from the starting snapshot. See [[ResolvePlan]] for which files are
+ * `RowDelta` validated from the starting snapshot. See [[ResolveWork]] for which files are
  * removed, [[DeletedPositions]] for how the rows are found, [[PositionDeleteWriting]] for the
  * files written.
  *
@@ -55,13 +56,28 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
       seconds: Double) {
     def committed: Boolean = snapshotId.isDefined
 
-    /** For Python. */
-    def asJava: java.util.Map[String, Any] = Map[String, Any](
-      "table" -> table, "starting_snapshot_id" -> startingSnapshotId, "snapshot_id" -> snapshotId.map(Long.box).orNull,
-      "format_version" -> formatVersion, "equality_delete_files_removed" -> equalityDeleteFilesRemoved,
-      "equality_delete_files_kept" -> equalityDeleteFilesKept, "data_files_read" -> dataFilesRead, "rows_resolved" -> rowsResolved,
-      "position_delete_files_written" -> positionDeleteFilesWritten, "deletion_vectors_written" -> deletionVectorsWritten,
-      "delete_files_replaced" -> deleteFilesReplaced, "dry_run" -> dryRun, "seconds" -> seconds).asJava
+    /** The values of [[Result.Fields]], in their order. */
+    def values: Seq[Any] = Seq(table, startingSnapshotId, snapshotId.map(Long.box).orNull, formatVersion,
+      equalityDeleteFilesRemoved, equalityDeleteFilesKept, dataFilesRead, rowsResolved, positionDeleteFilesWritten,
+      deletionVectorsWritten, deleteFilesReplaced, dryRun, seconds)
+
+    /** Field name to value, for Python and the SQL procedure's row. */
+    def asJava: java.util.Map[String, Any] = Result.Fields.map(_._1).zip(values).toMap.asJava
+  }
+
+  object Result {
+    /**
+     * The one schema of a result: its fields' names and SQL types, in order. The procedure's
+     * columns are these, and Python's `ResolveResult` has the same fields (a test checks both).
+     */
+    val Fields: Seq[(String, DataType)] = Seq(
+      "table" -> StringType, "starting_snapshot_id" -> LongType, "snapshot_id" -> LongType, "format_version" -> IntegerType,
+      "equality_delete_files_removed" -> IntegerType, "equality_delete_files_kept" -> IntegerType,
+      "data_files_read" -> IntegerType, "rows_resolved" -> LongType, "position_delete_files_written" -> IntegerType,
+      "deletion_vectors_written" -> IntegerType, "delete_files_replaced" -> IntegerType, "dry_run" -> BooleanType,
+      "seconds" -> DoubleType)
+    /** None when nothing was committed. */
+    val Nullable: Set[String] = Set("snapshot_id")
   }
 
   /** A concurrent commit conflicted with the resolve; nothing was committed. */
@@ -75,14 +91,14 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
     val started = System.nanoTime()
     if (!dryRun) prepare(session, tableName, where, started).commit()
     else {
-      val plan = planFor(session, tableName, where)
-      val rows = plan.deletes.map { deletes =>
+      val work = workFor(session, tableName, where)
+      val rows = work.deletes.map { deletes =>
         JobDescription.during(session.sparkContext,
-            s"eqdelete resolve ${plan.table.name()} (dry run): counting the rows equality deletes remove") {
-          DeletedPositions.of(session, plan, deletes).distinct().count()
+            s"eqdelete resolve ${work.table.name()} (dry run): counting the rows equality deletes remove") {
+          DeletedPositions.of(session, work, deletes).distinct().count()
         }
       }.getOrElse(0L)
-      result(plan, None, rows, Nil, dryRun = true, started)
+      result(work, None, rows, Nil, dryRun = true, started)
     }
   }
 
@@ -94,31 +110,31 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
     prepare(session, tableName, where, System.nanoTime())
 
   private def prepare(session: SparkSession, tableName: String, where: String, started: Long): Prepared = {
-    val plan = planFor(session, tableName, where)
-    val written = plan.deletes.toSeq.flatMap { deletes =>
+    val work = workFor(session, tableName, where)
+    val written = work.deletes.toSeq.flatMap { deletes =>
       JobDescription.during(session.sparkContext,
-          s"eqdelete resolve ${plan.table.name()}: finding and writing the rows equality deletes remove") {
-        PositionDeleteWriting.write(plan.table, plan.formatVersion, targets(deletes), DeletedPositions.of(session, plan, deletes))
+          s"eqdelete resolve ${work.table.name()}: finding and writing the rows equality deletes remove") {
+        PositionDeleteWriting.write(work.table, work.formatVersion, targets(deletes), DeletedPositions.of(session, work, deletes))
       }
     }
-    new Prepared(plan, written, started)
+    new Prepared(work, written, started)
   }
 
-  /** Deletes written for a plan, not committed yet. */
-  final class Prepared private[ResolveEqualityDeletes] (plan: ResolvePlan, written: Seq[WrittenDeletes], started: Long) {
+  /** Deletes written for a resolve, not committed yet. */
+  final class Prepared private[ResolveEqualityDeletes] (work: ResolveWork, written: Seq[WrittenDeletes], started: Long) {
     /** Commits them with the removals, if there is anything to commit; the outcome. */
     def commit(): Result = {
-      val snapshot = if (plan.removable.isEmpty && written.isEmpty) None else Some(commitDelta(plan, written))
-      result(plan, snapshot, written.map(_.positions).sum, written, dryRun = false, started)
+      val snapshot = if (work.removable.isEmpty && written.isEmpty) None else Some(commitDelta(work, written))
+      result(work, snapshot, written.map(_.positions).sum, written, dryRun = false, started)
     }
   }
 
-  private def result(plan: ResolvePlan, snapshot: Option[Long], rows: Long, written: Seq[WrittenDeletes], dryRun: Boolean,
+  private def result(work: ResolveWork, snapshot: Option[Long], rows: Long, written: Seq[WrittenDeletes], dryRun: Boolean,
       started: Long): Result = {
     val files = written.flatMap(_.files)
     val dvs = files.count(IcebergInternals.isDeletionVector)
-    Result(plan.table.name(), plan.snapshotId, snapshot, plan.formatVersion,
-      if (snapshot.isDefined || dryRun) plan.removable.size else 0, plan.kept, plan.deletes.map(DeletedPositions.dataFilesRead).getOrElse(0),
+    Result(work.table.name(), work.snapshotId, snapshot, work.formatVersion,
+      if (snapshot.isDefined || dryRun) work.removable.size else 0, work.kept, work.deletes.map(DeletedPositions.dataFilesRead).getOrElse(0),
       rows, files.size - dvs, dvs,
       replaced(written).size, dryRun, (System.nanoTime() - started) / 1e9)
   }
@@ -140,7 +156,7 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
   }
 
   /** The table as Spark reads it now, and the filter's conjuncts bound to that read. */
-  private def planFor(session: SparkSession, tableName: String, whereSql: String): ResolvePlan = {
+  private[resolve] def workFor(session: SparkSession, tableName: String, whereSql: String): ResolveWork = {
     requireSupportedVersions()
     val where = Option(whereSql).map(_.trim).filter(_.nonEmpty)
     // Iceberg's catalog may cache the table: start from its newest metadata.
@@ -154,25 +170,25 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
     val conditions = analyzed.collectFirst { case Filter(condition, _) => splitConjunctivePredicates(condition) }.getOrElse(Nil)
     val snapshot = IcebergSparkTables.snapshotId(relation.table)
     val target = ResolveTarget(table, relation, snapshot.getOrElse(-1L), IcebergInternals.formatVersion(table), conditions)
-    if (snapshot.isEmpty) ResolvePlan.empty(target) else ResolvePlan.plan(target, session.sessionState.conf.caseSensitiveAnalysis)
+    if (snapshot.isEmpty) ResolveWork.empty(target) else ResolveWork.of(target, session.sessionState.conf.caseSensitiveAnalysis)
   }
 
   /** Every planned data file with its spec, partition and position deletes, for the writers. */
-  private def targets(deletes: DeletePlan): Map[String, TargetFile] =
+  private def targets(deletes: ScanDeletes): Map[String, TargetFile] =
     deletes.scan.tasks.map { task =>
       val positionDeletes = task.deletes().asScala.filter(_.content() == FileContent.POSITION_DELETES).toVector
       task.file().location() -> TargetFile(task.spec().specId(), task.file().partition(), positionDeletes)
     }.toMap
 
-  private def commitDelta(plan: ResolvePlan, written: Seq[WrittenDeletes]): Long = {
-    val table = plan.table
+  private def commitDelta(work: ResolveWork, written: Seq[WrittenDeletes]): Long = {
+    val table = work.table
     val delta = table.newRowDelta()
     written.flatMap(_.files).foreach(delta.addDeletes)
     replaced(written).foreach(delta.removeDeletes)
-    plan.removable.foreach(delta.removeDeletes)
+    work.removable.foreach(delta.removeDeletes)
     val marker = java.util.UUID.randomUUID().toString
     delta.set(ResolveEqualityDeletes.SummaryKey, marker)
-    delta.validateFromSnapshot(plan.snapshotId)
+    delta.validateFromSnapshot(work.snapshotId)
       .validateDataFilesExist(written.flatMap(_.referenced).distinct.map(p => p: CharSequence).asJava)
       .validateDeletedFiles()
     // Only a conflict deletes the files written: after any other failure the commit's state is
@@ -183,7 +199,7 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
       case e @ (_: ValidationException | _: CommitFailedException) =>
         discard(table, written)
         throw new ResolveConflictException(s"eqdelete: resolving the equality deletes of ${table.name()} conflicts with a " +
-          s"commit made since snapshot ${plan.snapshotId}: ${e.getMessage}. Nothing was committed; run it again.", e)
+          s"commit made since snapshot ${work.snapshotId}: ${e.getMessage}. Nothing was committed; run it again.", e)
     }
     // The snapshot this commit made, even if another has landed on top of it since.
     table.refresh()

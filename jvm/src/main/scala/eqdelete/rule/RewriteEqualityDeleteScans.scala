@@ -2,18 +2,18 @@ package eqdelete.rule
 
 import scala.util.control.{ControlThrowable, NonFatal}
 
-import eqdelete.cost.{CostModel, CostSettings, DriverMemory, ScanLayout, ScanRewritePlan}
+import eqdelete.cost.{CostModel, CostSettings, DriverMemory, ScanLayout, ScanRewritePlan, Strategy, StrategySetting}
 import eqdelete.explain.{CoveredRows, Decision, DecisionLog}
 import eqdelete.filter.ApplyDeletesWithFilter
 import eqdelete.join.ApplyDeletesWithJoin
-import eqdelete.planning.{DeclinedException, DeletePlan, DeletePlanCache, PlannedScan, ScanFilters}
+import eqdelete.planning.{DeclinedException, ScanDeletes, ScanDeletesCache, PlannedTasks, ScanFilters}
 import eqdelete.read.DeleteFileReadException
 import eqdelete.scan.{FileSelectingTable, FileSelection, IcebergViews, NamedNativeTable, StrippedScan}
 
 import org.apache.iceberg.{Schema, Table}
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
-import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeMap, AttributeSet, Expression, InputFileBlockLength, InputFileBlockStart, InputFileName, MetadataAttribute, NamedExpression, PredicateHelper}
+import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeSet, Expression, InputFileBlockLength, InputFileBlockStart, InputFileName, NamedExpression, PredicateHelper}
 import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan, Project, Union}
 import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.connector.catalog.{Table => SparkCatalogTable}
@@ -44,7 +44,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
   with PredicateHelper with Logging {
 
   override def apply(plan: LogicalPlan): LogicalPlan = {
-    if (!EqDeleteConf.enabled(conf) || EqDeleteConf.strategy(conf) == "native") return plan
+    if (!EqDeleteConf.enabled(conf) || StrategySetting.of(conf) == StrategySetting.Forced(Strategy.Native)) return plan
     DecisionLog.register(session)
     val rowsStayInReadTask = plan.exists(_.expressions.exists(_.exists {
       case _: InputFileName | _: InputFileBlockStart | _: InputFileBlockLength => true
@@ -115,7 +115,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
    * snapshot that may hold equality deletes, shown under a name carrying the reason.
    */
   private def leaveUnmodelled(read: IcebergRead, reason: String): LogicalPlan = {
-    val decision = Decision.of(read.table.name(), read.snapshotId, "native", reason, "read natively", None)
+    val decision = Decision.of(read.table.name(), read.snapshotId, Strategy.Native, reason, "read natively", None)
     logInfo(s"eqdelete: ${read.table.name()}: ${decision.describe}")
     val summary = Option(read.table.snapshot(read.snapshotId)).flatMap(s => Option(s.summary()))
     val mayHoldEqualityDeletes = !summary.flatMap(s => Option(s.get("total-equality-deletes"))).contains("0")
@@ -138,27 +138,27 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
   private def planAndRewrite(read: IcebergRead, rowsStayInReadTask: Boolean): LogicalPlan = {
     val table = read.table
     val snapshotId = read.snapshotId
-    def leaveNative(reason: String, plan: Option[DeletePlan] = None): LogicalPlan =
+    def leaveNative(reason: String, plan: Option[ScanDeletes] = None): LogicalPlan =
       read.above(namedNative(read.relation, table,
-        Decision.of(table.name(), snapshotId, "native", reason, "read natively", plan), plan.map(_.scan)), withPushed = true)
+        Decision.of(table.name(), snapshotId, Strategy.Native, reason, "read natively", plan), plan.map(_.scan)), withPushed = true)
     try {
       val readSchema = ScanFilters.schemaRead(read.relation.table, table, snapshotId)
       val filter = ScanFilters.icebergFilter(read.pushed)
-      DeletePlanCache.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis) match {
+      ScanDeletesCache.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis) match {
         case None =>
           // Nothing to do: the relation stays exactly as it was, only marked as looked at.
-          read.above(marked(read.relation, Decision.of(table.name(), snapshotId, "native",
+          read.above(marked(read.relation, Decision.of(table.name(), snapshotId, Strategy.Native,
             "no planned data file carries equality deletes", "read natively", None)), withPushed = true)
-        case Some(deletePlan) =>
+        case Some(scanDeletes) =>
           val settings = CostSettings.from(conf, DriverMemory.heapBytes, session.sparkContext.defaultParallelism,
             rowsStayInReadTask)
-          CostModel.plan(deletePlan, readSchema, settings) match {
-            case ScanRewritePlan.Native(reason) => leaveNative(reason, Some(deletePlan))
+          CostModel.plan(scanDeletes, readSchema, settings) match {
+            case ScanRewritePlan.Native(reason) => leaveNative(reason, Some(scanDeletes))
             case filter: ScanRewritePlan.Filter =>
-              build(read, readSchema, deletePlan, filter, filter.layout,
+              build(read, readSchema, scanDeletes, filter, filter.layout,
                 (scan, covered) => ApplyDeletesWithFilter.build(scan, filter, covered))
             case join: ScanRewritePlan.Join =>
-              build(read, readSchema, deletePlan, join, join.layout,
+              build(read, readSchema, scanDeletes, join, join.layout,
                 (scan, covered) => ApplyDeletesWithJoin.build(session, scan, join, covered))
           }
       }
@@ -187,7 +187,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       relation: DataSourceV2Relation,
       table: Table,
       decision: Decision,
-      planned: Option[PlannedScan]): LogicalPlan = {
+      planned: Option[PlannedTasks]): LogicalPlan = {
     val view = try Some(IcebergViews.sameView(relation.table, decision.snapshotId,
       FileSelectingTable(table, FileSelection.Unchanged, decision, planned))) catch {
       case NonFatal(_) | _: LinkageError => None
@@ -202,39 +202,28 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
   private def build(
       read: IcebergRead,
       readSchema: Schema,
-      deletePlan: DeletePlan,
+      scanDeletes: ScanDeletes,
       plan: ScanRewritePlan,
       layout: ScanLayout,
       applyDeletes: (StrippedScan, Map[Seq[Int], CoveredRows]) => LogicalPlan): LogicalPlan = {
     val (relation, table) = (read.relation, read.table)
     val covered = plan.coveredSets.map(set => set.equalityIds -> CoveredRows.registered(session.sparkContext, set.describeKeys)).toMap
-    val decision = Decision.of(table.name(), deletePlan.snapshotId, plan.strategy.name, plan.reason, plan.describe,
-      Some(deletePlan), covered.values.toSeq)
+    val decision = Decision.of(table.name(), scanDeletes.snapshotId, plan.strategy, plan.reason, plan.describe,
+      Some(scanDeletes), covered.values.toSeq)
     def view(selection: FileSelection): SparkCatalogTable =
-      IcebergViews.sameView(read.relation.table, deletePlan.snapshotId, FileSelectingTable(table, selection, decision, Some(deletePlan.scan)))
+      IcebergViews.sameView(read.relation.table, scanDeletes.snapshotId, FileSelectingTable(table, selection, decision, Some(scanDeletes.scan)))
 
     // The stripped scan reads what the query, its filters and the delete keys need, under fresh ids.
     val needed = read.needed
-    val keys = deletePlan.deleteSets.flatMap(_.keyPaths.map(_.head)).toSet
-    val pushedRefs = AttributeSet(read.pushed.flatMap(_.references))
-    val fresh = AttributeMap(relation.output.map(a => a -> a.newInstance()))
-    val read0 = relation.output.filter(a => needed.contains(a) || pushedRefs.contains(a) || keys.contains(a.name))
-    val existingFile = read0.find(a => a.name == "_file" && MetadataAttribute.isValid(a.metadata)).map(fresh(_))
-    val file = existingFile.getOrElse(
-      relation.metadataOutput.find(_.name == "_file")
-        .getOrElse(throw DeclinedException("the table exposes no _file metadata column")).newInstance())
     val selection = layout match {
       case ScanLayout.OneScan => FileSelection.AllEqualityDeletesRemoved
       case ScanLayout.Union => FileSelection.EqualityDeletesRemoved
     }
-    val stripped = relation.copy(table = view(selection),
-      output = read0.map(fresh(_)) ++ (if (existingFile.isDefined) Nil else Seq(file)))
-    val freshPushed = read.pushed.map(_.transform { case a: Attribute if fresh.contains(a) => fresh(a) })
-    val source = freshPushed.reduceOption(And).map(Filter(_, stripped)).getOrElse(stripped)
-    val deletesApplied = applyDeletes(StrippedScan(stripped, source, needed.map(fresh(_)), file, deletePlan, table, readSchema), covered)
+    val (stripped, fresh) = StrippedScan.of(relation, view(selection), needed, read.pushed, scanDeletes, table, readSchema)
+    val deletesApplied = applyDeletes(stripped, covered)
     // Back to the original's ids, so nothing above the read changes.
     val asOriginal = Project(needed.map(a => Alias(fresh(a), a.name)(a.exprId, a.qualifier)), deletesApplied)
-    logInfo(s"eqdelete: ${table.name()} snapshot ${deletePlan.snapshotId}: ${decision.describe}")
+    logInfo(s"eqdelete: ${table.name()} snapshot ${scanDeletes.snapshotId}: ${decision.describe}")
 
     layout match {
       case ScanLayout.Union =>

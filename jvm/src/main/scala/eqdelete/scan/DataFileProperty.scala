@@ -1,6 +1,6 @@
 package eqdelete.scan
 
-import eqdelete.planning.DataFileIndex
+import eqdelete.planning.DataFileScopes
 
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Expression, NonSQLExpression, UnaryExpression}
@@ -13,7 +13,7 @@ import org.apache.spark.unsafe.types.UTF8String
  * The data sequence number or the partition scope of the data file a row comes from, looked
  * up by the `_file` metadata column. Fails the query for a file the planning did not see.
  */
-case class DataFileProperty(child: Expression, index: DataFileIndex, property: String)
+case class DataFileProperty(child: Expression, index: DataFileScopes, property: String)
   extends UnaryExpression with NonSQLExpression {
   require(property == DataFileProperty.Sequence || property == DataFileProperty.Scope)
 
@@ -33,7 +33,7 @@ case class DataFileProperty(child: Expression, index: DataFileIndex, property: S
   // very one seen last and needs no byte comparison; readers that decode a value per row hand
   // out a new object each time, which is compared by its bytes.
   override protected def doGenCode(ctx: CodegenContext, ev: ExprCode): ExprCode = {
-    val indexRef = ctx.addReferenceObj("dataFileIndex", index, classOf[DataFileIndex].getName)
+    val indexRef = ctx.addReferenceObj("dataFileScopes", index, classOf[DataFileScopes].getName)
     val method = if (property == DataFileProperty.Sequence) "sequenceNumber" else "scope"
     val utf8 = classOf[UTF8String].getName
     val lastSeen = ctx.addMutableState(utf8, "eqdeleteLastSeen", forceInline = true)

@@ -3,7 +3,7 @@ package eqdelete.scan
 import scala.jdk.CollectionConverters._
 
 import eqdelete.explain.{CarriesDecision, Decision}
-import eqdelete.planning.PlannedScan
+import eqdelete.planning.PlannedTasks
 
 import org.apache.iceberg.{BatchScan, DeleteFile, FileContent, FileScanTask, Table}
 import org.apache.spark.sql.eqdelete.compat.{IcebergInternals, PinnedIcebergTable}
@@ -22,7 +22,7 @@ class FileSelectingTable private (
     label: String,
     val selection: FileSelection,
     val decision: Decision,
-    planned: Option[PlannedScan])
+    planned: Option[PlannedTasks])
   extends PinnedIcebergTable(original, label) with CarriesDecision {
 
   def repeatsDecision: Boolean = selection == FileSelection.WithoutEqualityDeletes
@@ -32,7 +32,7 @@ class FileSelectingTable private (
 
 object FileSelectingTable {
   /** `planned`: the tasks the delete planning got, served to scans with the same snapshot and filter. */
-  def apply(original: Table, selection: FileSelection, decision: Decision, planned: Option[PlannedScan]): FileSelectingTable = {
+  def apply(original: Table, selection: FileSelection, decision: Decision, planned: Option[PlannedTasks]): FileSelectingTable = {
     val label =
       if (selection.appliesDeletes || selection == FileSelection.Unchanged) s"${original.name()} [${decision.describe}]"
       else s"${original.name()} [eqdelete: ${selection.describe}]"

@@ -4,7 +4,7 @@ import java.util
 
 import scala.jdk.CollectionConverters._
 
-import eqdelete.planning.PlannedScan
+import eqdelete.planning.PlannedTasks
 
 import org.apache.iceberg.{BatchScan, FileScanTask, ScanTask, ScanTaskGroup, Schema, Snapshot, Table}
 import org.apache.iceberg.expressions.Expression
@@ -18,7 +18,7 @@ import org.apache.spark.sql.eqdelete.compat.ScanLimitHint
  * sensitivity), its tasks are served instead of planning the manifests again.
  */
 private[scan] final class SelectingBatchScan(delegate: BatchScan, selection: FileSelection, table: Table,
-    planned: Option[PlannedScan]) extends BatchScan with ScanLimitHint {
+    planned: Option[PlannedTasks]) extends BatchScan with ScanLimitHint {
 
   private def wrap(scan: BatchScan): BatchScan = new SelectingBatchScan(scan, selection, table, planned)
   override protected def wrapped: BatchScan = delegate

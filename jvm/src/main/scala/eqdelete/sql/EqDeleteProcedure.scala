@@ -48,12 +48,7 @@ private[eqdelete] object ResolveProcedure extends EqDeleteProcedure {
     ProcedureParameter("where", StringType, required = false),
     ProcedureParameter("dry_run", BooleanType, required = false))
 
-  /** The fields of ResolveEqualityDeletes.Result, as python/eqdelete/resolve.py reads them. */
-  val rows: SqlRows = SqlRows(Seq(
-    "table" -> StringType, "starting_snapshot_id" -> LongType, "snapshot_id" -> LongType, "format_version" -> IntegerType,
-    "equality_delete_files_removed" -> IntegerType, "equality_delete_files_kept" -> IntegerType, "data_files_read" -> IntegerType,
-    "rows_resolved" -> LongType, "position_delete_files_written" -> IntegerType, "deletion_vectors_written" -> IntegerType,
-    "delete_files_replaced" -> IntegerType, "dry_run" -> BooleanType, "seconds" -> DoubleType), nullable = Set("snapshot_id"))
+  val rows: SqlRows = SqlRows(ResolveEqualityDeletes.Result.Fields, nullable = ResolveEqualityDeletes.Result.Nullable)
   override def output: StructType = rows.schema
 
   override def call(session: SparkSession, arguments: ProcedureArguments): Seq[InternalRow] = {

@@ -2,7 +2,7 @@ package eqdelete.cost
 
 import scala.jdk.CollectionConverters._
 
-import eqdelete.planning.{DataFileIndex, DeletePlan, EqualityDeleteRef, EqualityDeleteSet, PlannedScan}
+import eqdelete.planning.{DataFileScopes, ScanDeletes, EqualityDeleteRef, EqualityDeleteSet, PlannedTasks}
 
 import org.apache.iceberg.{FileFormat, FileMetadata, Metrics, PartitionSpec, Schema}
 import org.apache.iceberg.expressions.Expressions
@@ -30,25 +30,36 @@ class CostModelSuite extends AnyFunSuite {
     EqualityDeleteRef(file, scope, seq)
   }
 
-  private def deletePlan(refs: Seq[EqualityDeleteRef], rowsWith: Long = 1000000, rowsWithout: Long = 0,
-      filesWithout: Int = 0): DeletePlan = {
+  private def scanDeletes(refs: Seq[EqualityDeleteRef], rowsWith: Long = 1000000, rowsWithout: Long = 0,
+      filesWithout: Int = 0): ScanDeletes = {
     val dataFiles = (0 until 4 + filesWithout).map(i => s"/data/$i.parquet" -> (1L, 0)).toMap
     val sets = refs.groupBy(_.file.equalityFieldIds().asScala.map(_.intValue).toVector).toVector.sortBy(_._1.mkString(","))
       .map { case (ids, rs) => EqualityDeleteSet(ids, ids.map(id => Seq(schema.findColumnName(id))), rs) }
-    DeletePlan(1L, new DataFileIndex(dataFiles), 4, rowsWith, rowsWithout, sets,
-      PlannedScan(1L, schema, Expressions.alwaysTrue(), caseSensitive = false, Vector.empty))
+    ScanDeletes(1L, new DataFileScopes(dataFiles), 4, rowsWith, rowsWithout, sets,
+      PlannedTasks(1L, schema, Expressions.alwaysTrue(), caseSensitive = false, Vector.empty))
   }
 
   private val GB = 1L << 30
   private def settings(strategy: String = "auto", heap: Long = 4 * GB, broadcast: Long = 256L << 20,
       force: Boolean = false, parallelism: Int = 2) =
-    CostSettings(strategy, minDataRows = 200000, filterMaxDeleteRows = 2000000, broadcastMaxBytes = broadcast,
+    CostSettings(StrategySetting.parse(strategy), minDataRows = 200000, filterMaxDeleteRows = 2000000, broadcastMaxBytes = broadcast,
       maxHeapFraction = 0.25, filterForce = force, driverHeapBytes = heap, parallelism = parallelism)
 
   private def strategyOf(plan: ScanRewritePlan): String = plan.strategy.name
   private def sides(plan: ScanRewritePlan): Seq[(Boolean, JoinDistribution)] = plan match {
     case join: ScanRewritePlan.Join => join.joins.map(j => (j.byScope, j.distribution))
     case _ => Nil
+  }
+
+  test("the strategy setting parses every value its declaration accepts, and names each strategy as the setting does") {
+    val declared = org.apache.spark.sql.eqdelete.compat.EqDeleteConf.Strategy.all
+    assert(declared.toSet == Strategy.all.map(_.name).toSet + "auto")
+    assert(StrategySetting.parse("auto") == StrategySetting.Auto)
+    assert(StrategySetting.parse("filter") == StrategySetting.Forced(Strategy.Filter))
+    assert(StrategySetting.parse("join") == StrategySetting.Forced(Strategy.Join))
+    assert(StrategySetting.parse("native") == StrategySetting.Forced(Strategy.Native))
+    val error = intercept[IllegalArgumentException](StrategySetting.parse("broadcast"))
+    assert(error.getMessage.contains("'broadcast'") && error.getMessage.contains("auto, filter, join, native"))
   }
 
   test("the strategy, table-driven") {
@@ -63,7 +74,7 @@ class CostModelSuite extends AnyFunSuite {
       ("join", 10L, 10L, settings("join"), "join", "strategy=join"),
       ("native", 10L, 10000000L, settings("native"), "native", "strategy=native"))
     cases.foreach { case (name, deleteRows, rowsWith, set, strategy, reason) =>
-      val plan = CostModel.plan(deletePlan(Seq(deleteFile(deleteRows, 0)), rowsWith), schema, set)
+      val plan = CostModel.plan(scanDeletes(Seq(deleteFile(deleteRows, 0)), rowsWith), schema, set)
       assert(strategyOf(plan) == strategy, name)
       assert(plan.reason.contains(reason), s"$name: ${plan.reason}")
     }
@@ -72,24 +83,24 @@ class CostModelSuite extends AnyFunSuite {
   test("a query calling input_file_name() gets no shuffled join: native instead, broadcast and filter kept") {
     val refs = Seq(deleteFile(10, 0))
     val keep = settings("join", broadcast = -1).copy(rowsStayInReadTask = true)
-    val plan = CostModel.plan(deletePlan(refs), schema, keep)
+    val plan = CostModel.plan(scanDeletes(refs), schema, keep)
     assert(strategyOf(plan) == "native" && plan.reason.contains("input_file_name()"), plan.reason)
-    assert(strategyOf(CostModel.plan(deletePlan(refs), schema, settings("join").copy(rowsStayInReadTask = true))) == "join")
-    assert(strategyOf(CostModel.plan(deletePlan(refs), schema, settings("filter", broadcast = -1)
+    assert(strategyOf(CostModel.plan(scanDeletes(refs), schema, settings("join").copy(rowsStayInReadTask = true))) == "join")
+    assert(strategyOf(CostModel.plan(scanDeletes(refs), schema, settings("filter", broadcast = -1)
       .copy(rowsStayInReadTask = true))) == "filter")
-    assert(strategyOf(CostModel.plan(deletePlan(refs), schema, settings("join", broadcast = -1))) == "join")
+    assert(strategyOf(CostModel.plan(scanDeletes(refs), schema, settings("join", broadcast = -1))) == "join")
   }
 
   test("each join part is broadcast or shuffled on its own size, and the reason says so") {
     // Keys are longs: 8 + 24 bytes a delete row. Scoped: 10 rows (320 bytes); global: 1 row (32).
-    val refs = Seq(deleteFile(10, 0), deleteFile(1, DeletePlan.GlobalScope))
+    val refs = Seq(deleteFile(10, 0), deleteFile(1, ScanDeletes.GlobalScope))
     val cases = Seq(
       (1L << 20, Seq(true -> JoinDistribution.Broadcast, false -> JoinDistribution.Broadcast), "broadcast join"),
       (100L, Seq(true -> JoinDistribution.Shuffled, false -> JoinDistribution.Broadcast), "broadcast for (id) global"),
       (10L, Seq(true -> JoinDistribution.Shuffled, false -> JoinDistribution.Shuffled), "shuffled join"),
       (-1L, Seq(true -> JoinDistribution.Shuffled, false -> JoinDistribution.Shuffled), "shuffled join"))
     cases.foreach { case (limit, expected, reason) =>
-      val plan = CostModel.plan(deletePlan(refs, rowsWith = 10000000), schema,
+      val plan = CostModel.plan(scanDeletes(refs, rowsWith = 10000000), schema,
         settings(broadcast = limit).copy(filterMaxDeleteRows = 0))
       assert(sides(plan) == expected, s"limit $limit")
       assert(plan.reason.contains(reason), plan.reason)
@@ -101,7 +112,7 @@ class CostModelSuite extends AnyFunSuite {
   }
 
   test("the broadcast limit never exceeds the heap share") {
-    val plan = CostModel.plan(deletePlan(Seq(deleteFile(1000000, 0)), rowsWith = 10000000), schema,
+    val plan = CostModel.plan(scanDeletes(Seq(deleteFile(1000000, 0)), rowsWith = 10000000), schema,
       settings("join", heap = 64L << 20, broadcast = 1L << 40))
     assert(sides(plan) == Seq(true -> JoinDistribution.Shuffled))
   }
@@ -111,8 +122,8 @@ class CostModelSuite extends AnyFunSuite {
     val cases = Seq((100L, 0L, 0, ScanLayout.OneScan), (100L, 99L, 3, ScanLayout.OneScan),
       (100L, 100L, 3, ScanLayout.Union), (100L, 5000L, 3, ScanLayout.Union))
     cases.foreach { case (rowsWith, rowsWithout, filesWithout, layout) =>
-      assert(CostModel.layout(deletePlan(refs, rowsWith, rowsWithout, filesWithout)) == layout)
-      val plan = CostModel.plan(deletePlan(refs, rowsWith, rowsWithout, filesWithout), schema, settings("filter"))
+      assert(CostModel.layout(scanDeletes(refs, rowsWith, rowsWithout, filesWithout)) == layout)
+      val plan = CostModel.plan(scanDeletes(refs, rowsWith, rowsWithout, filesWithout), schema, settings("filter"))
       assert(plan.asInstanceOf[ScanRewritePlan.Filter].layout == layout)
     }
   }
@@ -131,7 +142,7 @@ class CostModelSuite extends AnyFunSuite {
 
   test("every equality set gets its own index, sized by its key types") {
     val refs = Seq(deleteFile(100, 0), deleteFile(50, 0, ids = Seq(2)))
-    val plan = CostModel.plan(deletePlan(refs), schema, settings("filter")).asInstanceOf[ScanRewritePlan.Filter]
+    val plan = CostModel.plan(scanDeletes(refs), schema, settings("filter")).asInstanceOf[ScanRewritePlan.Filter]
     assert(plan.indexes.map(_.set.keyColumns) == Seq(Seq("id"), Seq("name")))
     assert(plan.indexes.map(_.read.records) == Seq(100L, 50L))
     assert(plan.indexes(1).estimatedBytes == eqdelete.index.HashedKeyIndex.bytesFor(Seq(org.apache.spark.sql.types.StringType), 50))
@@ -141,7 +152,7 @@ class CostModelSuite extends AnyFunSuite {
     // (id), (name) and (id, name): both single sets cover the pair, at their key positions.
     val refs = Seq(deleteFile(10, 0), deleteFile(10, 0, ids = Seq(2)), deleteFile(1000, 0, ids = Seq(1, 2)))
     def coverings(covered: Seq[Covering]) = covered.map(c => (c.by.set.equalityIds, c.keyPosition))
-    val filter = CostModel.plan(deletePlan(refs), schema, settings("filter")).asInstanceOf[ScanRewritePlan.Filter]
+    val filter = CostModel.plan(scanDeletes(refs), schema, settings("filter")).asInstanceOf[ScanRewritePlan.Filter]
     assert(filter.indexes.map(i => coverings(i.coveredBy)) == Seq(Nil, Seq(Seq(1) -> 0, Seq(2) -> 1), Nil))
     assert(filter.coveredSets.map(_.equalityIds) == Seq(Seq(1, 2)))
     assert(filter.describe.contains("index of (id, name): 1 file(s), 1000 row(s), 1 read task(s), rows covered by (id) and (name) dropped"))
@@ -151,7 +162,7 @@ class CostModelSuite extends AnyFunSuite {
       ("coverers over filterMaxDeleteRows", settings("join", broadcast = 10).copy(filterMaxDeleteRows = 5), false),
       ("coverers over the heap share", settings("join", broadcast = 10, heap = 1L << 10), false))
     cases.foreach { case (name, set, covers) =>
-      val join = CostModel.plan(deletePlan(refs), schema, set).asInstanceOf[ScanRewritePlan.Join]
+      val join = CostModel.plan(scanDeletes(refs), schema, set).asInstanceOf[ScanRewritePlan.Join]
       val pair = join.joins.filter(_.set.equalityIds == Seq(1, 2))
       assert(pair.forall(_.coveredBy.nonEmpty == covers), s"$name: ${join.describe}")
       assert(join.joins.filter(_.set.equalityIds.size == 1).forall(_.coveredBy.isEmpty), name)

@@ -3,7 +3,8 @@ package eqdelete.filter
 import scala.util.Random
 
 import eqdelete.index.DeleteKeyIndex
-import eqdelete.planning.{DataFileIndex, DeletePlan}
+import eqdelete.indexing.BroadcastHandle
+import eqdelete.planning.{DataFileScopes, ScanDeletes}
 import eqdelete.scan.DataFileProperty
 import eqdelete.testing.TestSpark
 
@@ -29,7 +30,7 @@ class ExpressionEvaluationSuite extends AnyFunSuite {
 
   test("DataFileProperty: sequence number and scope per file, the same both ways, rows of one file in a row") {
     val files = (0 until 5).map(i => s"s3://bucket/data/$i.parquet" -> (i * 10L, i % 3)).toMap
-    val index = new DataFileIndex(files)
+    val index = new DataFileScopes(files)
     val path = BoundReference(0, StringType, nullable = false)
     // Rows arrive file by file, each path a fresh object, as readers that decode per row hand them out.
     val rows = files.keys.toSeq.sorted.flatMap(p => Seq.fill(3)(new GenericInternalRow(Array[Any](UTF8String.fromString(p)))))
@@ -56,7 +57,7 @@ class ExpressionEvaluationSuite extends AnyFunSuite {
 
   test("DataFileProperty fails the query for a file the planning did not see") {
     val property = DataFileProperty(Literal(UTF8String.fromString("/elsewhere.parquet"), StringType),
-      new DataFileIndex(Map("/data.parquet" -> (1L, 0))), DataFileProperty.Sequence)
+      new DataFileScopes(Map("/data.parquet" -> (1L, 0))), DataFileProperty.Sequence)
     val error = intercept[IllegalStateException](property.eval(null))
     assert(error.getMessage.contains("was not part of the delete planning"))
   }
@@ -64,7 +65,7 @@ class ExpressionEvaluationSuite extends AnyFunSuite {
   /** Random delete rows and data rows (key columns, scope, data sequence number), both ways against a model. */
   private def checkMatch(types: Seq[DataType], value: (Random, DataType) => Any, seed: Int): Unit = {
     val random = new Random(seed)
-    val scopes = Seq(DeletePlan.GlobalScope.toLong, 0L, 1L)
+    val scopes = Seq(ScanDeletes.GlobalScope.toLong, 0L, 1L)
     val deletes = Seq.fill(300)((scopes(random.nextInt(3)), types.map(t => value(random, t)), 2L + random.nextInt(10)))
     val index = DeleteKeyIndex.forKeyTypes(types, deletes.size, deletes.map(_._3).max)
     deletes.foreach { case (s, k, seq) => index.add(s, k.toArray, seq) }
@@ -91,7 +92,7 @@ class ExpressionEvaluationSuite extends AnyFunSuite {
     val results = bothWays(expression, inputs)
     rows.zip(results).foreach { case ((key, scope, seq), (interpreted, compiled)) =>
       val deleted = deletes.exists { case (s, k, dseq) =>
-        (s == scope || s == DeletePlan.GlobalScope) && k.zip(key).forall { case (a, b) => same(a, b) } && seq < dseq
+        (s == scope || s == ScanDeletes.GlobalScope) && k.zip(key).forall { case (a, b) => same(a, b) } && seq < dseq
       }
       assert(interpreted == deleted && compiled == deleted, s"key $key scope $scope seq $seq")
     }

@@ -2,7 +2,7 @@ package eqdelete.index
 
 import scala.util.Random
 
-import eqdelete.planning.DeletePlan
+import eqdelete.planning.ScanDeletes
 
 import org.apache.spark.sql.types.{BinaryType, BooleanType, DataType, DateType, Decimal, DecimalType, DoubleType, FloatType, IntegerType, LongType, StringType, TimestampType}
 import org.apache.spark.unsafe.types.UTF8String
@@ -11,7 +11,7 @@ import org.scalatest.funsuite.AnyFunSuite
 /** The key indexes against a reference map: (scope, key) -> newest sequence number. */
 class DeleteKeyIndexSuite extends AnyFunSuite {
 
-  private val Global = DeletePlan.GlobalScope.toLong
+  private val Global = ScanDeletes.GlobalScope.toLong
   /** The newest sequence number of the sets indexed here (the random rows' are at most 20). */
   private val Newest = 20L
 

@@ -1,6 +1,6 @@
 package eqdelete.index
 
-import eqdelete.planning.DeletePlan
+import eqdelete.planning.ScanDeletes
 
 /**
  * What the filter's primitive index costs by itself, with no Spark around it: building it from
@@ -23,16 +23,16 @@ object LongKeyIndexCost {
       var started = System.nanoTime()
       val index = new LongKeyIndex(n)
       var i = 0L
-      while (i < n) { index.addBits(DeletePlan.GlobalScope.toLong, 2 * i + 1, 2L); i += 1 }
+      while (i < n) { index.addBits(ScanDeletes.GlobalScope.toLong, 2 * i + 1, 2L); i += 1 }
       index.seal()
       builds(round) = (System.nanoTime() - started) / 1e9
 
       // The same keys as the read tasks ship them: ordered by home slot (timed with the ordering).
       started = System.nanoTime()
       val keys = Array.tabulate(n.toInt)(i => 2L * i + 1)
-      LongKeyIndex.orderForInsert(keys, 0, keys.length, DeletePlan.GlobalScope.toLong, n)
+      LongKeyIndex.orderForInsert(keys, 0, keys.length, ScanDeletes.GlobalScope.toLong, n)
       val ordered = new LongKeyIndex(n)
-      keys.foreach(k => ordered.addBits(DeletePlan.GlobalScope.toLong, k, 2L))
+      keys.foreach(k => ordered.addBits(ScanDeletes.GlobalScope.toLong, k, 2L))
       ordered.seal()
       orderedBuilds(round) = (System.nanoTime() - started) / 1e9
 
@@ -61,7 +61,7 @@ object LongKeyIndexCost {
     var found = 0L
     var key = from
     while (key < until) {
-      if (index.newest(DeletePlan.GlobalScope.toLong, isNull = false, key) != DeleteKeyIndex.NoDelete) found += 1
+      if (index.newest(ScanDeletes.GlobalScope.toLong, isNull = false, key) != DeleteKeyIndex.NoDelete) found += 1
       key += 1
     }
     found

@@ -12,7 +12,7 @@ import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
- * The delete plan against Iceberg's own metadata: scopes, sequence numbers, counts, delete sets,
+ * The planned deletes against Iceberg's own metadata: scopes, sequence numbers, counts, delete sets,
  * the NaN case Iceberg's pairing overlooks, and the reads it declines.
  */
 class DeletePlannerSuite extends AnyFunSuite {
@@ -42,7 +42,7 @@ class DeletePlannerSuite extends AnyFunSuite {
     table
   }
 
-  private def planOf(name: String): Option[DeletePlan] = {
+  private def planOf(name: String): Option[ScanDeletes] = {
     val table = icebergTable(name)
     DeletePlanner.plan(table, table.currentSnapshot().snapshotId(), table.schema())
   }
@@ -67,7 +67,7 @@ class DeletePlannerSuite extends AnyFunSuite {
     assert(set.keyPaths == Seq(Seq("k")) && set.records == 1)
     val Seq(ref) = set.files
     assert(ref.isGlobal)
-    val sequences = plan.scan.tasks.map(t => plan.dataFileIndex.sequenceNumber(path(t.file().location())))
+    val sequences = plan.scan.tasks.map(t => plan.dataFileScopes.sequenceNumber(path(t.file().location())))
     assert(sequences.count(_ < ref.sequenceNumber) == 1 && sequences.count(_ > ref.sequenceNumber) == 1)
     assert(plan.assignmentMayMiss.isEmpty)
   }
@@ -81,7 +81,7 @@ class DeletePlannerSuite extends AnyFunSuite {
     val refs = plan.deleteSets.flatMap(_.files)
     assert(refs.size == 2 && refs.forall(!_.isGlobal) && refs.map(_.scope).distinct.size == 2)
     val scopeOfPartition = plan.scan.tasks.map { t =>
-      t.file().partition().get(0, classOf[Integer]).intValue -> plan.dataFileIndex.scope(path(t.file().location()))
+      t.file().partition().get(0, classOf[Integer]).intValue -> plan.dataFileScopes.scope(path(t.file().location()))
     }.toMap
     refs.foreach { ref =>
       val partition = ref.file.partition().get(0, classOf[Integer]).intValue
@@ -125,7 +125,7 @@ class DeletePlannerSuite extends AnyFunSuite {
     assert(error.reason.contains("is not a column of the schema read"), error.reason)
   }
 
-  test("the planned scan serves the same snapshot, case sensitivity and conjuncts in any order, nothing else") {
+  test("the planned tasks serve the same snapshot, case sensitivity and conjuncts in any order, nothing else") {
     import org.apache.iceberg.expressions.Expressions._
     val name = create("k BIGINT, v STRING")
     append(name, "VALUES (1, 'a')")

@@ -2,7 +2,8 @@ package eqdelete.rule
 
 import java.util.concurrent.atomic.AtomicInteger
 
-import eqdelete.filter.{BuildDeleteKeyIndex, EqualityDeleteMatch}
+import eqdelete.filter.EqualityDeleteMatch
+import eqdelete.indexing.BuildDeleteKeyIndex
 import eqdelete.scan.{FileSelectingTable, NamedNativeTable, ScanPlanning}
 import eqdelete.testing.TestSpark
 import eqdelete.write.EqualityDeleteWriter

@@ -5,6 +5,7 @@ import java.util.Locale
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
+import com.fasterxml.jackson.databind.ObjectMapper
 import org.apache.spark.SparkConf
 import org.apache.spark.internal.config.ConfigEntry
 import org.apache.spark.network.util.ByteUnit
@@ -201,22 +202,19 @@ object EqDeleteConf {
    * generated so the two sides cannot drift: `{"key": {"kind", "describe", "default", ...}}`.
    */
   def rulesJson: String = {
-    def str(s: String): String = "\"" + s.flatMap {
-      case '"' => "\\\""
-      case '\\' => "\\\\"
-      case c if c < ' ' => f"\\u${c.toInt}%04x"
-      case c => c.toString
-    } + "\""
-    val entries = declared.values.map { case (entry, rule) =>
-      val extra = rule match {
-        case ChoiceRule(values) => Seq("values" -> values.map(str).mkString("[", ", ", "]"))
-        case CountRule(min) => Seq("min" -> min.toString)
-        case _ => Nil
+    val keys = new java.util.LinkedHashMap[String, java.util.Map[String, AnyRef]]()
+    declared.values.foreach { case (entry, rule) =>
+      val fields = new java.util.LinkedHashMap[String, AnyRef]()
+      fields.put("kind", rule.kind)
+      fields.put("describe", rule.describe)
+      fields.put("default", entry.defaultValueString)
+      rule match {
+        case ChoiceRule(values) => fields.put("values", values.asJava)
+        case CountRule(min) => fields.put("min", java.lang.Long.valueOf(min))
+        case _ =>
       }
-      val fields = Seq("kind" -> str(rule.kind), "describe" -> str(rule.describe),
-        "default" -> str(entry.defaultValueString)) ++ extra
-      s"  ${str(entry.key)}: " + fields.map { case (k, v) => s"${str(k)}: $v" }.mkString("{", ", ", "}")
+      keys.put(entry.key, fields)
     }
-    entries.mkString("{\n", ",\n", "\n}\n")
+    new ObjectMapper().writerWithDefaultPrettyPrinter().writeValueAsString(keys) + "\n"
   }
 }

@@ -3,7 +3,7 @@ package org.apache.spark.sql.eqdelete.compat
 import scala.jdk.CollectionConverters._
 import scala.util.{Try, Using}
 
-import org.apache.iceberg.{BaseFileScanTask, DeleteFile, FileFormat, FileScanTask, InternalData, ManifestFile, ManifestFiles, PartitionSpecParser, Schema, SchemaParser, StructLike, Table, TableUtil}
+import org.apache.iceberg.{BaseFileScanTask, DeleteFile, FileContent, FileFormat, FileScanTask, InternalData, ManifestFile, ManifestFiles, PartitionSpecParser, Schema, SchemaParser, StructLike, Table, TableUtil}
 import org.apache.iceberg.data.BaseDeleteLoader
 import org.apache.iceberg.deletes.PositionDeleteIndex
 import org.apache.iceberg.expressions.{Expression, ResidualEvaluator}
@@ -29,10 +29,10 @@ object IcebergInternals {
   def icebergFilter(filter: Filter): Option[Expression] =
     Try[Expression](SparkV2Filters.convert(FilterTranslation.toV2(filter))).toOption.flatMap(Option(_))
 
-  /** The live delete files a delete manifest lists, each copied (the reader reuses its entries). */
-  def liveDeleteFiles(manifest: ManifestFile, table: Table): Vector[DeleteFile] =
+  /** The live delete files of `content` a delete manifest lists, each copied (the reader reuses its entries). */
+  def liveDeleteFiles(manifest: ManifestFile, table: Table, content: FileContent): Vector[DeleteFile] =
     Using.resource(ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) { reader =>
-      reader.asScala.map(_.copy(): DeleteFile).toVector
+      reader.asScala.filter(_.content() == content).map(_.copy(): DeleteFile).toVector
     }
 
   /** The schema the table had at `snapshotId` (time travel reads it). */

@@ -10,7 +10,7 @@ import org.apache.iceberg.expressions.Expression.Operation
  * The tasks Iceberg planned for a scan (snapshot, row filter, case sensitivity), kept so the
  * rewritten scans of the same read use them rather than plan the same files again.
  */
-final case class PlannedScan(
+final case class PlannedTasks(
     snapshotId: Long,
     readSchema: Schema,
     filter: Expression,
@@ -24,10 +24,10 @@ final case class PlannedScan(
    */
   def serves(snapshot: Long, rowFilter: Expression, isCaseSensitive: Boolean): Boolean =
     snapshot == snapshotId && isCaseSensitive == caseSensitive &&
-      Try(PlannedScan.sameConjuncts(filter, rowFilter, readSchema, caseSensitive)).getOrElse(false)
+      Try(PlannedTasks.sameConjuncts(filter, rowFilter, readSchema, caseSensitive)).getOrElse(false)
 }
 
-object PlannedScan {
+object PlannedTasks {
   private def conjuncts(e: Expression): Seq[Expression] = e match {
     case and: And => conjuncts(and.left()) ++ conjuncts(and.right())
     case other if other.op() == Operation.TRUE => Nil

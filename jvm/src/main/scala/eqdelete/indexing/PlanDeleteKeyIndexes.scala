@@ -1,4 +1,4 @@
-package eqdelete.filter
+package eqdelete.indexing
 
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
 import org.apache.spark.sql.execution.{SparkPlan, SparkStrategy}

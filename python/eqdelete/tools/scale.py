@@ -30,9 +30,10 @@ from typing import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eqdelete._report import load_results, run_merged, stderr_reporter
-from eqdelete.bench import QUERY, reading_keys
-from eqdelete.cdc import CdcSpec, generate
+from eqdelete._progress import stderr_reporter
+from eqdelete.tools.report import load_results, run_merged
+from eqdelete.tools.bench import QUERY, reading_keys
+from eqdelete.tools.cdc import CdcSpec, generate
 from eqdelete.compare import Timing, Variant, measure
 from eqdelete.config import STRATEGIES
 from eqdelete.decisions import decisions

@@ -18,8 +18,9 @@ from typing import Callable, Union
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from eqdelete._report import run_each, saver, stderr_reporter
-from eqdelete.cdc import CdcSpec, generate
+from eqdelete._progress import stderr_reporter
+from eqdelete.tools.report import run_each, saver
+from eqdelete.tools.cdc import CdcSpec, generate
 from eqdelete.compare import ResultsDifferError, Variant, fingerprint, measure
 from eqdelete.decisions import decisions
 from eqdelete.deletes import write_equality_deletes

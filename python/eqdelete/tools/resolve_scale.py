@@ -34,12 +34,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from eqdelete import _jvm
-from eqdelete._report import load_results, run_merged, spark_progress, stderr_reporter
-from eqdelete.cdc import LAYOUTS, CdcSpec, generate
+from eqdelete._progress import spark_progress, stderr_reporter
+from eqdelete.tools.report import load_results, run_merged
+from eqdelete.tools.cdc import LAYOUTS, CdcSpec, generate
 from eqdelete.compare import ResultsDifferError, _TimeBox, fingerprint
 from eqdelete.deletes import write_equality_deletes
 from eqdelete.resolve import resolve_equality_deletes
-from eqdelete.resolve_bench import call_procedure, timed_with_peak
+from eqdelete.tools.resolve_bench import call_procedure, timed_with_peak
 from eqdelete.toggles import use_strategy
 
 AXES = ("data_rows", "delta")

@@ -12,7 +12,6 @@ independently of Iceberg (``CdcSpec.expected``).
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -21,6 +20,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from eqdelete import _remote
+from eqdelete._progress import stderr_reporter
 from eqdelete.config import PROCEDURE_CATALOG
 from eqdelete.deletes import write_equality_deletes
 
@@ -217,8 +217,7 @@ def _typed(number: Column, key_type: str) -> Column:
     return F.timestamp_seconds(F.lit(1_500_000_000) + number)
 
 
-def _stderr_progress(message: str) -> None:
-    print(f"[eqdelete generate] {message}", file=sys.stderr, flush=True)
+_stderr_progress = stderr_reporter("eqdelete generate")
 
 
 def _settings(spark: SparkSession) -> list[tuple[str, str]]:

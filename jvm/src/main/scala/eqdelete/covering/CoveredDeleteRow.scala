@@ -1,11 +1,15 @@
-package eqdelete.filter
+package eqdelete.covering
 
+import eqdelete.cost.IndexedSet
 import eqdelete.explain.CoveredRows
 import eqdelete.index.DeleteKeyIndex
+import eqdelete.indexing.{BroadcastHandle, BuildDeleteKeyIndex, DeleteKeyIndexSource}
 
+import org.apache.iceberg.Schema
+import org.apache.iceberg.io.FileIO
 import org.apache.spark.TaskContext
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Expression, NonSQLExpression}
+import org.apache.spark.sql.catalyst.expressions.{Expression, NonSQLExpression, ScalarSubquery}
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenFallback
 import org.apache.spark.sql.types.{BooleanType, DataType}
 
@@ -46,4 +50,11 @@ case class CoveredDeleteRow(key: Expression, scope: Expression, sequence: Expres
 
   override protected def withNewChildrenInternal(newChildren: IndexedSeq[Expression]): CoveredDeleteRow =
     copy(key = newChildren(0), scope = newChildren(1), sequence = newChildren(2), index = newChildren(3))
+}
+
+object CoveredDeleteRow {
+  /** The check of a delete row's `key` against the index of `by` (a covering single-column set), built as the filter builds it. */
+  def against(by: IndexedSet, io: FileIO, readSchema: Schema, key: Expression, scope: Expression, sequence: Expression,
+      counter: CoveredRows, part: Int): CoveredDeleteRow =
+    CoveredDeleteRow(key, scope, sequence, ScalarSubquery(BuildDeleteKeyIndex(DeleteKeyIndexSource(by, io, readSchema))), counter, part)
 }

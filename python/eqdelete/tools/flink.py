@@ -2,7 +2,7 @@
 
 Run by the Flink virtualenv (``scripts/setup.sh`` makes it), never by the Spark one::
 
-    build/venvs/flink/bin/python python/eqdelete/flink.py spec.json [--debug]
+    build/venvs/flink/bin/python python/eqdelete/tools/flink.py spec.json [--debug]
 
 ``spec.json`` names a Hadoop catalog warehouse and the tables to write into it::
 
@@ -69,8 +69,8 @@ FLINK_JARS = (
     "org.apache.hadoop:hadoop-client-runtime:3.4.2",
 )
 
-#: The checkout whose scripts/setup.sh made the Flink virtualenv (this file is python/eqdelete/flink.py).
-REPO = Path(__file__).resolve().parents[2]
+#: The checkout whose scripts/setup.sh made the Flink virtualenv (this file is python/eqdelete/tools/flink.py).
+REPO = Path(__file__).resolve().parents[3]
 VENV = REPO / "build" / "venvs" / "flink"
 PYTHON = VENV / "bin" / "python"
 JAR_DIR = REPO / "build" / "deps" / "flink"

@@ -4,24 +4,24 @@ import org.apache.iceberg.{Schema, Table}
 import org.apache.iceberg.expressions.{Expression => IcebergExpression}
 
 /**
- * Delete plans of recent scans. A snapshot never changes, so the same table, snapshot,
+ * The deletes of recent scans. A snapshot never changes, so the same table, snapshot,
  * filter, schema and case sensitivity always plan to the same files and deletes: a query run
  * again (a dashboard, the benchmark's rounds) skips reading the manifests a second time.
  * Declined plans are not kept; they are planned, and explained, each time. A plan holds its
  * scan's tasks, so the cache is bounded by tasks as well as entries.
  */
-object DeletePlanCache {
+object ScanDeletesCache {
   private final case class Key(tableUuid: String, location: String, snapshotId: Long, filter: String, schema: String,
       caseSensitive: Boolean)
 
   private val MaxEntries = 64
   private val MaxTasks = 200000L
   private var tasks = 0L
-  private val entries = new java.util.LinkedHashMap[Key, Option[DeletePlan]](16, 0.75f, true)
+  private val entries = new java.util.LinkedHashMap[Key, Option[ScanDeletes]](16, 0.75f, true)
 
-  private def tasksOf(plan: Option[DeletePlan]): Long = plan.map(_.scan.tasks.size.toLong).getOrElse(0L)
+  private def tasksOf(plan: Option[ScanDeletes]): Long = plan.map(_.scan.tasks.size.toLong).getOrElse(0L)
 
-  private def put(key: Key, plan: Option[DeletePlan]): Unit = entries.synchronized {
+  private def put(key: Key, plan: Option[ScanDeletes]): Unit = entries.synchronized {
     Option(entries.put(key, plan)).foreach(old => tasks -= tasksOf(old))
     tasks += tasksOf(plan)
     val eldest = entries.entrySet().iterator()
@@ -31,7 +31,7 @@ object DeletePlanCache {
     }
   }
 
-  def plan(table: Table, snapshotId: Long, readSchema: Schema, filter: IcebergExpression, caseSensitive: Boolean): Option[DeletePlan] = {
+  def plan(table: Table, snapshotId: Long, readSchema: Schema, filter: IcebergExpression, caseSensitive: Boolean): Option[ScanDeletes] = {
     val key = Key(table.uuid().toString, table.location(), snapshotId, filter.toString, readSchema.asStruct().toString, caseSensitive)
     entries.synchronized(Option(entries.get(key))).getOrElse {
       val planned = DeletePlanner.plan(table, snapshotId, readSchema, filter, caseSensitive)

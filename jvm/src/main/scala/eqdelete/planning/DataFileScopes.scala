@@ -9,7 +9,7 @@ import org.apache.spark.unsafe.types.UTF8String
  * `_file` metadata column. Equality is by identity (a random id) so Catalyst can compare and
  * hash expressions holding it cheaply, whatever its size.
  */
-final class DataFileIndex(entries: Map[String, (Long, Int)]) extends Serializable {
+final class DataFileScopes(entries: Map[String, (Long, Int)]) extends Serializable {
   private val id = UUID.randomUUID().toString
   private val byPath: java.util.HashMap[UTF8String, Array[Long]] = {
     val map = new java.util.HashMap[UTF8String, Array[Long]](entries.size * 2)
@@ -32,9 +32,9 @@ final class DataFileIndex(entries: Map[String, (Long, Int)]) extends Serializabl
   def scope(path: UTF8String): Long = lookup(path)(1)
 
   override def equals(other: Any): Boolean = other match {
-    case that: DataFileIndex => that.id == id
+    case that: DataFileScopes => that.id == id
     case _ => false
   }
   override def hashCode(): Int = id.hashCode
-  override def toString: String = s"DataFileIndex(${entries.size} files)"
+  override def toString: String = s"DataFileScopes(${entries.size} files)"
 }

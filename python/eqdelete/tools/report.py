@@ -1,25 +1,15 @@
-"""What the benchmark and the sweeps share: a progress line per item, results saved after each."""
+"""What the benchmarks and sweeps share: results saved after each item, merged across runs."""
 
 from __future__ import annotations
 
 import json
-import sys
-import threading
 import time
-from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from typing import Callable, Sequence, TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
-
-
-def stderr_reporter(prefix: str) -> Callable[[str], None]:
-    return lambda message: print(f"[{prefix}] {message}", file=sys.stderr, flush=True)
 
 
 def saver(out: Path, stem: str, markdown: Callable[[list], str]) -> Callable[[list], None]:
@@ -76,31 +66,3 @@ def run_merged(
     results = run_each(items, run_one, lambda done: save_all(earlier + done), report, "point")
     chart(earlier + results, out / f"{stem}.png")
     return results
-
-
-@contextmanager
-def spark_progress(spark: "SparkSession", report: Callable[[str], None], every: float = 5.0) -> Iterator[None]:
-    """While the block runs, report every ``every`` seconds the elapsed time and the tasks done
-    of each running Spark stage (from the status tracker), for work that runs as Spark jobs.
-    On Spark Connect, whose client sees no stages, the elapsed time alone."""
-    from eqdelete import _jvm, _remote
-
-    remote = _remote.is_remote(spark)
-
-    done = threading.Event()
-    started = time.monotonic()
-
-    def watch() -> None:
-        while not done.wait(every):
-            stages = [] if remote else _jvm.active_stage_progress(spark)
-            work = "; ".join(f"stage {i} ({name.split(' at ')[0]}): {finished}/{total} tasks"
-                             for i, name, finished, total in stages) or ("running on the server" if remote else "planning or committing")
-            report(f"{time.monotonic() - started:.0f}s: {work}")
-
-    thread = threading.Thread(target=watch, name="eqdelete-progress", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()

@@ -1,4 +1,4 @@
-package eqdelete.filter
+package eqdelete.indexing
 
 import eqdelete.index.DeleteKeyIndex
 

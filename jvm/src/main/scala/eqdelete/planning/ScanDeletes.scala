@@ -6,7 +6,7 @@ import org.apache.iceberg.DeleteFile
 
 /** One equality delete file, with what the rewrite needs to apply it without Iceberg. */
 final case class EqualityDeleteRef(file: DeleteFile, scope: Int, sequenceNumber: Long) {
-  def isGlobal: Boolean = scope == DeletePlan.GlobalScope
+  def isGlobal: Boolean = scope == ScanDeletes.GlobalScope
 }
 
 /**
@@ -44,22 +44,22 @@ final case class EqualityDeleteSet(equalityIds: Seq[Int], keyPaths: Seq[Seq[Stri
  * @param assignmentMayMiss why Iceberg's per-file assignment may leave out a delete that
  *                          applies (then every planned file gets the deletes), if it may
  */
-final case class DeletePlan(
+final case class ScanDeletes(
     snapshotId: Long,
-    dataFileIndex: DataFileIndex,
+    dataFileScopes: DataFileScopes,
     dataFilesWithDeletes: Int,
     rowsWithDeletes: Long,
     rowsWithoutDeletes: Long,
     deleteSets: Seq[EqualityDeleteSet],
-    scan: PlannedScan,
+    scan: PlannedTasks,
     assignmentMayMiss: Option[String] = None) {
   def deleteFiles: Int = deleteSets.map(_.files.size).sum
   def deleteRecords: Long = deleteSets.map(_.records).sum
-  def dataFiles: Int = dataFileIndex.size
+  def dataFiles: Int = dataFileScopes.size
   def dataFilesWithoutDeletes: Int = dataFiles - dataFilesWithDeletes
 
   /** The same plan applying only the delete files `keep` accepts (sets left empty are dropped). */
-  def onlyDeletes(keep: EqualityDeleteRef => Boolean): DeletePlan =
+  def onlyDeletes(keep: EqualityDeleteRef => Boolean): ScanDeletes =
     copy(deleteSets = deleteSets.map(set => set.copy(files = set.files.filter(keep))).filter(_.files.nonEmpty))
 
   /**
@@ -71,7 +71,7 @@ final case class DeletePlan(
   }.orElse(assignmentMayMiss)
 }
 
-object DeletePlan {
+object ScanDeletes {
   /** The scope of a delete file written under an unpartitioned spec: every partition (an index's global scope). */
   val GlobalScope: Int = DeleteKeyIndex.GlobalScope
 }

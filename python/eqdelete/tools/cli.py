@@ -8,7 +8,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from eqdelete.cdc import KEY_TYPES, LAYOUTS, PARTITIONINGS, CdcSpec, generate
+from eqdelete.tools.cdc import KEY_TYPES, LAYOUTS, PARTITIONINGS, CdcSpec, generate
 from eqdelete.compare import ResultsDifferError, compare
 from eqdelete.config import DEFAULT_CATALOG, DEFAULT_WAREHOUSE, session
 from eqdelete.summary import summarize
@@ -136,7 +136,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_resolve(args: argparse.Namespace) -> int:
-    from eqdelete._report import spark_progress, stderr_reporter
+    from eqdelete._progress import spark_progress, stderr_reporter
     from eqdelete.resolve import ResolveConflictError, resolve_equality_deletes
 
     spark = _session(args, "eqdelete resolve")
@@ -177,7 +177,7 @@ def resolve_bench_scenarios(quick: bool, rows_factor: float) -> list:
     latter also as format v3 (deletion vectors)."""
     from dataclasses import replace
 
-    from eqdelete import bench
+    from eqdelete.tools import bench
 
     if quick:
         tiny = [s for s in bench.quick_scenarios() if s.name == "cdc_upsert"]
@@ -194,7 +194,7 @@ def resolve_bench_scenarios(quick: bool, rows_factor: float) -> list:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from eqdelete import bench
+    from eqdelete.tools import bench
 
     if args.planning:
         spark = _session(args, "eqdelete bench --planning")
@@ -205,7 +205,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         return 0
 
     if args.resolve and args.scale:
-        from eqdelete import resolve_scale
+        from eqdelete.tools import resolve_scale
 
         points = _scale_points(resolve_scale.default_points(quick=args.quick), args)
         spark = _session(args, "eqdelete bench --resolve --scale")
@@ -216,7 +216,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         return 0
 
     if args.resolve:
-        from eqdelete import resolve_bench
+        from eqdelete.tools import resolve_bench
 
         spark = _session(args, "eqdelete bench --resolve")
         scenarios = resolve_bench_scenarios(args.quick, args.rows_factor)
@@ -228,7 +228,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         return 0
 
     if args.scale:
-        from eqdelete import scale
+        from eqdelete.tools import scale
 
         points = _scale_points(scale.default_points(quick=args.quick), args)
         if args.max_rows is not None:
@@ -253,7 +253,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from eqdelete import sweep
+    from eqdelete.tools import sweep
 
     points = _only(sweep.default_points(quick=args.quick), args.only, lambda p: p.axis, "axis")
     spark = _session(args, "eqdelete sweep")
@@ -275,9 +275,9 @@ def _cmd_docs(args: argparse.Namespace) -> int:
     if not args.write:
         print(reference, end="")
         return 0
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     for path, text in ((root / "docs" / "configuration.md", reference),
-                       (Path(__file__).resolve().parent / "conf_rules.json", _jvm.conf_rules_json(spark))):
+                       (Path(__file__).resolve().parents[1] / "conf_rules.json", _jvm.conf_rules_json(spark))):
         path.write_text(text)
         print(f"wrote {path}")
     return 0

@@ -1,6 +1,6 @@
 package eqdelete.resolve
 
-import eqdelete.planning.{DeletePlan, DeletePlanner, LiveDeleteFiles, ScanFilters}
+import eqdelete.planning.{ScanDeletes, DeletePlanner, LiveDeleteFiles, ScanFilters}
 
 import org.apache.iceberg.{DeleteFile, Table}
 import org.apache.iceberg.expressions.{Evaluator, Expression => IcebergExpression, Projections}
@@ -20,7 +20,7 @@ final case class ResolveTarget(
 
 /**
  * What resolving a table's equality deletes will do, from metadata only: the equality delete
- * files it removes, and the delete plan (restricted to those files) whose matching rows become
+ * files it removes, and the scan's deletes (restricted to those files) whose matching rows become
  * position deletes or deletion vectors.
  *
  * An equality delete file D may be removed only when every data file it can apply to (same
@@ -31,25 +31,25 @@ final case class ResolveTarget(
  *
  * @param removable the equality delete files to remove
  * @param kept      live equality delete files the filter leaves in place
- * @param deletes   the delete plan of the selected files, applying only `removable`; None
+ * @param deletes   the deletes of the selected files, applying only `removable`; None
  *                  when no planned data file carries one
  */
-final case class ResolvePlan(target: ResolveTarget, removable: Seq[DeleteFile], kept: Int, deletes: Option[DeletePlan]) {
+final case class ResolveWork(target: ResolveTarget, removable: Seq[DeleteFile], kept: Int, deletes: Option[ScanDeletes]) {
   def table: Table = target.table
   def snapshotId: Long = target.snapshotId
   def formatVersion: Int = target.formatVersion
 }
 
-object ResolvePlan {
+object ResolveWork {
 
   /** Nothing to resolve: the table has no snapshot. */
-  def empty(target: ResolveTarget): ResolvePlan = ResolvePlan(target, Nil, 0, None)
+  def empty(target: ResolveTarget): ResolveWork = ResolveWork(target, Nil, 0, None)
 
   /**
    * The target's conditions must each be one Iceberg can evaluate on partitions and files, or
    * resolving would skip rows of files it selects.
    */
-  def plan(target: ResolveTarget, caseSensitive: Boolean): ResolvePlan = {
+  def of(target: ResolveTarget, caseSensitive: Boolean): ResolveWork = {
     val table = target.table
     val untranslatable = target.conditions.filter(ScanFilters.icebergFilter(_).isEmpty)
     if (untranslatable.nonEmpty) {
@@ -67,7 +67,7 @@ object ResolvePlan {
         .map(_.onlyDeletes(ref => removablePaths.contains(ref.file.location())))
         .filter(_.deleteSets.nonEmpty)
     }
-    ResolvePlan(target, removable, kept.size, deletes)
+    ResolveWork(target, removable, kept.size, deletes)
   }
 
   /** Whether every row of `delete`'s partition (every partition, for a global one) satisfies `filter`. */

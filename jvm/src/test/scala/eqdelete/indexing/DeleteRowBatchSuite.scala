@@ -1,9 +1,9 @@
-package eqdelete.filter
+package eqdelete.indexing
 
 import scala.util.Random
 
 import eqdelete.index.{DeleteKeyIndex, LongKeyIndex}
-import eqdelete.planning.DeletePlan
+import eqdelete.planning.ScanDeletes
 
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.types.{DataType, LongType, StringType}
@@ -16,7 +16,7 @@ import org.scalatest.funsuite.AnyFunSuite
  */
 class DeleteRowBatchSuite extends AnyFunSuite {
 
-  private val Global = DeletePlan.GlobalScope.toLong
+  private val Global = ScanDeletes.GlobalScope.toLong
 
   /** Rows as delete files give them: runs of one (scope, seq), a pair coming back after others. */
   private def rows(types: Seq[DataType], random: Random): Seq[(Seq[Any], Long, Long)] = {

@@ -1,4 +1,4 @@
-package eqdelete.filter
+package eqdelete.indexing
 
 import java.io.{ByteArrayInputStream, ByteArrayOutputStream, InputStream, ObjectInputStream, ObjectOutputStream, ObjectStreamClass}
 

@@ -1,4 +1,4 @@
-package eqdelete.filter
+package eqdelete.indexing
 
 import eqdelete.explain.JobDescription
 import eqdelete.index.{DeleteKeyIndex, IndexCapacityException, LongKeyIndex}

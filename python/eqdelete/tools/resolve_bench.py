@@ -19,9 +19,10 @@ from typing import Callable
 from pyspark.sql import SparkSession
 
 from eqdelete import _jvm
-from eqdelete._report import run_each, saver, spark_progress, stderr_reporter
-from eqdelete.bench import QUERY, Scenario, make_floor
-from eqdelete.cdc import generate
+from eqdelete._progress import spark_progress, stderr_reporter
+from eqdelete.tools.report import run_each, saver
+from eqdelete.tools.bench import QUERY, Scenario, make_floor
+from eqdelete.tools.cdc import generate
 from eqdelete.compare import ResultsDifferError, Variant, fingerprint, measure
 from eqdelete.config import STRATEGIES
 from eqdelete.resolve import resolve_equality_deletes

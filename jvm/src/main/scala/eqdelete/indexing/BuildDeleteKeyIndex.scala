@@ -1,4 +1,4 @@
-package eqdelete.filter
+package eqdelete.indexing
 
 import eqdelete.cost.IndexedSet
 import eqdelete.explain.CoveredRows
@@ -24,7 +24,7 @@ final case class DeleteKeyIndexSource(indexed: IndexedSet, io: FileIO, readSchem
 /**
  * The filter strategy's index of one equality set, as a one-row relation: its single value is
  * the handle of the broadcast index ([[BroadcastHandle]]). Planned only as the plan of a scalar
- * subquery that [[EqualityDeleteMatch]] reads, so the index is built during execution, before
+ * subquery that the filter strategy's `EqualityDeleteMatch` (and the join's `CoveredDeleteRow`) reads, so the index is built during execution, before
  * the filter runs, the way Spark builds its runtime Bloom filters; optimizing a plan (EXPLAIN,
  * `decisions(df)`) reads no delete file and runs no job.
  */
