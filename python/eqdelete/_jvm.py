@@ -107,13 +107,13 @@ def peak_heap_bytes(spark: SparkSession) -> int:
 
 def seconds_to_plan(df: DataFrame) -> float:
     """Seconds the JVM takes to plan ``df`` fully (its scans' files included), without running it."""
-    timer = _jvm(df.sparkSession).eqdelete.explain.PlanningTime
+    timer = _jvm(df.sparkSession).eqdelete.planning.PlanningTime
     return float(timer.seconds(df._jdf.queryExecution()))  # noqa: SLF001
 
 
-def forget_delete_plans(spark: SparkSession) -> None:
+def forget_kept_deletes(spark: SparkSession) -> None:
     """Drop eqdelete's kept delete planning, so the next query plans its deletes cold."""
-    _jvm(spark).eqdelete.explain.PlanningTime.forgetDeletePlans()
+    _jvm(spark).eqdelete.planning.PlanningTime.forgetKeptDeletes()
 
 
 def resolve_equality_deletes(spark: SparkSession, table: str, where: str | None, dry_run: bool) -> dict[str, Any]:

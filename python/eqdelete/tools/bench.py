@@ -281,7 +281,7 @@ def planning(spark: SparkSession, scenario: Scenario, runs: int, out: Path,
     for round_ in range(runs + 1):
         for strategy in STRATEGIES:
             with use_strategy(spark, strategy):
-                _jvm.forget_delete_plans(spark)
+                _jvm.forget_kept_deletes(spark)
                 first = _jvm.seconds_to_plan(spark.sql(sql))
                 again = _jvm.seconds_to_plan(spark.sql(sql))
             if round_ > 0:  # the first round warms the JVM up

@@ -28,7 +28,7 @@ object ScanRewritePlan {
     override def coveredSets: Seq[EqualityDeleteSet] = indexes.filter(_.coveredBy.nonEmpty).map(_.set)
   }
 
-  /** Every part of every equality set becomes a left anti join. */
+  /** Every part of every equality set becomes a left anti join ([[DeleteJoin]]). */
   final case class Join(reason: String, layout: ScanLayout, joins: Seq[DeleteJoin]) extends ScanRewritePlan {
     val strategy: Strategy = Strategy.Join
     def describe: String = (layout.describe +: joins.map(_.describe)).mkString("; ")
@@ -90,8 +90,9 @@ object Covering {
 }
 
 /**
- * One left anti join: the delete files of one equality set that are partition-scoped
- * (`byScope`, joined on the scope too) or global.
+ * One join with delete rows (anti when reading the table, semi when resolving its deletes): the
+ * delete files of one equality set that are partition-scoped (`byScope`, joined on the scope
+ * too) or global.
  */
 final case class DeleteJoin(
     set: EqualityDeleteSet,

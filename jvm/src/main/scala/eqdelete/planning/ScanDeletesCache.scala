@@ -7,7 +7,7 @@ import org.apache.iceberg.expressions.{Expression => IcebergExpression}
  * The deletes of recent scans. A snapshot never changes, so the same table, snapshot,
  * filter, schema and case sensitivity always plan to the same files and deletes: a query run
  * again (a dashboard, the benchmark's rounds) skips reading the manifests a second time.
- * Declined plans are not kept; they are planned, and explained, each time. A plan holds its
+ * Declined reads are not kept; they are planned, and explained, each time. Each entry holds its
  * scan's tasks, so the cache is bounded by tasks as well as entries.
  */
 object ScanDeletesCache {
@@ -19,11 +19,11 @@ object ScanDeletesCache {
   private var tasks = 0L
   private val entries = new java.util.LinkedHashMap[Key, Option[ScanDeletes]](16, 0.75f, true)
 
-  private def tasksOf(plan: Option[ScanDeletes]): Long = plan.map(_.scan.tasks.size.toLong).getOrElse(0L)
+  private def tasksOf(deletes: Option[ScanDeletes]): Long = deletes.map(_.scan.tasks.size.toLong).getOrElse(0L)
 
-  private def put(key: Key, plan: Option[ScanDeletes]): Unit = entries.synchronized {
-    Option(entries.put(key, plan)).foreach(old => tasks -= tasksOf(old))
-    tasks += tasksOf(plan)
+  private def put(key: Key, deletes: Option[ScanDeletes]): Unit = entries.synchronized {
+    Option(entries.put(key, deletes)).foreach(old => tasks -= tasksOf(old))
+    tasks += tasksOf(deletes)
     val eldest = entries.entrySet().iterator()
     while ((entries.size() > MaxEntries || tasks > MaxTasks) && eldest.hasNext) {
       tasks -= tasksOf(eldest.next().getValue)

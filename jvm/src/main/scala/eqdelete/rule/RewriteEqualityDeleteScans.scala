@@ -138,9 +138,9 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
   private def planAndRewrite(read: IcebergRead, rowsStayInReadTask: Boolean): LogicalPlan = {
     val table = read.table
     val snapshotId = read.snapshotId
-    def leaveNative(reason: String, plan: Option[ScanDeletes] = None): LogicalPlan =
+    def leaveNative(reason: String, deletes: Option[ScanDeletes] = None): LogicalPlan =
       read.above(namedNative(read.relation, table,
-        Decision.of(table.name(), snapshotId, Strategy.Native, reason, "read natively", plan), plan.map(_.scan)), withPushed = true)
+        Decision.of(table.name(), snapshotId, Strategy.Native, reason, "read natively", deletes), deletes.map(_.scan)), withPushed = true)
     try {
       val readSchema = ScanFilters.schemaRead(read.relation.table, table, snapshotId)
       val filter = ScanFilters.icebergFilter(read.pushed)

@@ -19,7 +19,8 @@ import org.apache.spark.sql.types.StructType
  *                 need (fresh ids) plus `_file`
  * @param source   `relation` under the query's own filters (rows filtered before deletes are
  *                 applied, which is the same), where Spark pushes them into Iceberg's scan
- * @param columns  the columns the query needs, in the original's order, as `relation` names them
+ * @param columns  the columns the result gives: those the query needs, in the original's order, as
+ *                 `relation` names them (the resolver: `_file` and `_pos`)
  */
 final case class StrippedScan(
     relation: DataSourceV2Relation,

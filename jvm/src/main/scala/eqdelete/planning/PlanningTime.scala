@@ -1,6 +1,4 @@
-package eqdelete.explain
-
-import eqdelete.planning.ScanDeletesCache
+package eqdelete.planning
 
 import org.apache.spark.sql.eqdelete.compat.SparkInternals
 import org.apache.spark.sql.execution.QueryExecution
@@ -15,5 +13,5 @@ object PlanningTime {
   }
 
   /** Forgets every scan's kept deletes, so the next query plans its deletes from the manifests (cold). */
-  def forgetDeletePlans(): Unit = ScanDeletesCache.clear()
+  def forgetKeptDeletes(): Unit = ScanDeletesCache.clear()
 }
