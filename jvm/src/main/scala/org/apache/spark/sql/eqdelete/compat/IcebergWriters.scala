@@ -6,7 +6,7 @@ import scala.jdk.CollectionConverters._
 import org.apache.iceberg.{DataFile, DeleteFile, FileFormat, PartitionSpec, Schema, SerializableTable, StructLike, Table, TableProperties}
 import org.apache.iceberg.data.{GenericRecord, InternalRecordWrapper, Record}
 import org.apache.iceberg.deletes.{BaseDVFileWriter, PositionDelete, PositionDeleteIndex}
-import org.apache.iceberg.io.{OutputFileFactory, RollingDataWriter, RollingEqualityDeleteWriter, RollingPositionDeleteWriter}
+import org.apache.iceberg.io.{FileWriterFactory, OutputFileFactory, RollingDataWriter, RollingEqualityDeleteWriter, RollingPositionDeleteWriter}
 import org.apache.iceberg.types.Types
 import org.apache.spark.TaskContext
 
@@ -46,6 +46,11 @@ object IcebergWriters {
   /** The writers of the running Spark task; one per task, so its files are numbered in one sequence per format. */
   final class TaskWriters(table: Table) {
     private val outputs = mutable.Map.empty[FileFormat, OutputFileFactory]
+    // One writer factory of each kind per task, shared by its partitions' writers (as before the move).
+    private lazy val dataFactory =
+      GenericWriterFactory.builder(table).dataFileFormat(dataFormat).dataSchema(table.schema()).build()
+    private lazy val positionDeleteFactory = GenericWriterFactory.builder(table).deleteFileFormat(deleteFormat).build()
+    private val equalityDeleteFactories = mutable.Map.empty[(Seq[Int], Types.StructType), FileWriterFactory[Record]]
     private val targetSize = table.properties().getOrDefault(TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
       TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT.toString).toLong
     private val dataFormat = format(TableProperties.DEFAULT_FILE_FORMAT)
@@ -63,23 +68,22 @@ object IcebergWriters {
 
     /** Data files of the table's schema, in one partition of `spec`. */
     def data(spec: PartitionSpec, partition: StructLike): PartitionFiles[Record, DataFile] = {
-      val factory = GenericWriterFactory.builder(table).dataFileFormat(dataFormat).dataSchema(table.schema()).build()
-      val writer = new RollingDataWriter[Record](factory, outputFiles(dataFormat), table.io(), targetSize, spec, partition)
+      val writer = new RollingDataWriter[Record](dataFactory, outputFiles(dataFormat), table.io(), targetSize, spec, partition)
       rolling[Record, DataFile](writer.write, writer.close(), writer.result().dataFiles().asScala.toVector)
     }
 
     /** Equality delete files of rows of `rowSchema` matched on `equalityIds`, in one partition of `spec`. */
     def equalityDeletes(equalityIds: Array[Int], rowSchema: Schema, spec: PartitionSpec, partition: StructLike): PartitionFiles[Record, DeleteFile] = {
-      val factory = GenericWriterFactory.builder(table).deleteFileFormat(deleteFormat)
-        .equalityFieldIds(equalityIds).equalityDeleteRowSchema(rowSchema).build()
+      val factory = equalityDeleteFactories.getOrElseUpdate((equalityIds.toSeq, rowSchema.asStruct()),
+        GenericWriterFactory.builder(table).deleteFileFormat(deleteFormat)
+          .equalityFieldIds(equalityIds).equalityDeleteRowSchema(rowSchema).build())
       val writer = new RollingEqualityDeleteWriter[Record](factory, outputFiles(deleteFormat), table.io(), targetSize, spec, partition)
       rolling[Record, DeleteFile](writer.write, writer.close(), writer.result().deleteFiles().asScala.toVector)
     }
 
     /** Position delete files of (data file path, row position), in one partition of `spec`; positions sorted by the caller. */
     def positionDeletes(spec: PartitionSpec, partition: StructLike): PartitionFiles[(String, Long), DeleteFile] = {
-      val factory = GenericWriterFactory.builder(table).deleteFileFormat(deleteFormat).build()
-      val writer = new RollingPositionDeleteWriter[Record](factory, outputFiles(deleteFormat), table.io(), targetSize, spec, partition)
+      val writer = new RollingPositionDeleteWriter[Record](positionDeleteFactory, outputFiles(deleteFormat), table.io(), targetSize, spec, partition)
       val delete = PositionDelete.create[Record]()
       rolling[(String, Long), DeleteFile](
         { case (path, position) => writer.write(delete.set(path, position)) }, writer.close(), writer.result().deleteFiles().asScala.toVector)
