@@ -84,6 +84,63 @@ final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
 
   private def next(i: Int): Int = if (i + 1 == capacity) 0 else i + 1
 
+  /** The keys' table is sized for: a batch ordered for another size is not in this table's slot order. */
+  def sizedFor: Long = expectedKeys
+
+  /**
+   * The table split into at most `parts` regions of whole stretches, which threads may fill at
+   * once, each only its own (see [[LongKeyIndex.Region]]), for `keys` more keys in runs of the
+   * given (scope, sequence number) pairs. One region when the table keeps a Bloom filter
+   * (shared by every region) or `keys` could make it grow (it would move every slot).
+   * `absorb` the regions once every thread is done.
+   */
+  def regions(parts: Int, keys: Long, runs: Seq[(Long, Long)]): IndexedSeq[LongKeyIndex.Region] = {
+    require(!isSealed, "the index is sealed")
+    runs.foreach { case (scope, seq) => noteScope(scope, seq) }
+    if (parts <= 1 || bloom != null || used + keys > capacity * LongKeyIndex.MaxLoad) {
+      IndexedSeq(new LongKeyIndex.Region(this, 0, LongKeyIndex.Stretches, whole = true))
+    } else {
+      val n = math.min(parts, LongKeyIndex.Stretches)
+      val bounds = (0 to n).map(k => (k.toLong * LongKeyIndex.Stretches / n).toInt)
+      bounds.sliding(2).map { case Seq(first, end) => new LongKeyIndex.Region(this, first, end, whole = false) }.toIndexedSeq
+    }
+  }
+
+  /** Adds what `regions` kept aside (keys whose probe left their region) and counts their keys. */
+  def absorb(regions: Seq[LongKeyIndex.Region]): Unit = regions.foreach { region =>
+    used += region.added
+    region.keptAside.foreach { case (scope, key, seq) => insert(key, scope, seq) }
+  }
+
+  /** The first slot whose home stretch is `stretch` or later (`capacity` past the last). */
+  private[index] def firstSlotOf(stretch: Int): Int =
+    ((stretch.toLong * capacity + LongKeyIndex.Stretches - 1) / LongKeyIndex.Stretches).toInt
+
+  /**
+   * Puts `key` into its slot if the probe from its home slot stays within `from until until`:
+   * 1 for a new key, 0 for one present; else leaves the table alone: -1. Counts nothing (the
+   * region does) and never grows the table (`regions` made sure it need not).
+   */
+  private[index] def insertWithin(key: Long, scope: Long, sequenceNumber: Long, from: Int, until: Int): Int = {
+    checkPacks(scope, sequenceNumber)
+    var i = slot(key, scope)
+    if (i < from || i >= until) return -1
+    while (slots(2 * i + 1) != Empty && !(slots(2 * i) == key && (slots(2 * i + 1) >> SequenceBits) == scope)) {
+      i += 1
+      if (i == until) return -1
+    }
+    val at = 2 * i
+    if (slots(at + 1) == Empty) {
+      slots(at) = key
+      slots(at + 1) = (scope << SequenceBits) | sequenceNumber
+      if (bloom != null) bloom.add(LongKeyIndex.bloomHash(key))
+      1
+    } else {
+      if (LongKeyIndex.sequenceOf(slots(at + 1)) < sequenceNumber) slots(at + 1) = (scope << SequenceBits) | sequenceNumber
+      0
+    }
+  }
+
   private def lookup(key: Long, scope: Long): Long = {
     var i = slot(key, scope)
     while (true) {
@@ -95,11 +152,14 @@ final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
     DeleteKeyIndex.NoDelete
   }
 
-  private def insert(key: Long, scope: Long, sequenceNumber: Long): Unit = {
+  private def checkPacks(scope: Long, sequenceNumber: Long): Unit =
     if (sequenceNumber > LongKeyIndex.MaxSequenceNumber || scope != scope.toInt) {
       // forKeyTypes gives such sets the general index; reaching here is a bug, never a wrong row.
       throw new IndexCapacityException(s"delete sequence number $sequenceNumber or scope $scope is past the primitive index")
     }
+
+  private[index] def insert(key: Long, scope: Long, sequenceNumber: Long): Unit = {
+    checkPacks(scope, sequenceNumber)
     if (used + 1 > capacity * LongKeyIndex.MaxLoad) grow()
     val entry = (scope << SequenceBits) | sequenceNumber
     var i = slot(key, scope)
@@ -129,6 +189,30 @@ final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
 }
 
 object LongKeyIndex {
+  /**
+   * Stretches `firstStretch until endStretch` of `index`'s table: the slots their keys' home
+   * slots lie in, which one thread fills while others fill other regions. It writes only those
+   * slots, so no lock is needed; a key whose probe would run past them is kept aside for
+   * `absorb`. Linear probing keeps every slot from a key's home to its own filled, so a later
+   * duplicate of a key kept aside is kept aside too, and of one placed finds it: every key is
+   * added once, with its newest sequence number, as one thread adding them all would.
+   */
+  final class Region private[LongKeyIndex] (index: LongKeyIndex, val firstStretch: Int, val endStretch: Int, whole: Boolean) {
+    private val (from, until) = (index.firstSlotOf(firstStretch), index.firstSlotOf(endStretch))
+    private val aside = scala.collection.mutable.ArrayBuffer[(Long, Long, Long)]()
+    private[LongKeyIndex] var added = 0
+
+    def add(scope: Long, key: Long, sequenceNumber: Long): Unit =
+      if (whole) index.insert(key, scope, sequenceNumber) // the only region: the table's own insert, growing it if need be
+      else index.insertWithin(key, scope, sequenceNumber, from, until) match {
+        case 1 => added += 1
+        case 0 =>
+        case _ => aside += ((scope, key, sequenceNumber))
+      }
+
+    private[LongKeyIndex] def keptAside: Seq[(Long, Long, Long)] = aside.toSeq
+  }
+
   /** The newest sequence number a slot holds: its lower 32 bits, unsigned. */
   val MaxSequenceNumber: Long = 0xFFFFFFFFL
   private val SequenceBits = 32
@@ -162,29 +246,34 @@ object LongKeyIndex {
     val n = until - from
     if (n < 2) return
     val capacity = tableSlotsFor(expectedKeys)
-    def stretchOf(key: Long): Int = stretch(homeSlot(key, scope, capacity), capacity)
-    val sorted = new Array[Long](n)
-    def pass(source: Array[Long], sourceFrom: Int, target: Array[Long], targetFrom: Int, shift: Int): Unit = {
+    // Each key's stretch hashed once, beside it through both passes (it was hashed in each).
+    val stretches = new Array[Char](n)
+    var i = 0
+    while (i < n) { stretches(i) = stretch(homeSlot(keys(from + i), scope, capacity), capacity).toChar; i += 1 }
+    val (sortedKeys, sortedStretches) = (new Array[Long](n), new Array[Char](n))
+    def pass(keysIn: Array[Long], keysFrom: Int, stretchesIn: Array[Char], keysOut: Array[Long], outFrom: Int,
+        stretchesOut: Array[Char], shift: Int): Unit = {
       val starts = new Array[Int](257)
       var i = 0
-      while (i < n) { starts(((stretchOf(source(sourceFrom + i)) >>> shift) & 0xFF) + 1) += 1; i += 1 }
+      while (i < n) { starts(((stretchesIn(i) >>> shift) & 0xFF) + 1) += 1; i += 1 }
       var b = 0
       while (b < 256) { starts(b + 1) += starts(b); b += 1 }
       i = 0
       while (i < n) {
-        val key = source(sourceFrom + i)
-        val digit = (stretchOf(key) >>> shift) & 0xFF
-        target(targetFrom + starts(digit)) = key
-        starts(digit) += 1
+        val digit = (stretchesIn(i) >>> shift) & 0xFF
+        val to = starts(digit)
+        keysOut(outFrom + to) = keysIn(keysFrom + i)
+        if (stretchesOut != null) stretchesOut(to) = stretchesIn(i)
+        starts(digit) = to + 1
         i += 1
       }
     }
-    pass(keys, from, sorted, 0, 0)
-    pass(sorted, 0, keys, from, 8)
+    pass(keys, from, stretches, sortedKeys, 0, sortedStretches, 0)
+    pass(sortedKeys, 0, sortedStretches, keys, from, null, 8)
   }
 
   /** Linear probing stays short (about 2 probes for a key present, 3-4 for one absent) up to this load. */
-  private val MaxLoad = 0.65
+  private[index] val MaxLoad = 0.65
 
   /** Keys up to which a Bloom filter (16-32 bits a key) stays within a few MB of cache. */
   private val MaxBloomKeys = 2000000L

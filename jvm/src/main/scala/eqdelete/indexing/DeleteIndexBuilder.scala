@@ -35,7 +35,7 @@ object DeleteIndexBuilder {
       case e: OutOfMemoryError => throw outOfMemory(e)
       case e: IndexCapacityException => throw new FilterIndexCapacityException(set, e)
     }
-    val broadcast = try context.broadcast(index) catch { case e: OutOfMemoryError => throw outOfMemory(e) }
+    val broadcast = try InProcessBroadcast.orSpark(context, index) catch { case e: OutOfMemoryError => throw outOfMemory(e) }
     DeleteIndexCache.BuiltIndex(broadcast, covered)
   }
 
@@ -48,10 +48,13 @@ object DeleteIndexBuilder {
     var index = DeleteKeyIndex.forKeyTypes(indexed.keyTypes, indexKeys, indexed.set.newestSequenceNumber)
     val primitive = index.isInstanceOf[LongKeyIndex] // the batches' format follows the index built
     val reader = new DeleteRowReader(source.io, source.readSchema, indexed.set.equalityIds)
-    val rows = DeleteRows.rdd(context, reader, indexed.read.files, indexed.read.tasks, indexed.set.describeKeys)
     val keyTypes = indexed.keyTypes
     val rowsPerTask = indexKeys / indexed.read.tasks // a size hint: files are about alike
-    val batches = rows.mapPartitions { rows =>
+    val batches = if (primitive && coverers.isEmpty) {
+      DeleteRows.perTask(context, indexed.read.files, indexed.read.tasks, indexed.set.describeKeys) { files =>
+        Iterator(DeleteRowBatch.ofKeyColumns(files, reader, keyTypes.head, indexKeys, rowsPerTask))
+      }
+    } else DeleteRows.rdd(context, reader, indexed.read.files, indexed.read.tasks, indexed.set.describeKeys).mapPartitions { rows =>
       if (coverers.isEmpty) Iterator(DeleteRowBatch(rows, keyTypes, primitive, indexKeys, rowsPerTask))
       else {
         var covered = 0L
@@ -102,7 +105,7 @@ object DeleteIndexBuilder {
     // The job's own failure (a delete file that cannot be read), as runJob would throw it.
     job.get()
     index match {
-      case longs: LongKeyIndex => DeleteRowBatch.addInSlotOrder(held.toSeq, longs)
+      case longs: LongKeyIndex => DeleteRowBatch.addInSlotOrder(held.toSeq, longs, Runtime.getRuntime.availableProcessors())
       case _ =>
     }
     held.clear()

@@ -1,11 +1,16 @@
 package eqdelete.indexing
 
+import scala.annotation.switch
 import scala.collection.mutable.ArrayBuilder
 
 import eqdelete.index.{DeleteKeyIndex, HashedKeyIndex, KeyBits, KeyBytes, KeyHash, LongKeyIndex}
 
+import eqdelete.read.DeleteRowReader
+import eqdelete.read.DeleteRows.TaskFile
+
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.types.DataType
+import org.apache.spark.sql.types.{DataType, DateType, DoubleType, FloatType, IntegerType}
+import org.apache.spark.sql.vectorized.ColumnVector
 
 /**
  * The delete rows one task read, as it ships them: the keys in a long array (for one integral
@@ -21,11 +26,12 @@ final class DeleteRowBatch private (
     private val runs: Array[Long],
     nullKeys: Array[Long],
     packed: Array[Byte],
-    val covered: Long)
+    val covered: Long,
+    private val orderedFor: Long = 0L) // the keys of the primitive index whose slot order each run's keys are in
   extends Serializable {
 
   /** The same rows, and `n` rows dropped as covered before them. */
-  def withCovered(n: Long): DeleteRowBatch = new DeleteRowBatch(keys, runs, nullKeys, packed, n)
+  def withCovered(n: Long): DeleteRowBatch = new DeleteRowBatch(keys, runs, nullKeys, packed, n, orderedFor)
 
   def addTo(index: DeleteKeyIndex): Unit = {
     var start = 0
@@ -72,46 +78,180 @@ object DeleteRowBatch {
    * in 30 batches, that took the driver 1.4 s (the scale benchmark's delete axis).
    * Each run waits in the list of the stretch its next key lands in, so the pass costs the keys
    * and the stretches, not stretches times runs (a run per delete file: Flink writes many).
-   * A key out of order (an index sized otherwise) is added with the keys before it, never left out.
+   *
+   * Up to `threads` threads fill the table at once, each its own region of stretches
+   * (`LongKeyIndex.regions`): at 10^7 keys one thread took 0.38 s, the driver's longest wait
+   * between reading the deletes and reading the data. A key out of order (batches ordered for an
+   * index of another size) makes it one thread, and is added with the keys before it, never left out.
    */
-  def addInSlotOrder(batches: Seq[DeleteRowBatch], index: LongKeyIndex): Unit = {
+  def addInSlotOrder(batches: Seq[DeleteRowBatch], index: LongKeyIndex, threads: Int): Unit = {
     val runs = for (batch <- batches; run <- batch.runs.indices by 3) yield (batch, run)
     val keys = runs.map(_._1.keys).toArray
-    val positions = runs.map { case (batch, run) => if (run == 0) 0 else batch.runs(run - 3).toInt }.toArray
+    val starts = runs.map { case (batch, run) => if (run == 0) 0 else batch.runs(run - 3).toInt }.toArray
     val ends = runs.map { case (batch, run) => batch.runs(run).toInt }.toArray
     val scopes = runs.map { case (batch, run) => batch.runs(run + 1) }.toArray
     val sequences = runs.map { case (batch, run) => batch.runs(run + 2) }.toArray
-    // Per stretch, the first run waiting there, and per run the next one waiting with it (-1: none).
-    val waiting = Array.fill(LongKeyIndex.Stretches)(-1)
-    val nextWaiting = new Array[Int](keys.length)
-    def wait(r: Int): Unit = if (positions(r) < ends(r)) {
-      val stretch = index.stretchOf(keys(r)(positions(r)), scopes(r))
-      nextWaiting(r) = waiting(stretch)
-      waiting(stretch) = r
-    }
-    keys.indices.foreach(wait)
-    var stretch = 0
-    while (stretch < LongKeyIndex.Stretches) {
-      var r = waiting(stretch)
-      while (r >= 0) {
-        val following = nextWaiting(r)
-        val runKeys = keys(r)
-        val end = ends(r)
-        val scope = scopes(r)
-        val seq = sequences(r)
-        var at = positions(r)
-        // Up to the first key of a later stretch, so the run waits only ahead of this one.
-        while (at < end && index.stretchOf(runKeys(at), scope) <= stretch) {
-          index.addBits(scope, runKeys(at), seq)
-          at += 1
+    val ordered = batches.forall(_.orderedFor == index.sizedFor)
+    val total = keys.indices.map(r => (ends(r) - starts(r)).toLong).sum
+    val regions = index.regions(if (ordered) threads else 1, total, scopes.zip(sequences).distinct.toSeq)
+
+    // Per run, the first of its keys in `stretch` or later: its keys are ordered by stretch.
+    def firstIn(r: Int, stretch: Int): Int =
+      if (stretch == 0) starts(r) else if (stretch == LongKeyIndex.Stretches) ends(r) else {
+        var (lo, hi) = (starts(r), ends(r))
+        while (lo < hi) {
+          val mid = (lo + hi) >>> 1
+          if (index.stretchOf(keys(r)(mid), scopes(r)) < stretch) lo = mid + 1 else hi = mid
         }
-        positions(r) = at
-        wait(r)
-        r = following
+        lo
       }
-      stretch += 1
+
+    def fill(region: LongKeyIndex.Region): Unit = {
+      val positions = keys.indices.map(firstIn(_, region.firstStretch)).toArray
+      val until = keys.indices.map(firstIn(_, region.endStretch)).toArray
+      // Per stretch, the first run waiting there, and per run the next one waiting with it (-1: none).
+      val waiting = Array.fill(region.endStretch - region.firstStretch)(-1)
+      val nextWaiting = new Array[Int](keys.length)
+      def wait(r: Int): Unit = if (positions(r) < until(r)) {
+        val at = index.stretchOf(keys(r)(positions(r)), scopes(r)) - region.firstStretch
+        nextWaiting(r) = waiting(at)
+        waiting(at) = r
+      }
+      keys.indices.foreach(wait)
+      var stretch = region.firstStretch
+      while (stretch < region.endStretch) {
+        var r = waiting(stretch - region.firstStretch)
+        while (r >= 0) {
+          val following = nextWaiting(r)
+          val runKeys = keys(r)
+          val end = until(r)
+          val scope = scopes(r)
+          val seq = sequences(r)
+          var at = positions(r)
+          // Up to the first key of a later stretch, so the run waits only ahead of this one.
+          while (at < end && index.stretchOf(runKeys(at), scope) <= stretch) {
+            region.add(scope, runKeys(at), seq)
+            at += 1
+          }
+          positions(r) = at
+          wait(r)
+          r = following
+        }
+        stretch += 1
+      }
     }
+
+    if (regions.size == 1) fill(regions.head)
+    else {
+      val failures = new java.util.concurrent.ConcurrentLinkedQueue[Throwable]()
+      val workers = regions.map { region =>
+        val worker = new Thread(() => try fill(region) catch { case e: Throwable => failures.add(e) }, "eqdelete-index-fill")
+        worker.setDaemon(true)
+        worker.start()
+        worker
+      }
+      workers.foreach(_.join())
+      Option(failures.peek()).foreach(e => throw e)
+    }
+    index.absorb(regions)
     batches.foreach(_.addNullKeysTo(index))
+  }
+
+  /**
+   * The batch of one task's `files`, each a single primitive key of `keyType`, for a
+   * [[LongKeyIndex]] sized for `indexKeys` keys (as `apply` with `primitive`): a file Iceberg's
+   * vectorized reader reads gives its keys column by column, with no row in between (at 10^7
+   * delete rows, the rows were most of what the index's read tasks cost); any other row by row.
+   */
+  def ofKeyColumns(files: Iterator[TaskFile], reader: DeleteRowReader, keyType: DataType, indexKeys: Long,
+      expectedRows: Long): DeleteRowBatch = {
+    val batch = new LongKeys(expectedRows)
+    files.foreach { file =>
+      batch.startRun(file.scope, file.sequenceNumber)
+      reader.keyBatches(file.file) match {
+        case Some(columns) => columns.foreach(columnar => batch.addColumn(columnar.column(0), columnar.numRows(), keyType))
+        case None => reader.read(file.file).foreach(row => if (row.isNullAt(0)) batch.addNull() else batch.add(KeyBits.at(row, 0, keyType)))
+      }
+    }
+    batch.result(indexKeys)
+  }
+
+  /**
+   * One task's primitive keys as they arrive, run by run of one scope and sequence number, kept
+   * in a plain long array (a Scala builder boxed each key on its way in).
+   */
+  private final class LongKeys(expectedRows: Long) {
+    private val keys = new Longs(expectedRows)
+    private val runs = new ArrayBuilder.ofLong
+    private val nulls = new ArrayBuilder.ofLong
+    private var (scope, seq) = (0L, 0L) // of the open run; sequence numbers start at 1, so none is open yet
+    private var runStart = 0
+
+    /** The rows that follow have this scope and sequence number. */
+    def startRun(rowScope: Long, rowSeq: Long): Unit = if (rowSeq != seq || rowScope != scope) {
+      closeRun()
+      scope = rowScope
+      seq = rowSeq
+    }
+
+    private def closeRun(): Unit = if (keys.size > runStart) {
+      runs += keys.size += scope += seq
+      runStart = keys.size
+    }
+
+    def addNull(): Unit = nulls += scope += seq
+
+    def add(key: Long): Unit = keys.add(key)
+
+    /** Rows `0 until rows` of `vector`, a column of `keyType`. */
+    def addColumn(vector: ColumnVector, rows: Int, keyType: DataType): Unit = {
+      keys.reserve(rows)
+      val nullable = vector.hasNull
+      val kind = keyType match { case DoubleType => 0; case FloatType => 1; case IntegerType | DateType => 2; case _ => 3 }
+      var i = 0
+      while (i < rows) {
+        if (nullable && vector.isNullAt(i)) addNull()
+        else keys.add((kind: @switch) match { // as KeyBits.at
+          case 0 => java.lang.Double.doubleToLongBits(vector.getDouble(i))
+          case 1 => java.lang.Float.floatToIntBits(vector.getFloat(i)).toLong
+          case 2 => vector.getInt(i).toLong
+          case _ => vector.getLong(i)
+        })
+        i += 1
+      }
+    }
+
+    /** The batch, each run's keys in the order a LongKeyIndex sized for `indexKeys` fills its table. */
+    def result(indexKeys: Long): DeleteRowBatch = {
+      closeRun()
+      val ordered = keys.result()
+      val byRun = runs.result()
+      var (start, run) = (0, 0)
+      while (run < byRun.length) {
+        LongKeyIndex.orderForInsert(ordered, start, byRun(run).toInt, byRun(run + 1), indexKeys)
+        start = byRun(run).toInt
+        run += 3
+      }
+      new DeleteRowBatch(ordered, byRun, nulls.result(), Array.emptyByteArray, 0L, indexKeys)
+    }
+  }
+
+  /** A growing long array: one per task, millions of keys, where a Scala builder boxed each key (2.13). */
+  private final class Longs(expected: Long) {
+    private var values = new Array[Long](math.max(16L, math.min(expected, Int.MaxValue - 8L)).toInt)
+    var size = 0
+
+    def add(value: Long): Unit = {
+      if (size == values.length) reserve(1)
+      values(size) = value
+      size += 1
+    }
+
+    def reserve(more: Int): Unit = if (values.length - size < more) {
+      values = java.util.Arrays.copyOf(values, math.min(Int.MaxValue - 8L, math.max(2L * values.length, size.toLong + more)).toInt)
+    }
+
+    def result(): Array[Long] = if (size == values.length) values else java.util.Arrays.copyOf(values, size)
   }
 
   /**
@@ -122,8 +262,7 @@ object DeleteRowBatch {
    */
   def apply(rows: Iterator[InternalRow], keyTypes: Seq[DataType], primitive: Boolean, indexKeys: Long,
       expectedRows: Long = 0): DeleteRowBatch = {
-    val keys = new ArrayBuilder.ofLong
-    keys.sizeHint(math.min(expectedRows, Int.MaxValue - 8L).toInt)
+    val keys = new Longs(expectedRows)
     val runs = new ArrayBuilder.ofLong
     val nulls = new ArrayBuilder.ofLong
     val types = keyTypes.toArray
@@ -138,24 +277,17 @@ object DeleteRowBatch {
         scope = rowScope
         seq = rowSeq
       }
-      keys += key
+      keys.add(key)
       count += 1
     }
     if (primitive) {
+      val batch = new LongKeys(expectedRows)
       val keyType = types(0)
       rows.foreach { row =>
-        if (row.isNullAt(0)) nulls += row.getLong(scopeAt) += row.getLong(seqAt)
-        else addKey(row, KeyBits.at(row, 0, keyType))
+        batch.startRun(row.getLong(scopeAt), row.getLong(seqAt))
+        if (row.isNullAt(0)) batch.addNull() else batch.add(KeyBits.at(row, 0, keyType))
       }
-      closeRun()
-      val (ordered, byRun) = (keys.result(), runs.result())
-      var (start, run) = (0, 0)
-      while (run < byRun.length) {
-        LongKeyIndex.orderForInsert(ordered, start, byRun(run).toInt, byRun(run + 1), indexKeys)
-        start = byRun(run).toInt
-        run += 3
-      }
-      new DeleteRowBatch(ordered, byRun, nulls.result(), Array.emptyByteArray, 0L)
+      batch.result(indexKeys)
     } else {
       val key = new KeyBytes
       val values = new Array[Any](types.length)

@@ -75,7 +75,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
         val batches = rows.map(task => shipped(DeleteRowBatch(
           task.iterator.map { case (k, s, q) => InternalRow(k, s, q) }, Seq(LongType), primitive = true, indexKeys = sizedFor)))
         val onePass = new LongKeyIndex(sizedFor)
-        DeleteRowBatch.addInSlotOrder(batches, onePass)
+        DeleteRowBatch.addInSlotOrder(batches, onePass, threads = 3)
         val byBatch = new LongKeyIndex(sizedFor)
         batches.foreach(_.addTo(byBatch))
         Seq(onePass, byBatch).foreach(_.seal())
@@ -84,6 +84,29 @@ class DeleteRowBatchSuite extends AnyFunSuite {
           assert(onePass.newestOf(scope, Array[Any](key)) == byBatch.newestOf(scope, Array[Any](key)), s"$key in $scope")
         }
       }
+    }
+  }
+
+  test("threads filling regions of a table past the Bloom filter's size build the index one thread builds") {
+    val random = new Random(11)
+    val scopes = Seq(Global, 0L, 5L)
+    // 2.4M rows over 1.5M distinct keys: duplicates across tasks, scopes and sequence numbers.
+    val tasks = Seq.fill(8)(Array.fill(300000)((random.nextInt(1500000).toLong * 7919L, scopes(random.nextInt(3)), 1L + random.nextInt(40))))
+    val total = tasks.map(_.length.toLong).sum
+    val batches = tasks.map(task => shipped(DeleteRowBatch(
+      task.sortBy(r => (r._2, r._3)).iterator.map { case (k, s, q) => InternalRow(k, s, q) }, Seq(LongType), primitive = true, indexKeys = total)))
+    val indexes = Seq(1, 2, 7).map { threads =>
+      val index = new LongKeyIndex(total)
+      DeleteRowBatch.addInSlotOrder(batches, index, threads)
+      index.seal()
+    }
+    val byBatch = new LongKeyIndex(total)
+    batches.foreach(_.addTo(byBatch))
+    byBatch.seal()
+    indexes.foreach(index => assert(index.distinctKeys == byBatch.distinctKeys))
+    for (k <- (0L until 1600000L by 3L).map(_ * 7919L); scope <- Seq(0L, 5L, 9L); index <- indexes) {
+      val key = Array[Any](java.lang.Long.valueOf(k))
+      assert(index.newestOf(scope, key) == byBatch.newestOf(scope, key), s"$k in $scope")
     }
   }
 
