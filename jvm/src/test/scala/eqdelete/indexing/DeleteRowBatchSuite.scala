@@ -3,9 +3,13 @@ package eqdelete.indexing
 import scala.util.Random
 
 import eqdelete.index.{DeleteKeyIndex, LongKeyIndex}
-import eqdelete.planning.ScanDeletes
+import eqdelete.planning.{DeletePlanner, ScanDeletes}
+import eqdelete.read.DeleteRowReader
+import eqdelete.read.DeleteRows.TaskFile
+import eqdelete.testing.{IcebergTables, TestSpark}
 
 import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.eqdelete.compat.IcebergSparkTables
 import org.apache.spark.sql.types.{DataType, LongType, StringType}
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
@@ -107,6 +111,36 @@ class DeleteRowBatchSuite extends AnyFunSuite {
     for (k <- (0L until 1600000L by 3L).map(_ * 7919L); scope <- Seq(0L, 5L, 9L); index <- indexes) {
       val key = Array[Any](java.lang.Long.valueOf(k))
       assert(index.newestOf(scope, key) == byBatch.newestOf(scope, key), s"$k in $scope")
+    }
+  }
+
+  test("a primitive key read from the vectorized reader's column batches gives the index its rows give") {
+    val spark = TestSpark.session
+    val tables = new IcebergTables(spark, "key_columns")
+    import spark.implicits._
+    val table = tables.create(partitioned = true)
+    tables.insert(table, (0L until 50L).map(k => (k, s"v$k", (k % 2).toInt)))
+    tables.deleteKeys(table, (0L until 50L by 3L).map(k => (k, (k % 2).toInt)))                 // scoped, one file a partition
+    tables.deleteKeys(table, (0L until 50L by 7L).map(k => (k, 0)), global = true)              // global, newer
+    tables.delete(table, Seq("k"), Seq[(java.lang.Long, Int)]((null, 1), (5L, 1)).toDF("k", "p")) // a NULL key, newest
+    val iceberg = IcebergSparkTables.load(spark, table)
+    iceberg.refresh()
+    val set = DeletePlanner.plan(iceberg, iceberg.currentSnapshot().snapshotId(), iceberg.schema()).get.deleteSets.head
+    val reader = new DeleteRowReader(iceberg.io(), iceberg.schema(), set.equalityIds)
+    val files = set.files.map(f => TaskFile(f.file, f.scope.toLong, f.sequenceNumber))
+    assert(files.map(_.scope).toSet.size == 3 && files.forall(f => reader.keyBatches(f.file).isDefined))
+
+    val fromColumns = new LongKeyIndex(set.records)
+    DeleteRowBatch.addInSlotOrder(Seq(shipped(DeleteRowBatch.ofKeyColumns(files.iterator, reader, LongType, set.records, 4))),
+      fromColumns, threads = 2)
+    val fromRows = new LongKeyIndex(set.records)
+    for (file <- files; row <- reader.read(file.file)) {
+      fromRows.add(file.scope, Array[Any](if (row.isNullAt(0)) null else row.getLong(0)), file.sequenceNumber)
+    }
+    Seq(fromColumns, fromRows).foreach(_.seal())
+    assert(fromColumns.distinctKeys == fromRows.distinctKeys && fromRows.distinctKeys > 20)
+    for (scope <- files.map(_.scope).distinct :+ 7L; key <- (0L until 50L).map(k => java.lang.Long.valueOf(k)) :+ null) {
+      assert(fromColumns.newestOf(scope, Array[Any](key)) == fromRows.newestOf(scope, Array[Any](key)), s"$key in $scope")
     }
   }
 
