@@ -67,6 +67,26 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
     assert((0L until 100000L).count(k => index.newest(0, isNull = false, k * 7919L + 1) != DeleteKeyIndex.NoDelete) == 0)
   }
 
+  test("a sealed index's bitmap of a dense key range is exact, at its edges and for keys far outside it") {
+    def probes(keys: Seq[Long]): Seq[Long] =
+      keys.flatMap(k => Seq(k - 1, k, k + 1)) ++ Seq(Long.MinValue, Long.MinValue + 1, -1L, 0L, 1L, Long.MaxValue - 1, Long.MaxValue)
+    val reference = (keys: Seq[Long], probe: Long) => if (keys.contains(probe)) 4L else DeleteKeyIndex.NoDelete
+    // Dense (every other id past the Bloom filter's size, negative, at the long range's ends), and spanning every long.
+    val sets = Seq(
+      (3000000L until 3000000L + 2 * 2500000L by 2L).toSeq,
+      (-500L until 500L).toSeq,
+      (Long.MaxValue - 99L to Long.MaxValue).toSeq,
+      (Long.MinValue to Long.MinValue + 99L).toSeq,
+      Seq(Long.MinValue, 0L, Long.MaxValue))
+    for (keys <- sets) {
+      val index = new LongKeyIndex(keys.size)
+      keys.foreach(k => index.add(DeleteKeyIndex.GlobalScope, Array[Any](k), 4))
+      index.seal()
+      val checked = if (keys.size > 10000) probes(keys.take(500) ++ keys.takeRight(500)) ++ (0 until 200000).map(i => 3000000L + i) else probes(keys)
+      checked.foreach(p => assert(index.newest(0, isNull = false, p) == reference(keys, p), s"$p"))
+    }
+  }
+
   test("int and date keys use the primitive table") {
     Seq(IntegerType, DateType).foreach(t => assert(DeleteKeyIndex.forKeyTypes(Seq(t), 1, Newest).isInstanceOf[LongKeyIndex]))
     check(Seq(IntegerType), r => if (r.nextInt(8) == 0) null else Integer.valueOf(r.nextInt(300)), 1000, 1000, 3)
