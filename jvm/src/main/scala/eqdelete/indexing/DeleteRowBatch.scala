@@ -1,6 +1,5 @@
 package eqdelete.indexing
 
-import scala.annotation.switch
 import scala.collection.mutable.ArrayBuilder
 
 import eqdelete.index.{DeleteKeyIndex, HashedKeyIndex, KeyBits, KeyBytes, KeyHash, LongKeyIndex}
@@ -9,8 +8,7 @@ import eqdelete.read.DeleteRowReader
 import eqdelete.read.DeleteRows.TaskFile
 
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.types.{DataType, DateType, DoubleType, FloatType, IntegerType}
-import org.apache.spark.sql.vectorized.ColumnVector
+import org.apache.spark.sql.types.DataType
 
 /**
  * The delete rows one task read, as it ships them: the keys in a long array (for one integral
@@ -165,22 +163,30 @@ object DeleteRowBatch {
    */
   def ofKeyColumns(files: Iterator[TaskFile], reader: DeleteRowReader, keyType: DataType, indexKeys: Long,
       expectedRows: Long): DeleteRowBatch = {
-    val batch = new LongKeys(expectedRows)
+    val keys = new TaskKeys(expectedRows)
     files.foreach { file =>
-      batch.startRun(file.scope, file.sequenceNumber)
+      keys.startRun(file.scope, file.sequenceNumber)
       reader.keyBatches(file.file) match {
-        case Some(columns) => columns.foreach(columnar => batch.addColumn(columnar.column(0), columnar.numRows(), keyType))
-        case None => reader.read(file.file).foreach(row => if (row.isNullAt(0)) batch.addNull() else batch.add(KeyBits.at(row, 0, keyType)))
+        case Some(batches) => batches.foreach { columnar =>
+          keys.reserve(columnar.numRows())
+          var i = 0
+          while (i < columnar.numRows()) {
+            keys.addPrimitive(columnar.getRow(i), keyType) // the batch's one reused row, pointed at row i
+            i += 1
+          }
+        }
+        case None => reader.read(file.file).foreach(keys.addPrimitive(_, keyType))
       }
     }
-    batch.result(indexKeys)
+    keys.primitive(indexKeys)
   }
 
   /**
-   * One task's primitive keys as they arrive, run by run of one scope and sequence number, kept
-   * in a plain long array (a Scala builder boxed each key on its way in).
+   * One task's keys as they arrive (a primitive key's [[KeyBits]], or other keys' hashes), run by
+   * run of one scope and sequence number, kept in a plain long array (a Scala builder boxed each
+   * key on its way in).
    */
-  private final class LongKeys(expectedRows: Long) {
+  private final class TaskKeys(expectedRows: Long) {
     private val keys = new Longs(expectedRows)
     private val runs = new ArrayBuilder.ofLong
     private val nulls = new ArrayBuilder.ofLong
@@ -199,30 +205,16 @@ object DeleteRowBatch {
       runStart = keys.size
     }
 
-    def addNull(): Unit = nulls += scope += seq
+    def reserve(rows: Int): Unit = keys.reserve(rows)
 
     def add(key: Long): Unit = keys.add(key)
 
-    /** Rows `0 until rows` of `vector`, a column of `keyType`. */
-    def addColumn(vector: ColumnVector, rows: Int, keyType: DataType): Unit = {
-      keys.reserve(rows)
-      val nullable = vector.hasNull
-      val kind = keyType match { case DoubleType => 0; case FloatType => 1; case IntegerType | DateType => 2; case _ => 3 }
-      var i = 0
-      while (i < rows) {
-        if (nullable && vector.isNullAt(i)) addNull()
-        else keys.add((kind: @switch) match { // as KeyBits.at
-          case 0 => java.lang.Double.doubleToLongBits(vector.getDouble(i))
-          case 1 => java.lang.Float.floatToIntBits(vector.getFloat(i)).toLong
-          case 2 => vector.getInt(i).toLong
-          case _ => vector.getLong(i)
-        })
-        i += 1
-      }
-    }
+    /** The primitive key of `keyType` at ordinal 0 of `row`, or its NULL. */
+    def addPrimitive(row: InternalRow, keyType: DataType): Unit =
+      if (row.isNullAt(0)) nulls += scope += seq else keys.add(KeyBits.at(row, 0, keyType))
 
     /** The batch, each run's keys in the order a LongKeyIndex sized for `indexKeys` fills its table. */
-    def result(indexKeys: Long): DeleteRowBatch = {
+    def primitive(indexKeys: Long): DeleteRowBatch = {
       closeRun()
       val ordered = keys.result()
       val byRun = runs.result()
@@ -233,6 +225,12 @@ object DeleteRowBatch {
         run += 3
       }
       new DeleteRowBatch(ordered, byRun, nulls.result(), Array.emptyByteArray, 0L, indexKeys)
+    }
+
+    /** The batch of hashed keys, their keys `packed` in the same order. */
+    def hashed(packed: Array[Byte]): DeleteRowBatch = {
+      closeRun()
+      new DeleteRowBatch(keys.result(), runs.result(), Array.emptyLongArray, packed, 0L)
     }
   }
 
@@ -262,32 +260,15 @@ object DeleteRowBatch {
    */
   def apply(rows: Iterator[InternalRow], keyTypes: Seq[DataType], primitive: Boolean, indexKeys: Long,
       expectedRows: Long = 0): DeleteRowBatch = {
-    val keys = new Longs(expectedRows)
-    val runs = new ArrayBuilder.ofLong
-    val nulls = new ArrayBuilder.ofLong
+    val keys = new TaskKeys(expectedRows)
     val types = keyTypes.toArray
     val (scopeAt, seqAt) = (types.length, types.length + 1)
-    var count = 0
-    var (scope, seq) = (0L, 0L) // of the open run; sequence numbers start at 1, so none is open yet
-    def closeRun(): Unit = if (count > 0) runs += count += scope += seq
-    def addKey(row: InternalRow, key: Long): Unit = {
-      val (rowScope, rowSeq) = (row.getLong(scopeAt), row.getLong(seqAt))
-      if (rowSeq != seq || rowScope != scope) {
-        closeRun()
-        scope = rowScope
-        seq = rowSeq
-      }
-      keys.add(key)
-      count += 1
-    }
     if (primitive) {
-      val batch = new LongKeys(expectedRows)
-      val keyType = types(0)
       rows.foreach { row =>
-        batch.startRun(row.getLong(scopeAt), row.getLong(seqAt))
-        if (row.isNullAt(0)) batch.addNull() else batch.add(KeyBits.at(row, 0, keyType))
+        keys.startRun(row.getLong(scopeAt), row.getLong(seqAt))
+        keys.addPrimitive(row, types(0))
       }
-      batch.result(indexKeys)
+      keys.primitive(indexKeys)
     } else {
       val key = new KeyBytes
       val values = new Array[Any](types.length)
@@ -300,13 +281,13 @@ object DeleteRowBatch {
           i += 1
         }
         KeyBytes.pack(types, values, key)
-        addKey(row, KeyHash.of(values))
+        keys.startRun(row.getLong(scopeAt), row.getLong(seqAt))
+        keys.add(KeyHash.of(values))
         KeyBytes.writeLength(length, 0, key.length)
         packed.write(length)
         packed.write(key.bytes, 0, key.length)
       }
-      closeRun()
-      new DeleteRowBatch(keys.result(), runs.result(), Array.emptyLongArray, packed.toByteArray, 0L)
+      keys.hashed(packed.toByteArray)
     }
   }
 }
