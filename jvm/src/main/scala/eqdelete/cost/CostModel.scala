@@ -1,6 +1,5 @@
 package eqdelete.cost
 
-import eqdelete.index.DeleteKeyIndex
 import eqdelete.planning.{ScanDeletes, EqualityDeleteRef, EqualityDeleteSet}
 
 import org.apache.iceberg.Schema
@@ -141,7 +140,8 @@ object CostModel {
   private def plainIndexes(deletes: ScanDeletes, readSchema: Schema, settings: CostSettings): Seq[IndexedSet] =
     deletes.deleteSets.map { set =>
       val types = keyTypes(set, readSchema)
-      IndexedSet(set, types, read(set.files, settings), DeleteKeyIndex.estimatedBytes(types, set.records, set.newestSequenceNumber))
+      val kind = IndexKind.of(set, types, deletes.dataFileScopes.newestSequenceNumber)
+      IndexedSet(set, types, read(set.files, settings), IndexKind.estimatedBytes(kind, set, types), kind = kind)
     }
 
   /** The single-column sets among `candidates` that key on a column of the multi-column `set`. */

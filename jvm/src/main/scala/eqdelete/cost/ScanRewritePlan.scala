@@ -61,18 +61,19 @@ final case class DeleteRead(files: Seq[EqualityDeleteRef], tasks: Int) {
 }
 
 /**
- * The filter's index of one equality set, of `estimatedBytes` on the driver (at most: rows
- * covered by `coveredBy` are dropped as they are read).
+ * The filter's index of one equality set, of `kind`, of `estimatedBytes` on the driver (at
+ * most: rows covered by `coveredBy` are dropped as they are read).
  */
 final case class IndexedSet(
     set: EqualityDeleteSet,
     keyTypes: Seq[DataType],
     read: DeleteRead,
     estimatedBytes: Long,
-    coveredBy: Seq[Covering] = Nil) {
+    coveredBy: Seq[Covering] = Nil,
+    kind: IndexKind = IndexKind.Table) {
   def describe: String =
-    s"index of ${set.describeKeys}: ${read.files.size} file(s), ${read.records} row(s), ${read.tasks} read task(s)" +
-      Covering.describe(coveredBy)
+    s"${kind.describe} of ${set.describeKeys}: ${read.files.size} file(s), ${read.records} row(s), ${read.tasks} read task(s)" +
+      kind.detail + Covering.describe(coveredBy)
 }
 
 /**

@@ -1,6 +1,6 @@
 package eqdelete.filter
 
-import eqdelete.index.{DeleteKeyIndex, HashedKeyIndex, KeyBits, KeyBytes, KeyHash, LongKeyIndex}
+import eqdelete.index.{DeleteKeyIndex, HashedKeyIndex, KeyBitmapIndex, KeyBits, KeyBytes, KeyHash, LongKeyIndex}
 import eqdelete.indexing.BroadcastHandle
 
 import org.apache.spark.broadcast.Broadcast
@@ -55,7 +55,7 @@ case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequenc
     val newest = ctx.freshName("newestDelete")
     // (code before the lookup, the lookup)
     val (setup, lookup) = indexValue match {
-      case _: LongKeyIndex =>
+      case _: LongKeyIndex | _: KeyBitmapIndex => // the same `newest`, from the key's KeyBits
         val k = keyCodes.head
         ("", s"$indexRef.newest($scopeValue, ${k.isNull}, ${k.isNull} ? 0L : ${KeyBits.code(keys.head.dataType, k.value.toString)})")
       case _: HashedKeyIndex =>

@@ -320,7 +320,7 @@ object LongKeyIndex {
   private[index] val MaxLoad = 0.65
 
   /** A sealed index keeps a bitmap of its keys' range where that is at most this many bits a key (the Bloom filter's 16). */
-  private val DenseBitsPerKey = 16L
+  private val DenseBitsPerKey = KeyBitmapIndex.MaxBitsPerKey
 
   /** Keys up to which a Bloom filter (16-32 bits a key) stays within a few MB of cache. */
   private val MaxBloomKeys = 2000000L

@@ -1,7 +1,8 @@
 package eqdelete.indexing
 
+import eqdelete.cost.IndexKind
 import eqdelete.explain.JobDescription
-import eqdelete.index.{DeleteKeyIndex, IndexCapacityException, LongKeyIndex}
+import eqdelete.index.{DeleteKeyIndex, IndexCapacityException, KeyBitmapIndex, LongKeyIndex}
 import eqdelete.read.{DeleteRowReader, DeleteRows}
 
 import org.apache.spark.SparkContext
@@ -13,6 +14,9 @@ import org.apache.spark.broadcast.Broadcast
  * a row for one integral key), never as the boxed rows a `collect()` would hold several times
  * over. The query's thread adds a hashed index's batches as they arrive, while later tasks still
  * read; a primitive index's once all have arrived, in one pass over its table.
+ *
+ * A key bitmap (`cost.IndexKind.KeyBitmap`) is built from parts the tasks make of their own
+ * keys, ORed on the driver.
  *
  * Rows covered by a single-column set's index (`coverers`, see `cost.Covering`) are dropped in
  * the tasks, before they are shipped, and counted.
@@ -40,6 +44,32 @@ object DeleteIndexBuilder {
   }
 
   private def buildIndex(
+      context: SparkContext,
+      source: DeleteKeyIndexSource,
+      coverers: Seq[(Broadcast[DeleteKeyIndex], Int)]): (DeleteKeyIndex, Long) = source.indexed.kind match {
+    case bitmap: IndexKind.KeyBitmap => (buildBitmap(context, source, bitmap), 0L)
+    case IndexKind.Table => buildTable(context, source, coverers)
+  }
+
+  /**
+   * A key bitmap: each task ships the bits of its own keys (a few hundred KB a million dense
+   * keys, where the keys took 8 MB), and the driver ORs them, with no table to fill.
+   */
+  private def buildBitmap(context: SparkContext, source: DeleteKeyIndexSource, bitmap: IndexKind.KeyBitmap): KeyBitmapIndex = {
+    val indexed = source.indexed
+    val reader = new DeleteRowReader(source.io, source.readSchema, indexed.set.equalityIds)
+    val keyType = indexed.keyTypes.head
+    val rowsPerTask = indexed.read.records / indexed.read.tasks
+    val parts = DeleteRows.perTask(context, indexed.read.files, indexed.read.tasks, indexed.set.describeKeys) { files =>
+      Iterator(DeleteRowBatch.bitmapPart(files, reader, keyType, rowsPerTask))
+    }
+    val shipped = JobDescription.during(context, s"eqdelete: ${indexed.describe}") {
+      context.runJob(parts, (rows: Iterator[KeyBitmapIndex.Part]) => rows.next())
+    }
+    KeyBitmapIndex.of(bitmap.lower, bitmap.upper, bitmap.oldestSequenceNumber, shipped.toSeq, indexed.set.describeKeys)
+  }
+
+  private def buildTable(
       context: SparkContext,
       source: DeleteKeyIndexSource,
       coverers: Seq[(Broadcast[DeleteKeyIndex], Int)]): (DeleteKeyIndex, Long) = {

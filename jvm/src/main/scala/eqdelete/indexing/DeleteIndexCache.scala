@@ -4,6 +4,7 @@ import java.nio.charset.StandardCharsets
 
 import scala.util.control.NonFatal
 
+import eqdelete.cost.IndexKind
 import eqdelete.index.DeleteKeyIndex
 import eqdelete.read.DeleteFileReadException
 
@@ -29,6 +30,7 @@ object DeleteIndexCache {
       files: Seq[(String, Long, Int, Long)],
       equalityIds: Seq[Int],
       types: Seq[DataType],
+      kind: IndexKind,
       coverers: Seq[(Key, Int)])
   private final case class Entry(context: SparkContext, built: BuiltIndex, keys: Long)
 
@@ -65,11 +67,12 @@ object DeleteIndexCache {
   }
 
   // The covering sets are part of the key: an index built without some covered rows is only
-  // right beside those coverers.
+  // right beside those coverers. So is the kind: a key bitmap only serves scans whose data files
+  // are all older than its deletes.
   private def keyOf(source: DeleteKeyIndexSource): Key = {
     val set = source.indexed.set
     Key(set.files.map(r => (r.file.location(), r.file.fileSizeInBytes(), r.scope, r.sequenceNumber)),
-      set.equalityIds, source.indexed.keyTypes, source.coverers.map { case (c, position) => (keyOf(c), position) })
+      set.equalityIds, source.indexed.keyTypes, source.indexed.kind, source.coverers.map { case (c, position) => (keyOf(c), position) })
   }
 
   private def cached(key: Key, context: SparkContext): Option[BuiltIndex] = synchronized {

@@ -2,7 +2,7 @@ package eqdelete.indexing
 
 import scala.collection.mutable.ArrayBuilder
 
-import eqdelete.index.{DeleteKeyIndex, HashedKeyIndex, KeyBits, KeyBytes, KeyHash, LongKeyIndex}
+import eqdelete.index.{DeleteKeyIndex, HashedKeyIndex, KeyBitmapIndex, KeyBits, KeyBytes, KeyHash, LongKeyIndex}
 
 import eqdelete.read.DeleteRowReader
 import eqdelete.read.DeleteRows.TaskFile
@@ -162,7 +162,16 @@ object DeleteRowBatch {
    * delete rows, the rows were most of what the index's read tasks cost); any other row by row.
    */
   def ofKeyColumns(files: Iterator[TaskFile], reader: DeleteRowReader, keyType: DataType, indexKeys: Long,
-      expectedRows: Long): DeleteRowBatch = {
+      expectedRows: Long): DeleteRowBatch =
+    readKeyColumns(files, reader, keyType, expectedRows).primitive(indexKeys)
+
+  /** The same task's keys as a part of a [[KeyBitmapIndex]]: scopes and sequence numbers are not kept. */
+  def bitmapPart(files: Iterator[TaskFile], reader: DeleteRowReader, keyType: DataType,
+      expectedRows: Long): KeyBitmapIndex.Part =
+    readKeyColumns(files, reader, keyType, expectedRows).bitmapPart()
+
+  private def readKeyColumns(files: Iterator[TaskFile], reader: DeleteRowReader, keyType: DataType,
+      expectedRows: Long): TaskKeys = {
     val keys = new TaskKeys(expectedRows)
     files.foreach { file =>
       keys.startRun(file.scope, file.sequenceNumber)
@@ -178,7 +187,7 @@ object DeleteRowBatch {
         case None => reader.read(file.file).foreach(keys.addPrimitive(_, keyType))
       }
     }
-    keys.primitive(indexKeys)
+    keys
   }
 
   /**
@@ -227,6 +236,9 @@ object DeleteRowBatch {
       new DeleteRowBatch(ordered, byRun, nulls.result(), Array.emptyByteArray, 0L, indexKeys)
     }
 
+    /** The keys (and whether a NULL was among them) as a bitmap part, their runs dropped. */
+    def bitmapPart(): KeyBitmapIndex.Part = KeyBitmapIndex.Part.of(keys.unshrunk, keys.size, nulls.result().nonEmpty)
+
     /** The batch of hashed keys, their keys `packed` in the same order. */
     def hashed(packed: Array[Byte]): DeleteRowBatch = {
       closeRun()
@@ -250,6 +262,9 @@ object DeleteRowBatch {
     }
 
     def result(): Array[Long] = if (size == values.length) values else java.util.Arrays.copyOf(values, size)
+
+    /** The values in the first `size` places of an array that may be longer, without copying them. */
+    def unshrunk: Array[Long] = values
   }
 
   /**

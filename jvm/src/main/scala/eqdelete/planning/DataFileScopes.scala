@@ -19,6 +19,9 @@ final class DataFileScopes(entries: Map[String, (Long, Int)]) extends Serializab
 
   def size: Int = entries.size
 
+  /** The largest data sequence number of any file, or Long.MinValue for none. */
+  val newestSequenceNumber: Long = if (entries.isEmpty) Long.MinValue else entries.valuesIterator.map(_._1).max
+
   private def lookup(path: UTF8String): Array[Long] = {
     val found = byPath.get(path)
     if (found == null) {

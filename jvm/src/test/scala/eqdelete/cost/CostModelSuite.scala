@@ -6,7 +6,7 @@ import eqdelete.planning.{DataFileScopes, ScanDeletes, EqualityDeleteRef, Equali
 
 import org.apache.iceberg.{FileFormat, FileMetadata, Metrics, PartitionSpec, Schema}
 import org.apache.iceberg.expressions.Expressions
-import org.apache.iceberg.types.Types
+import org.apache.iceberg.types.{Conversions, Types}
 import org.scalatest.funsuite.AnyFunSuite
 
 /** The cost model, table-driven: metadata and settings in, one typed plan out. */
@@ -17,22 +17,28 @@ class CostModelSuite extends AnyFunSuite {
     Types.NestedField.optional(2, "name", Types.StringType.get()))
 
   private var files = 0
-  private def deleteFile(records: Long, scope: Int, seq: Long = 5, ids: Seq[Int] = Seq(1), nulls: Long = 0): EqualityDeleteRef = {
+  private def deleteFile(records: Long, scope: Int, seq: Long = 5, ids: Seq[Int] = Seq(1), nulls: Long = 0,
+      bounds: Option[(Long, Long)] = None): EqualityDeleteRef = {
     files += 1
     val counts = ids.map(id => Integer.valueOf(id) -> java.lang.Long.valueOf(nulls)).toMap.asJava
+    def bound(value: Long) = Map(Integer.valueOf(ids.head) -> Conversions.toByteBuffer(Types.LongType.get(), value)).asJava
+    val metrics = bounds match {
+      case Some((lower, upper)) => new Metrics(records, null, null, counts, null, bound(lower), bound(upper))
+      case None => new Metrics(records, null, null, counts, null)
+    }
     val file = FileMetadata.deleteFileBuilder(PartitionSpec.unpartitioned())
       .ofEqualityDeletes(ids: _*)
       .withPath(s"/deletes/$files.parquet")
       .withFormat(FileFormat.PARQUET)
       .withFileSizeInBytes(1024)
-      .withMetrics(new Metrics(records, null, null, counts, null))
+      .withMetrics(metrics)
       .build()
     EqualityDeleteRef(file, scope, seq)
   }
 
   private def scanDeletes(refs: Seq[EqualityDeleteRef], rowsWith: Long = 1000000, rowsWithout: Long = 0,
-      filesWithout: Int = 0): ScanDeletes = {
-    val dataFiles = (0 until 4 + filesWithout).map(i => s"/data/$i.parquet" -> (1L, 0)).toMap
+      filesWithout: Int = 0, newestData: Long = 1): ScanDeletes = {
+    val dataFiles = (0 until 4 + filesWithout).map(i => s"/data/$i.parquet" -> (if (i == 0) newestData else 1L, 0)).toMap
     val sets = refs.groupBy(_.file.equalityFieldIds().asScala.map(_.intValue).toVector).toVector.sortBy(_._1.mkString(","))
       .map { case (ids, rs) => EqualityDeleteSet(ids, ids.map(id => Seq(schema.findColumnName(id))), rs) }
     ScanDeletes(1L, new DataFileScopes(dataFiles), 4, rowsWith, rowsWithout, sets,
@@ -166,6 +172,37 @@ class CostModelSuite extends AnyFunSuite {
       val pair = join.joins.filter(_.set.equalityIds == Seq(1, 2))
       assert(pair.forall(_.coveredBy.nonEmpty == covers), s"$name: ${join.describe}")
       assert(join.joins.filter(_.set.equalityIds.size == 1).forall(_.coveredBy.isEmpty), name)
+    }
+  }
+
+  test("a key bitmap only where sequence numbers cannot matter and the keys are dense; else the table") {
+    def global(records: Long, lower: Long, upper: Long, seq: Long = 5) = deleteFile(records, -1, seq, bounds = Some((lower, upper)))
+    // (case, delete files, newest data sequence number, the bitmap's bounds and oldest sequence number if one)
+    val cases = Seq(
+      ("global, dense, newer than every data file", Seq(global(1000, 0, 1999), global(500, 2000, 2999, seq = 3)), 2L, Some((0L, 2999L, 3L))),
+      ("negative keys", Seq(global(1000, -3000, -1001)), 2L, Some((-3000L, -1001L, 5L))),
+      ("a data file as new as a delete file", Seq(global(1000, 0, 1999), global(500, 2000, 2999, seq = 3)), 3L, None),
+      ("a partition-scoped delete file", Seq(global(1000, 0, 1999), deleteFile(10, 0, bounds = Some((0L, 9L)))), 2L, None),
+      ("a delete file without the key's bounds", Seq(global(1000, 0, 1999), deleteFile(10, -1)), 2L, None),
+      ("sparse: 16 bits a key or more", Seq(global(1000, 0, 16000)), 2L, None),
+      ("just dense enough", Seq(global(1000, 0, 15999)), 2L, Some((0L, 15999L, 5L))),
+      ("the whole long range", Seq(global(1000, Long.MinValue, Long.MaxValue)), 2L, None),
+      ("a string key", Seq(deleteFile(10, -1, ids = Seq(2), bounds = Some((0L, 1L)))), 2L, None),
+      ("two key columns", Seq(deleteFile(10, -1, ids = Seq(1, 2), bounds = Some((0L, 1L)))), 2L, None))
+    cases.foreach { case (name, refs, newestData, expected) =>
+      val plan = CostModel.plan(scanDeletes(refs, newestData = newestData), schema, settings("filter"))
+        .asInstanceOf[ScanRewritePlan.Filter]
+      val indexed = plan.indexes.head
+      expected match {
+        case Some((lower, upper, oldest)) =>
+          assert(indexed.kind == IndexKind.KeyBitmap(lower, upper, oldest), name)
+          assert(indexed.estimatedBytes == eqdelete.index.KeyBitmapIndex.bytesFor(upper - lower + 1), name)
+          assert(plan.describe.contains(s"key bitmap index of (id): ${refs.size} file(s)") &&
+            plan.describe.contains(s"keys $lower .. $upper, every delete newer than every data file read"), s"$name: ${plan.describe}")
+        case None =>
+          assert(indexed.kind == IndexKind.Table, name)
+          assert(!plan.describe.contains("bitmap"), s"$name: ${plan.describe}")
+      }
     }
   }
 }

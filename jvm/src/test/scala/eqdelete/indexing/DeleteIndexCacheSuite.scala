@@ -2,7 +2,7 @@ package eqdelete.indexing
 
 import java.nio.file.{Files, Paths, StandardOpenOption}
 
-import eqdelete.cost.{CostModel, CostSettings, ScanRewritePlan, Strategy, StrategySetting}
+import eqdelete.cost.{CostModel, CostSettings, IndexKind, ScanRewritePlan, Strategy, StrategySetting}
 import eqdelete.index.DeleteKeyIndex
 import eqdelete.planning.DeletePlanner
 import eqdelete.read.DeleteFileReadException
@@ -45,11 +45,18 @@ class DeleteIndexCacheSuite extends AnyFunSuite {
   private def deleteFilePath(source: DeleteKeyIndexSource) =
     Paths.get(new java.net.URI(source.indexed.set.files.head.file.location()))
 
-  test("the same delete files, scopes and sequence numbers give the cached index; a new delete file another") {
+  test("the same delete files, scopes, sequence numbers and index kind give the cached index; a new delete file another") {
     withDeletes { table =>
+      assert(source(table).indexed.kind.isInstanceOf[IndexKind.KeyBitmap]) // every data file older than the deletes
+      val bitmap = build(source(table))
+      assert(build(source(table)).index eq bitmap.index)
+      // A data commit: the same delete files, but a data file as new as them, so the index needs
+      // sequence numbers: the table, never the bitmap from the cache.
+      tables.insert(table, Seq((11L, "v11", 0)))
+      assert(source(table).indexed.kind == IndexKind.Table)
       val first = build(source(table))
-      assert(build(source(table)).index eq first.index)
-      tables.insert(table, Seq((11L, "v11", 0)))                  // a data commit: same delete files
+      assert(!(first.index eq bitmap.index))
+      tables.insert(table, Seq((12L, "v12", 0)))                  // another data commit: the same table
       assert(build(source(table)).index eq first.index)
       tables.deleteKeys(table, Seq((11L, 0)))
       val second = build(source(table))

@@ -2,7 +2,7 @@ package eqdelete.indexing
 
 import scala.util.Random
 
-import eqdelete.index.{DeleteKeyIndex, LongKeyIndex}
+import eqdelete.index.{DeleteKeyIndex, KeyBitmapIndex, LongKeyIndex}
 import eqdelete.planning.{DeletePlanner, ScanDeletes}
 import eqdelete.read.DeleteRowReader
 import eqdelete.read.DeleteRows.TaskFile
@@ -142,6 +142,31 @@ class DeleteRowBatchSuite extends AnyFunSuite {
     for (scope <- files.map(_.scope).distinct :+ 7L; key <- (0L until 50L).map(k => java.lang.Long.valueOf(k)) :+ null) {
       assert(fromColumns.newestOf(scope, Array[Any](key)) == fromRows.newestOf(scope, Array[Any](key)), s"$key in $scope")
     }
+  }
+
+  test("a key bitmap built from the parts real delete files give holds their keys, NULL included") {
+    val spark = TestSpark.session
+    val tables = new IcebergTables(spark, "key_bitmap")
+    import spark.implicits._
+    val table = tables.create()
+    tables.insert(table, (0L until 300L).map(k => (k, s"v$k", 0)))
+    val (dense, sparse) = ((10L until 200L by 2L).toSeq, Seq(3L, 299L))
+    tables.deleteKeys(table, dense.map(k => (k, 0)), global = true)
+    tables.deleteKeys(table, sparse.map(k => (k, 0)), global = true)
+    // A file of only NULL keys would be pruned: no data row has a NULL key.
+    tables.delete(table, Seq("k"), Seq[(java.lang.Long, Int)]((null, 0), (201L, 0)).toDF("k", "p"), global = true)
+    val iceberg = IcebergSparkTables.load(spark, table)
+    iceberg.refresh()
+    val set = DeletePlanner.plan(iceberg, iceberg.currentSnapshot().snapshotId(), iceberg.schema()).get.deleteSets.head
+    val reader = new DeleteRowReader(iceberg.io(), iceberg.schema(), set.equalityIds)
+    // One task a file: the dense one and the one-key one ship a bitmap (the latter with the NULL), the sparse one its keys.
+    val parts = set.files.map(f => DeleteRowBatch.bitmapPart(Iterator(TaskFile(f.file, f.scope.toLong, f.sequenceNumber)), reader, LongType, 4))
+    assert(parts.count(_.words.nonEmpty) == 2 && parts.count(_.keys.nonEmpty) == 1 && parts.count(_.nullDeleted) == 1)
+    val index = KeyBitmapIndex.of(0, 299, set.files.map(_.sequenceNumber).min, parts, set.describeKeys)
+    (-5L until 310L).foreach { k =>
+      assert((index.newestOf(0, Array[Any](k)) != DeleteKeyIndex.NoDelete) == (dense ++ sparse :+ 201L).contains(k), s"key $k")
+    }
+    assert(index.newestOf(0, Array[Any](null)) != DeleteKeyIndex.NoDelete)
   }
 
   test("an empty task ships an empty batch") {

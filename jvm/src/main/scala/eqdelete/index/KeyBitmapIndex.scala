@@ -1,0 +1,132 @@
+package eqdelete.index
+
+/**
+ * Which values of one integral key (int, long or date) some delete row holds: a bit per value
+ * of the range `first .. first + 64 * words - 1`, for an equality set the cost model found
+ * needs no sequence numbers (`cost.IndexKind.KeyBitmap`): its delete files are all global and
+ * all newer than every data file the scan reads, so a row whose key has a delete is deleted,
+ * whichever delete it is. The index keeps only the oldest of its files' sequence numbers and
+ * `newest` returns that for a key present: a lower bound of the key's newest delete, larger
+ * than every row's the scan checks, and enough for `covers` (a delete row at or below it is
+ * covered).
+ *
+ * Where [[LongKeyIndex]] holds 16 bytes a slot and a probe of a key present misses the cache
+ * past a few MB, this is at most 16 bits a key (2.5 MB at 10^7 keys over 2x10^7 values), and
+ * has no table to build: each read task sets the bits of its own keys ([[KeyBitmapIndex.Part]])
+ * and the driver ORs the parts.
+ */
+final class KeyBitmapIndex private (val first: Long, words: Array[Long], oldestSequenceNumber: Long, nullDeleted: Boolean)
+  extends DeleteKeyIndex {
+  import KeyBitmapIndex.contains
+
+  hasGlobal = true
+  override val distinctKeys: Int = {
+    var n = 0L
+    words.foreach(w => n += java.lang.Long.bitCount(w))
+    math.min(Int.MaxValue.toLong, n + (if (nullDeleted) 1 else 0)).toInt
+  }
+
+  protected def put(scope: Long, values: Array[Any], sequenceNumber: Long): Unit =
+    throw new UnsupportedOperationException("a key bitmap is built from parts (KeyBitmapIndex.of)")
+
+  def newestOf(scope: Long, values: Array[Any]): Long = {
+    val value = values(0)
+    newest(scope, value == null, if (value == null) 0L else KeyBits.of(value))
+  }
+
+  /** The oldest delete file's sequence number when the key (or NULL) has a delete, else NoDelete; any scope. */
+  def newest(scope: Long, isNull: Boolean, key: Long): Long =
+    if (if (isNull) nullDeleted else contains(words, first, key)) oldestSequenceNumber else DeleteKeyIndex.NoDelete
+}
+
+object KeyBitmapIndex {
+  /**
+   * A bitmap index is chosen where the keys' range is at most this many bits a key: the budget of
+   * [[LongKeyIndex]]'s Bloom filter, so never larger than what it replaces.
+   */
+  val MaxBitsPerKey = 16L
+
+  /** Words a bitmap may have (one Java array). */
+  val MaxWords: Long = Int.MaxValue - 8L
+
+  /** Bytes of the index over `bits` values, headers included. */
+  def bytesFor(bits: Long): Long = 8 * ((bits + 63) >>> 6) + 256
+
+  private def contains(words: Array[Long], first: Long, key: Long): Boolean = {
+    val offset = key - first // as unsigned: below the range's length exactly when the key is in it
+    java.lang.Long.compareUnsigned(offset >>> 6, words.length.toLong) < 0 && (words((offset >>> 6).toInt) & (1L << offset)) != 0
+  }
+
+  /**
+   * The keys one read task found: a bitmap of their own range, from a multiple of 64 on (so the
+   * driver ORs it word by word), or, where they are sparser than 64 bits a key, the keys
+   * themselves, whichever ships fewer bytes; and whether a NULL key was among them.
+   */
+  final class Part private (val first: Long, val words: Array[Long], val keys: Array[Long], val nullDeleted: Boolean)
+    extends Serializable
+
+  object Part {
+    /** The part of `keys(0 until n)`. */
+    def of(keys: Array[Long], n: Int, nullDeleted: Boolean): Part = {
+      if (n == 0) return new Part(0L, Array.emptyLongArray, Array.emptyLongArray, nullDeleted)
+      var (min, max) = (keys(0), keys(0))
+      var i = 1
+      while (i < n) {
+        if (keys(i) < min) min = keys(i)
+        if (keys(i) > max) max = keys(i)
+        i += 1
+      }
+      val first = min & ~63L // floor to a multiple of 64, also for negative keys
+      val wordCount = ((max - first) >>> 6) + 1 // as unsigned: exact for any two longs
+      if (java.lang.Long.compareUnsigned(wordCount, n.toLong) > 0) {
+        new Part(0L, Array.emptyLongArray, java.util.Arrays.copyOf(keys, n), nullDeleted)
+      } else {
+        val words = new Array[Long](wordCount.toInt)
+        i = 0
+        while (i < n) {
+          val offset = keys(i) - first
+          words((offset >>> 6).toInt) |= 1L << offset
+          i += 1
+        }
+        new Part(first, words, Array.emptyLongArray, nullDeleted)
+      }
+    }
+  }
+
+  /**
+   * The index of `parts` over `lower .. upper`, the bounds the delete files' metadata states for
+   * the key: a key outside them means that metadata is wrong, and the query fails naming it
+   * rather than drop a delete. `describe` names the key columns for that message.
+   */
+  def of(lower: Long, upper: Long, oldestSequenceNumber: Long, parts: Seq[Part], describe: String): KeyBitmapIndex = {
+    require(lower <= upper, s"key range $lower .. $upper")
+    val first = lower & ~63L
+    val wordCount = ((upper - first) >>> 6) + 1
+    require(java.lang.Long.compareUnsigned(wordCount, MaxWords) <= 0, s"key range $lower .. $upper is too wide for one bitmap")
+    val words = new Array[Long](wordCount.toInt)
+    def outside(key: Long) = new IllegalStateException(
+      s"eqdelete: a delete row of $describe holds key $key, outside the bounds $lower .. $upper its delete files' metadata states")
+    def inRange(key: Long): Boolean = key >= lower && key <= upper
+    parts.foreach { part =>
+      if (part.words.nonEmpty) {
+        val at = (part.first - first) >> 6 // both multiples of 64: whole words apart
+        // A part's range spans its own keys only: its first and last set bits are keys.
+        val lowest = part.first + java.lang.Long.numberOfTrailingZeros(part.words.head)
+        val highest = part.first + 64L * (part.words.length - 1) + 63 - java.lang.Long.numberOfLeadingZeros(part.words.last)
+        if (!inRange(lowest)) throw outside(lowest)
+        if (!inRange(highest)) throw outside(highest)
+        var i = 0
+        while (i < part.words.length) {
+          words((at + i).toInt) |= part.words(i)
+          i += 1
+        }
+      }
+      part.keys.foreach { key =>
+        if (!inRange(key)) throw outside(key)
+        val offset = key - first
+        words((offset >>> 6).toInt) |= 1L << offset
+      }
+    }
+    new KeyBitmapIndex(first, words, oldestSequenceNumber, parts.exists(_.nullDeleted))
+  }
+}
