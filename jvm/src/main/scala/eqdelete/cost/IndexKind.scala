@@ -37,8 +37,7 @@ object IndexKind {
    */
   def of(set: EqualityDeleteSet, keyTypes: Seq[DataType], newestDataSequenceNumber: Long): IndexKind = keyTypes match {
     case Seq(IntegerType | LongType | DateType)
-        if set.files.nonEmpty && set.files.forall(_.isGlobal) &&
-          set.files.map(_.sequenceNumber).min > newestDataSequenceNumber =>
+        if set.files.nonEmpty && set.files.forall(_.isGlobal) && oldestOf(set) > newestDataSequenceNumber =>
       val id = Integer.valueOf(set.equalityIds.head)
       val bounds = set.files.map { ref =>
         def bound(of: java.util.Map[Integer, java.nio.ByteBuffer]) = Option(of).flatMap(m => Option(m.get(id))).flatMap(decode)
@@ -51,10 +50,12 @@ object IndexKind {
         val dense = lower <= upper &&
           java.lang.Long.compareUnsigned(span, KeyBitmapIndex.MaxBitsPerKey * math.max(1L, set.records)) < 0 &&
           java.lang.Long.compareUnsigned(span >>> 6, KeyBitmapIndex.MaxWords - 1) < 0
-        if (dense) KeyBitmap(lower, upper, set.files.map(_.sequenceNumber).min) else Table
+        if (dense) KeyBitmap(lower, upper, oldestOf(set)) else Table
       }
     case _ => Table
   }
+
+  private def oldestOf(set: EqualityDeleteSet): Long = set.files.map(_.sequenceNumber).min
 
   /** Bytes the index of `set` as `kind` takes on the driver, at most. */
   def estimatedBytes(kind: IndexKind, set: EqualityDeleteSet, keyTypes: Seq[DataType]): Long = kind match {

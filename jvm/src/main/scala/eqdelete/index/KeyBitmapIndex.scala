@@ -52,9 +52,16 @@ object KeyBitmapIndex {
   /** Bytes of the index over `bits` values, headers included. */
   def bytesFor(bits: Long): Long = 8 * ((bits + 63) >>> 6) + 256
 
-  private def contains(words: Array[Long], first: Long, key: Long): Boolean = {
+  /** Whether `key`'s bit is set in `words`, a bitmap of the values from `first` on; false outside it. */
+  private[index] def contains(words: Array[Long], first: Long, key: Long): Boolean = {
     val offset = key - first // as unsigned: below the range's length exactly when the key is in it
     java.lang.Long.compareUnsigned(offset >>> 6, words.length.toLong) < 0 && (words((offset >>> 6).toInt) & (1L << offset)) != 0
+  }
+
+  /** Sets `key`'s bit in `words`, a bitmap of the values from `first` on, which holds it. */
+  private[index] def setBit(words: Array[Long], first: Long, key: Long): Unit = {
+    val offset = key - first
+    words((offset >>> 6).toInt) |= 1L << offset
   }
 
   /**
@@ -84,8 +91,7 @@ object KeyBitmapIndex {
         val words = new Array[Long](wordCount.toInt)
         i = 0
         while (i < n) {
-          val offset = keys(i) - first
-          words((offset >>> 6).toInt) |= 1L << offset
+          setBit(words, first, keys(i))
           i += 1
         }
         new Part(first, words, Array.emptyLongArray, nullDeleted)
@@ -123,8 +129,7 @@ object KeyBitmapIndex {
       }
       part.keys.foreach { key =>
         if (!inRange(key)) throw outside(key)
-        val offset = key - first
-        words((offset >>> 6).toInt) |= 1L << offset
+        setBit(words, first, key)
       }
     }
     new KeyBitmapIndex(first, words, oldestSequenceNumber, parts.exists(_.nullDeleted))

@@ -40,7 +40,7 @@ final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
   // past the Bloom filter's size: at 10^7 keys over a range of 2x10^7, 2.5 MB, where every probe
   // of the table is a miss. Keys of integer ids, the common case, are dense this way.
   private var dense: Array[Long] = _
-  private var (denseMin, denseRange) = (0L, 0L)
+  private var denseMin = 0L
 
   def distinctKeys: Int = used + nullKeys.size
 
@@ -48,19 +48,14 @@ final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
     if (!isSealed && used > 0) {
       val span = maxKey - minKey // as unsigned, exact whatever the keys' signs
       if (java.lang.Long.compareUnsigned(span, LongKeyIndex.DenseBitsPerKey * used.toLong) < 0) {
-        val range = span + 1
-        val words = new Array[Long](((range + 63) >>> 6).toInt)
+        val words = new Array[Long](((span + 64) >>> 6).toInt)
         var at = 0
         while (at < slots.length) {
-          if (slots(at + 1) != Empty) {
-            val offset = slots(at) - minKey
-            words((offset >>> 6).toInt) |= 1L << offset
-          }
+          if (slots(at + 1) != Empty) KeyBitmapIndex.setBit(words, minKey, slots(at))
           at += 2
         }
         dense = words
         denseMin = minKey
-        denseRange = range
       }
     }
     isSealed = true
@@ -68,10 +63,8 @@ final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
   }
 
   private def maybePresent(key: Long): Boolean =
-    if (dense != null) {
-      val offset = key - denseMin // as unsigned, below the range exactly when the key is in it
-      java.lang.Long.compareUnsigned(offset, denseRange) < 0 && (dense((offset >>> 6).toInt) & (1L << offset)) != 0
-    } else bloom == null || bloom.mightContain(LongKeyIndex.bloomHash(key))
+    if (dense != null) KeyBitmapIndex.contains(dense, denseMin, key)
+    else bloom == null || bloom.mightContain(LongKeyIndex.bloomHash(key))
 
   private def noteRange(key: Long): Unit = {
     if (key < minKey) minKey = key
