@@ -70,7 +70,19 @@ def _spec(args: argparse.Namespace) -> CdcSpec:
     )
 
 
+# Sessions this run started; main stops them before the process exits, so the context stops
+# in order (application, executors, then local-cluster's workers) rather than racing the JVM's
+# shutdown hooks, which left a local-cluster's workers relaunching executors as they went down.
+_STARTED: list[Any] = []
+
+
 def _session(args: argparse.Namespace, name: str):
+    spark = _start_session(args, name)
+    _STARTED.append(spark)
+    return spark
+
+
+def _start_session(args: argparse.Namespace, name: str):
     if getattr(args, "remote", None):
         return session(name, conf={"spark.remote": args.remote})
     # Our own progress lines replace Spark's console bar, which would interleave with them.
@@ -426,3 +438,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         hint = "" if args.debug or user_error else " (run with --debug for the traceback)"
         print(f"eqdelete: {_one_line(error)}{hint}", file=sys.stderr)
         return 2 if user_error else 1
+    finally:
+        _stop_sessions()
+
+
+def _stop_sessions() -> None:
+    while _STARTED:
+        spark = _STARTED.pop()
+        try:
+            spark.stop()
+        except Exception as error:  # noqa: BLE001 - the command's outcome is already decided
+            print(f"eqdelete: stopping the Spark session failed: {_one_line(error)}", file=sys.stderr)
