@@ -140,6 +140,19 @@ def test_scale_quick_profile_checks_rows_against_the_floor(spark: SparkSession, 
     assert next(r for r in saved if r.point == again[0].point).medians == again[0].medians
 
 
+def test_scale_delete_axis_on_another_table_keeps_the_data_axis() -> None:
+    from eqdelete.tools import scale
+
+    default, larger = scale.default_points(), scale.default_points(delete_axis_data_rows=10**8)
+    assert [p for p in larger if p.axis == "data_rows"] == [p for p in default if p.axis == "data_rows"]
+    deletes = [p for p in larger if p.axis == "delete_rows"]
+    assert [(p.data_rows, p.delete_rows) for p in deletes] == [(10**8, d) for d in scale.DELETE_AXIS]
+    # Its own table and its own result: neither replaces the 10^7-row axis's.
+    assert {p.table for p in deletes}.isdisjoint(p.table for p in default)
+    assert {p.key("local[*]") for p in deletes}.isdisjoint(p.key("local[*]") for p in default)
+    assert deletes[2].stride == 20  # 10^7 deletes over twice their range of 10^8 keys
+
+
 def test_a_time_boxed_run_is_cancelled_and_not_run_again(spark: SparkSession) -> None:
     from eqdelete.compare import Variant, measure
 

@@ -34,6 +34,17 @@ def _sizes(text: str) -> set[int]:
         raise argparse.ArgumentTypeError(f"sizes should be comma-separated numbers such as 1e7,3e7, not {text!r}") from None
 
 
+def _size(text: str) -> int:
+    """One positive size, an integer or in e notation (1e8)."""
+    try:
+        size = int(float(text))
+    except ValueError:
+        size = 0
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"a size should be a positive number such as 1e8, not {text!r}")
+    return size
+
+
 def _add_cdc_args(parser: argparse.ArgumentParser, *, table: str, rows: int, commits: int) -> None:
     parser.add_argument("--table", default=table, help="table to create (default: %(default)s)")
     parser.add_argument("--rows", type=int, default=rows, help="keys in the base load (default: %(default)s)")
@@ -242,7 +253,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.scale:
         from eqdelete.tools import scale
 
-        points = _scale_points(scale.default_points(quick=args.quick), args)
+        points = _scale_points(scale.default_points(quick=args.quick, delete_axis_data_rows=args.delete_axis_data_rows), args)
         if args.max_rows is not None:
             points = [p for p in points if max(p.data_rows, p.delete_rows) <= args.max_rows]
         spark = _session(args, "eqdelete bench --scale")
@@ -364,6 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "scattered and clustered, beside rewrite_data_files and rewrite_position_delete_files")
     bench.add_argument("--scale", action="store_true",
                        help="instead: how cost grows, data rows 10^6-10^8 and delete rows 10^5-3x10^7 (PERFORMANCE.md)")
+    bench.add_argument("--delete-axis-data-rows", type=_size,
+                       help="with --scale: keys in the delete axis's table (default: 10^7), e.g. 1e8 for 10^8 data rows "
+                            "under 10^7 delete rows; best written to its own --out, its chart's delete axis being one table")
     bench.add_argument("--max-rows", type=int, help="with --scale: only points of at most this many data and delete rows")
     bench.add_argument("--at", type=_sizes, help="with --scale: only the points of these sizes on their axis (data rows "
                                                  "on data_rows, delete rows on delete_rows, new delete rows on delta), e.g. 1e8,1e7")

@@ -99,14 +99,15 @@ class ScalePoint:
         return max(2, 2 * self.data_rows // self.delete_rows)
 
 
-def default_points(quick: bool = False) -> list[ScalePoint]:
-    """Every point of both axes, smallest first; ``quick``: a tiny profile checking rows only (CI)."""
+def default_points(quick: bool = False, delete_axis_data_rows: int | None = None) -> list[ScalePoint]:
+    """Every point of both axes, smallest first; ``quick``: a tiny profile checking rows only (CI);
+    ``delete_axis_data_rows``: the delete axis's table, 10^7 keys unless given (not in ``quick``)."""
     if quick:
         return [ScalePoint("data_rows", 20_000, 100), ScalePoint("data_rows", 60_000, 300),
                 ScalePoint("delete_rows", 20_000, 2_000), ScalePoint("delete_rows", 20_000, 60_000)]
     return ([ScalePoint("data_rows", n, int(n * UPSERT_COMMITS * (DELETE_PER_COMMIT + UPSERT_PER_COMMIT)))
              for n in DATA_AXIS]
-            + [ScalePoint("delete_rows", DELETE_AXIS_DATA_ROWS, d) for d in DELETE_AXIS])
+            + [ScalePoint("delete_rows", delete_axis_data_rows or DELETE_AXIS_DATA_ROWS, d) for d in DELETE_AXIS])
 
 
 @dataclass
@@ -320,13 +321,22 @@ def chart(results: list[ScaleResult], path: Path) -> None:
                     panel.plot(*zip(*shown), marker="x", linestyle="none", label=f"{name} ({other})")
         panel.set_xscale("log")
         panel.set_yscale("log")
-        panel.set_xlabel(axis.replace("_", " ") + (" (10^7 data rows)" if axis == "delete_rows" else " (0.5% deleted)"))
+        panel.set_xlabel(axis.replace("_", " ") + (_data_rows_label(points) if axis == "delete_rows" else " (0.5% deleted)"))
         panel.set_ylabel("median seconds")
         panel.set_title(f"scale: {axis.replace('_', ' ')} ({main})", fontsize=10)
         panel.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _data_rows_label(points: list[ScaleResult]) -> str:
+    """The delete axis's table size, as 10^N where it is a power of ten."""
+    sizes = sorted({r.data_rows for r in points})
+    if not sizes:
+        return ""
+    power = [len(str(n)) - 1 if str(n).strip("0") == "1" else None for n in sizes]
+    return " (" + ", ".join(f"10^{p}" if p is not None else f"{n:,}" for n, p in zip(sizes, power)) + " data rows)"
 
 
 def run(spark: SparkSession, points: list[ScalePoint], out: Path, runs: int, warmup: int, time_box: float,
