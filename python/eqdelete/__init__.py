@@ -18,6 +18,7 @@ from eqdelete.compare import Comparison, NoEqualityDeletesError, ResultsDifferEr
 from eqdelete.config import STRATEGIES, configure, session
 from eqdelete.decisions import Decision, decisions, last_decisions
 from eqdelete.deletes import Commit, write_equality_deletes
+from eqdelete.maintain import MaintainRound, MaintainSummary, maintain, maintain_round
 from eqdelete.resolve import ResolveConflictError, ResolveResult, resolve_equality_deletes
 from eqdelete.summary import TableSummary, summarize
 from eqdelete.toggles import get_strategy, set_enabled, set_strategy, use_conf, use_strategy
@@ -33,6 +34,8 @@ __all__ = [
     "Comparison",
     "Decision",
     "ExtensionNotLoadedError",
+    "MaintainRound",
+    "MaintainSummary",
     "NoEqualityDeletesError",
     "ResolveConflictError",
     "ResolveResult",
@@ -44,6 +47,8 @@ __all__ = [
     "decisions",
     "get_strategy",
     "last_decisions",
+    "maintain",
+    "maintain_round",
     "session",
     "resolve_equality_deletes",
     "set_enabled",

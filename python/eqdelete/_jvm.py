@@ -132,6 +132,11 @@ def resolve_equality_deletes(spark: SparkSession, table: str, where: str | None,
         raise
 
 
+def maintain_round(spark: SparkSession, table: str) -> dict[str, Any]:
+    """Run one round of eqdelete's maintain on the JVM; its result as a dict (see eqdelete.maintain)."""
+    return dict(_jvm(spark).eqdelete.maintain.MaintainRound.run(_jsession(spark), table).asJava().items())
+
+
 def active_stage_progress(spark: SparkSession) -> list[tuple[int, str, int, int]]:
     """(stage id, name, tasks done, tasks) of every stage running now, from the status tracker."""
     tracker = spark.sparkContext.statusTracker()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -97,6 +98,18 @@ def extension_options(
     return added
 
 
+def starts_local_server(options: dict) -> bool:
+    """Whether a builder with ``options`` starts a Spark Connect server of its own, in this process's
+    JVM, from the builder's settings (pyspark does for ``remote("local[...]")``, and for
+    ``spark.api.mode=connect`` without a ``sc://`` address): eqdelete's jars, extensions and catalog
+    then go on the builder as on a classic one."""
+    remote = options.get("spark.remote", os.environ.get("SPARK_REMOTE"))
+    if remote is not None:
+        return str(remote).startswith("local")
+    mode = str(options.get("spark.api.mode", os.environ.get("SPARK_API_MODE", ""))).lower()
+    return mode == "connect"
+
+
 class RemoteSessionWarning(UserWarning):
     """configure() was given a Spark Connect builder: the server, not the client, loads eqdelete."""
 
@@ -129,10 +142,12 @@ def configure(
     ``warehouse``. On Spark 4.0 and later, eqdelete's procedure catalog is added as ``eqdelete``
     (``CALL eqdelete.system.resolve_equality_deletes(table => ...)``) unless that name is taken.
 
-    On a Spark Connect builder (``SparkSession.builder.remote(...)``) only ``strategy`` can be
-    set: jars, extensions and catalogs are the server's, fixed when it starts. The builder then
-    gets the strategy and a ``RemoteSessionWarning`` lists the settings the server needs
-    (``python -m eqdelete connect-server`` starts one with them).
+    On a builder of a Spark Connect client of a running server (``SparkSession.builder.remote("sc://...")``)
+    only ``strategy`` can be set: jars, extensions and catalogs are the server's, fixed when it
+    starts. The builder then gets the strategy and a ``RemoteSessionWarning`` lists the settings
+    the server needs (``python -m eqdelete connect-server`` starts one with them). A builder that
+    starts its own local server (``remote("local[...]")``, or ``spark.api.mode=connect``) gets
+    everything, as a classic one: pyspark starts that server from the builder's settings.
 
     Every ``spark.eqdelete.*`` value on the builder is checked here, with the extension's own
     rules: a bad one raises ValueError naming the key, the value and what is allowed, before
@@ -154,7 +169,7 @@ def configure(
         return builder
     if strategy is not None:
         builder.config("spark.eqdelete.strategy", strategy)
-    if "spark.remote" in options:
+    if "spark.remote" in options and not starts_local_server(options):
         server = extension_options({}, catalog=catalog, warehouse=warehouse,
                                    iceberg_extensions=iceberg_extensions, iceberg_version=iceberg_version)
         warnings.warn(
@@ -198,19 +213,24 @@ def session(
     a server started with eqdelete (``python -m eqdelete connect-server``): ``master``,
     ``catalog``, ``warehouse`` and ``iceberg_version`` are the server's then; the other
     ``conf`` values are set on the session, and a server without eqdelete raises RuntimeError.
+    With ``conf={"spark.remote": "local[2]"}`` (or ``"spark.api.mode": "connect"``) pyspark starts
+    a local Connect server in this process from the settings, and it gets eqdelete as a classic
+    session does.
     """
     settings = dict(conf or {})
-    remote = settings.pop("spark.remote", None)
-    if remote is not None:
+    remote = settings.get("spark.remote")
+    if remote is not None and not starts_local_server(settings):
+        settings.pop("spark.remote")
         return _remote_session(remote, settings, strategy)
+    local_server = starts_local_server(settings)
     builder = SparkSession.builder.appName(app_name)
-    if master is not None:
+    if master is not None and remote is None:  # remote("local[...]") names the master itself
         builder = builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
     configure(builder, catalog=catalog, warehouse=warehouse, strategy=strategy, iceberg_version=iceberg_version)
     spark = builder.getOrCreate()
-    if _jars.supported_line() is not None:
+    if _jars.supported_line() is not None and not local_server:
         _jvm.validate_conf(spark)
     return spark
 

@@ -7,7 +7,12 @@ connect-server`` runs this command; ``--print`` shows it, to adapt for a cluster
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pyspark
 
@@ -18,11 +23,17 @@ SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
 def server_settings(
-    *, port: int = 15002, catalog: str | None = DEFAULT_CATALOG, warehouse: str | Path = DEFAULT_WAREHOUSE
+    *,
+    port: int = 15002,
+    catalog: str | None = DEFAULT_CATALOG,
+    warehouse: str | Path = DEFAULT_WAREHOUSE,
+    conf: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    """The server's settings: eqdelete's (as ``configure`` adds them) and the gRPC port. Spark
-    3.5's Python package ships no Connect server, so there it comes as a package too."""
-    settings = extension_options({}, catalog=catalog, warehouse=warehouse)
+    """The server's settings: ``conf`` with eqdelete's added (as ``configure`` adds them: no
+    embedded catalog when ``conf`` configures one) and the gRPC port. Spark 3.5's Python package
+    ships no Connect server, so there it comes as a package too."""
+    given = dict(conf or {})
+    settings = {**given, **extension_options(given, catalog=catalog, warehouse=warehouse)}
     line = _jars.supported_line()
     if line is not None and line.spark == "3.5":
         settings["spark.jars.packages"] = _append(
@@ -42,9 +53,54 @@ def server_command(
     """``spark-submit`` of the installed pyspark running a Connect server with eqdelete, in the
     foreground, on the embedded catalog in ``warehouse``; ``conf`` adds or overrides settings."""
     spark_submit = Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit"
-    settings = {**server_settings(port=port, warehouse=warehouse), **(conf or {})}
+    settings = server_settings(port=port, warehouse=warehouse, conf=conf)
     command = [str(spark_submit), "--class", SERVER_CLASS, "--name", "eqdelete Spark Connect server",
                "--master", master, "--driver-memory", driver_memory]
     for key, value in settings.items():
         command += ["--conf", f"{key}={value}"]
     return command + ["spark-internal"]
+
+
+def _die_with_parent() -> None:
+    """In the server's process, before it execs: on Linux, a SIGTERM when the process that started
+    it dies, however it dies (SIGKILL included), so no server outlives its command."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def run_server(command: list[str], *, grace_seconds: float = 30.0) -> int:
+    """Run the server ``command`` in the foreground until it exits or this process is told to stop.
+
+    SIGTERM and SIGINT are passed on to the server as SIGTERM (its JVM stops Spark in its shutdown
+    hooks), which gets ``grace_seconds`` to exit before it is killed; then this returns 0. Otherwise
+    the server's own exit code."""
+    server = subprocess.Popen(command, preexec_fn=_die_with_parent)  # noqa: PLW1509 - only prctl, before exec
+    stopping: list[int] = []
+
+    def stop(signum: int, _frame: Any) -> None:
+        if not stopping:
+            print(f"eqdelete: {signal.Signals(signum).name}: stopping the Spark Connect server", file=sys.stderr)
+            server.send_signal(signal.SIGTERM)
+        stopping.append(signum)
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        deadline = None
+        while True:
+            try:
+                code = server.wait(timeout=0.5)  # short, so a stop's grace period is kept
+                return 0 if stopping else code
+            except subprocess.TimeoutExpired:
+                if stopping and deadline is None:
+                    deadline = time.monotonic() + grace_seconds
+                if deadline is not None and time.monotonic() > deadline:
+                    print("eqdelete: the Spark Connect server did not stop in time: killed", file=sys.stderr)
+                    server.kill()
+                    server.wait()
+                    return 0
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

@@ -24,6 +24,16 @@ def _add_session_args(parser: argparse.ArgumentParser, *, remote: bool = True) -
     parser.add_argument("--driver-memory", default="8g", help="driver JVM heap; in local mode the executors share it (default: %(default)s)")
     parser.add_argument("--executor-memory", help="each executor JVM's heap, where executors run in their own JVMs "
                                                   "(local-cluster[N,cores,MB], a cluster); Spark's default otherwise")
+    parser.add_argument("--conf", action="append", default=[], type=_conf_pair, metavar="KEY=VALUE",
+                        help="a Spark setting, repeatable, e.g. a catalog of your own (spark.sql.catalog.lake=...): "
+                             "with any spark.sql.catalog.* setting the embedded catalog is not added")
+
+
+def _conf_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"a setting should be KEY=VALUE, not {text!r}")
+    return key.strip(), value
 
 
 def _sizes(text: str) -> set[int]:
@@ -94,10 +104,11 @@ def _session(args: argparse.Namespace, name: str):
 
 
 def _start_session(args: argparse.Namespace, name: str):
+    given = dict(getattr(args, "conf", None) or [])
     if getattr(args, "remote", None):
-        return session(name, conf={"spark.remote": args.remote})
+        return session(name, conf={**given, "spark.remote": args.remote})
     # Our own progress lines replace Spark's console bar, which would interleave with them.
-    conf = {"spark.ui.showConsoleProgress": "false", "spark.driver.memory": args.driver_memory}
+    conf = {"spark.ui.showConsoleProgress": "false", "spark.driver.memory": args.driver_memory, **given}
     if args.executor_memory:
         conf["spark.executor.memory"] = args.executor_memory
     if args.master != "local" and not args.master.startswith("local["):
@@ -171,6 +182,40 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
             return 4
     print(result.render())
     return 0
+
+
+def _cmd_maintain(args: argparse.Namespace) -> int:
+    import json
+    import signal
+    import threading
+
+    from eqdelete._progress import spark_progress, stderr_reporter
+    from eqdelete.maintain import MaintainRound, maintain
+
+    report = stderr_reporter("eqdelete maintain")
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if stop.is_set():  # a second signal: stop now
+            raise KeyboardInterrupt
+        report(f"{signal.Signals(signum).name}: stopping after the round under way")
+        stop.set()
+
+    for stopping in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stopping, on_signal)
+    spark = _session(args, "eqdelete maintain")
+    rounds: list[MaintainRound] = []
+
+    def on_round(result: MaintainRound) -> None:
+        rounds.append(result)
+        print(json.dumps({"round": len(rounds), **result.as_dict()}), flush=True)  # stdout: one JSON line a round
+        report(f"round {len(rounds)}: {result.render()}")
+
+    with spark_progress(spark, report, every=args.progress_seconds):
+        summary = maintain(spark, args.table, interval=args.interval, rounds=1 if args.once else args.rounds,
+                           stop=stop, on_round=on_round)
+    report(summary.render())
+    return 4 if args.once and rounds and rounds[-1].gave_up else 0
 
 
 def _only(items: list, only: str | None, name: Callable[[Any], str], noun: str) -> list:
@@ -318,17 +363,16 @@ Keys can be set in spark-defaults.conf, on a session builder, or at run time wit
 
 def _cmd_connect_server(args: argparse.Namespace) -> int:
     import shlex
-    import subprocess
 
-    from eqdelete.connect import server_command
+    from eqdelete.connect import run_server, server_command
 
     command = server_command(port=args.port, master=args.master, warehouse=args.warehouse,
-                             driver_memory=args.driver_memory)
+                             driver_memory=args.driver_memory, conf=dict(args.conf))
     if args.print_only:
         print(shlex.join(command))
         return 0
-    print(f"eqdelete: Spark Connect server on sc://localhost:{args.port} (Ctrl-C stops it)", file=sys.stderr)
-    return subprocess.call(command)
+    print(f"eqdelete: Spark Connect server on sc://localhost:{args.port} (Ctrl-C or SIGTERM stops it)", file=sys.stderr)
+    return run_server(command)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -405,6 +449,20 @@ def build_parser() -> argparse.ArgumentParser:
     res.add_argument("--dry-run", action="store_true", help="count what would be resolved; write nothing")
     res.add_argument("--progress-seconds", type=float, default=5.0, help="how often to report progress (default: %(default)s)")
     res.set_defaults(run=_cmd_resolve)
+
+    mnt = commands.add_parser(
+        "maintain",
+        help="keep a live table resolved while its writer commits: a round every --interval seconds until stopped "
+             "(SIGTERM/SIGINT stop it between rounds); a JSON line per round on stdout")
+    _add_session_args(mnt)
+    mnt.add_argument("--table", required=True, help="the Iceberg table, catalog.namespace.table")
+    mnt.add_argument("--interval", type=float, default=60.0, help="seconds from one round's start to the next's (default: %(default)s)")
+    mnt.add_argument("--once", action="store_true", help="one round, then exit (for schedulers such as Airflow or cron); "
+                                                         "exit code 4 when every attempt conflicted")
+    mnt.add_argument("--rounds", type=int, help="stop after this many rounds (default: until stopped)")
+    mnt.add_argument("--progress-seconds", type=float, default=30.0,
+                     help="how often to report a long round's progress (default: %(default)s)")
+    mnt.set_defaults(run=_cmd_maintain)
 
     server = commands.add_parser(
         "connect-server",

@@ -80,8 +80,9 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
     val Nullable: Set[String] = Set("snapshot_id")
   }
 
-  /** A concurrent commit conflicted with the resolve; nothing was committed. */
-  final class ResolveConflictException(message: String, cause: Throwable) extends RuntimeException(message, cause)
+  /** A concurrent commit conflicted with the resolve, which started from `startingSnapshotId`; nothing was committed. */
+  final class ResolveConflictException(message: String, val startingSnapshotId: Long, cause: Throwable)
+    extends RuntimeException(message, cause)
 
   /**
    * @param tableName a table as Spark names it (`catalog.db.table`)
@@ -199,7 +200,7 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
       case e @ (_: ValidationException | _: CommitFailedException) =>
         discard(table, written)
         throw new ResolveConflictException(s"eqdelete: resolving the equality deletes of ${table.name()} conflicts with a " +
-          s"commit made since snapshot ${work.snapshotId}: ${e.getMessage}. Nothing was committed; run it again.", e)
+          s"commit made since snapshot ${work.snapshotId}: ${e.getMessage}. Nothing was committed; run it again.", work.snapshotId, e)
     }
     // The snapshot this commit made, even if another has landed on top of it since.
     table.refresh()

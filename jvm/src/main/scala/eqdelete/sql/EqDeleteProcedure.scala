@@ -2,6 +2,7 @@ package eqdelete.sql
 
 import scala.jdk.CollectionConverters._
 
+import eqdelete.maintain.MaintainRound
 import eqdelete.resolve.ResolveEqualityDeletes
 import eqdelete.write.EqualityDeleteWriter
 
@@ -29,7 +30,7 @@ private[eqdelete] sealed trait EqDeleteProcedure {
 
 private[eqdelete] object EqDeleteProcedure {
   val namespace: Seq[String] = Seq("system")
-  val all: Seq[EqDeleteProcedure] = Seq(ResolveProcedure, WriteEqualityDeletesProcedure)
+  val all: Seq[EqDeleteProcedure] = Seq(ResolveProcedure, MaintainProcedure, WriteEqualityDeletesProcedure)
 
   def named(name: String): Option[EqDeleteProcedure] = all.find(_.name.equalsIgnoreCase(name))
 
@@ -56,6 +57,24 @@ private[eqdelete] object ResolveProcedure extends EqDeleteProcedure {
       arguments.boolean("dry_run", default = false))
     Seq(rows.row(result.asJava.asScala.toMap))
   }
+}
+
+/**
+ * `maintain(table)`: one round of keeping a live table resolved (see `MaintainRound`; the
+ * spark.eqdelete.maintain.* settings apply), one row, the round's result.
+ */
+private[eqdelete] object MaintainProcedure extends EqDeleteProcedure {
+  override val name = "maintain"
+  override val description =
+    "one round of keeping a table resolved while its writer commits: resolves its live equality deletes, retrying " +
+      "after conflicts, compacts piled-up position delete files, and reports the lag"
+  override val parameters = Seq(ProcedureParameter("table", StringType, required = true))
+
+  val rows: SqlRows = SqlRows(MaintainRound.Result.Fields, nullable = MaintainRound.Result.Nullable)
+  override def output: StructType = rows.schema
+
+  override def call(session: SparkSession, arguments: ProcedureArguments): Seq[InternalRow] =
+    Seq(rows.row(MaintainRound.run(session, arguments.requiredString("table")).asJava.asScala.toMap))
 }
 
 /**

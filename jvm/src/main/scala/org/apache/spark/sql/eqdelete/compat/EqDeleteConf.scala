@@ -69,8 +69,8 @@ object EqDeleteConf {
   private def booleanConf(key: String, doc: String, default: Boolean): ConfigEntry[Boolean] =
     declare(BooleanRule())(buildConf(key).doc(doc).booleanConf.createWithDefault(default))
 
-  private def countConf(key: String, doc: String, default: Long): ConfigEntry[Long] = {
-    val rule = CountRule(0)
+  private def countConf(key: String, doc: String, default: Long, min: Long = 0): ConfigEntry[Long] = {
+    val rule = CountRule(min)
     declare(rule)(buildConf(key).doc(doc).longConf.checkValue(_ >= rule.min, mustBe(rule)).createWithDefault(default))
   }
 
@@ -148,6 +148,25 @@ object EqDeleteConf {
     "used beyond it. 0 disables the cache.",
     4000000L)
 
+  val MAINTAIN_MAX_ATTEMPTS: ConfigEntry[Long] = countConf("maintain.maxAttempts",
+    "How many times one round of maintain (python -m eqdelete maintain, CALL eqdelete.system.maintain) " +
+      "tries to commit its resolve when a concurrent commit conflicts with it (a compaction rewriting the " +
+      "data files it read, say), starting again from the table's newest snapshot each time. A round that " +
+      "runs out of attempts commits nothing and leaves the deletes to the next round.",
+    5L, min = 1)
+
+  val MAINTAIN_RETRY_WAIT_MILLIS: ConfigEntry[Long] = countConf("maintain.retryWaitMillis",
+    "Milliseconds maintain waits before its first retry after a conflict; each further retry of the " +
+      "round waits twice as long as the one before (at most a minute).",
+    1000L)
+
+  val MAINTAIN_COMPACT_POSITION_DELETE_FILES: ConfigEntry[Long] = countConf("maintain.compactPositionDeleteFiles",
+    "On a format v2 table, once a partition holds at least this many position delete files (each round " +
+      "of maintain writes some), maintain rewrites them into one with Iceberg's rewrite_position_delete_files, " +
+      "so readers open few files. 0 never compacts. (Format v3 keeps one deletion vector per data file, " +
+      "which every resolve merges into: nothing piles up.)",
+    10L)
+
   /** Every key, for docs and for validating a session's values up front. */
   def all: Seq[ConfigEntry[_]] = declared.values.map(_._1).toVector
 
@@ -162,6 +181,9 @@ object EqDeleteConf {
   def filterMaxHeapFraction(conf: SQLConf): Double = conf.getConf(FILTER_MAX_HEAP_FRACTION)
   def filterForce(conf: SQLConf): Boolean = conf.getConf(FILTER_FORCE)
   def filterCacheMaxKeys(conf: SQLConf): Long = conf.getConf(FILTER_CACHE_MAX_KEYS)
+  def maintainMaxAttempts(conf: SQLConf): Long = conf.getConf(MAINTAIN_MAX_ATTEMPTS)
+  def maintainRetryWaitMillis(conf: SQLConf): Long = conf.getConf(MAINTAIN_RETRY_WAIT_MILLIS)
+  def maintainCompactPositionDeleteFiles(conf: SQLConf): Long = conf.getConf(MAINTAIN_COMPACT_POSITION_DELETE_FILES)
 
   /**
    * Reads every key of `conf`, so a bad value given before the session existed

@@ -1,0 +1,162 @@
+"""Keep a live table resolved while its writer commits: ``maintain`` runs rounds until stopped,
+each resolving the equality deletes committed since the last (position deletes on format v2,
+deletion vectors on v3), so readers that do not apply equality deletes well (Trino, DuckDB,
+pyiceberg, Spark without eqdelete) see them minutes or seconds after the writer wrote them.
+
+A round runs on the JVM (``eqdelete.maintain.MaintainRound``; over Spark Connect as
+``CALL eqdelete.system.maintain(table => ...)``): it resolves, starts again from the newest
+snapshot after a conflicting commit (waiting longer each time, ``spark.eqdelete.maintain.*``),
+compacts piled-up position delete files on format v2, and reports the lag: the age of the oldest
+equality delete still live. The loop is here, so a process that is told to stop (``stop`` set, or
+SIGTERM/SIGINT in ``python -m eqdelete maintain``) stops between rounds, never inside a commit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, fields
+from typing import Callable, Optional
+
+from pyspark.sql import SparkSession
+
+from eqdelete import _jvm, _remote
+from eqdelete.config import PROCEDURE_CATALOG
+
+
+@dataclass(frozen=True)
+class MaintainRound:
+    """What one round of ``maintain`` did.
+
+    ``snapshot_id`` is its resolve's commit, None when nothing was committed: nothing was left to
+    resolve, or every one of its ``attempts`` conflicted with a concurrent commit (``conflicts``
+    counts the attempts that did; ``gave_up`` says all did). The round then left the table as it
+    was. ``compaction_conflicted`` says the compaction of position delete files lost to a
+    concurrent commit (the next round tries again); ``last_conflict`` is the last conflict's message. ``equality_delete_files_live`` and ``lag_seconds`` describe the table after the
+    round: the equality delete files still live (those the writer committed meanwhile) and the age
+    of the oldest of them, from its commit (0 when none is live).
+    """
+
+    table: str
+    starting_snapshot_id: int
+    snapshot_id: Optional[int]
+    attempts: int
+    conflicts: int
+    compaction_conflicted: bool
+    last_conflict: Optional[str]
+    equality_delete_files_removed: int
+    rows_resolved: int
+    data_files_read: int
+    position_delete_files_written: int
+    deletion_vectors_written: int
+    position_delete_files_compacted: int
+    compaction_files_written: int
+    equality_delete_files_live: int
+    lag_seconds: float
+    seconds: float
+
+    @property
+    def committed(self) -> bool:
+        return self.snapshot_id is not None
+
+    @property
+    def gave_up(self) -> bool:
+        """Every attempt conflicted: nothing was committed, the next round starts over."""
+        return self.conflicts >= self.attempts
+
+    def render(self) -> str:
+        """One line: what the round resolved, its conflicts and the lag after it."""
+        if self.committed:
+            written = (f"{self.deletion_vectors_written:,} deletion vector(s)" if self.deletion_vectors_written
+                       else f"{self.position_delete_files_written:,} position delete file(s)")
+            did = (f"resolved {self.rows_resolved:,} row(s) of {self.equality_delete_files_removed:,} equality delete "
+                   f"file(s) into {written}, snapshot {self.snapshot_id}")
+        elif self.gave_up:
+            did = f"committed nothing: all {self.attempts} attempt(s) conflicted"
+        else:
+            did = "nothing to resolve"
+        compacted = (f"; compacted {self.position_delete_files_compacted:,} position delete file(s) into "
+                     f"{self.compaction_files_written:,}" if self.position_delete_files_compacted else "")
+        conflicts = f"; {self.conflicts} conflict(s), retried" if self.conflicts and self.committed else ""
+        if self.compaction_conflicted:
+            conflicts += "; the compaction conflicted, left to the next round"
+        return (f"{self.table}: {did}{compacted}{conflicts}; {self.equality_delete_files_live:,} equality delete file(s) "
+                f"live, lag {self.lag_seconds:.1f} s; {self.seconds:.1f} s")
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class MaintainSummary:
+    """What a ``maintain`` run did over all its rounds."""
+
+    table: str
+    rounds: int
+    rounds_committed: int
+    rows_resolved: int
+    conflicts: int
+    rounds_without_commit_after_conflicts: int
+    last_lag_seconds: float
+    seconds: float
+
+    def render(self) -> str:
+        return (f"maintained {self.table}: {self.rounds} round(s), {self.rounds_committed} committed, "
+                f"{self.rows_resolved:,} row(s) resolved, {self.conflicts} conflict(s) "
+                f"({self.rounds_without_commit_after_conflicts} round(s) left to the next after them), "
+                f"lag {self.last_lag_seconds:.1f} s at the end; {self.seconds:.0f} s")
+
+
+def maintain_round(spark: SparkSession, table: str) -> MaintainRound:
+    """Run one round on ``table``: resolve its live equality deletes (retrying after conflicts),
+    compact piled-up position delete files (format v2), and report the lag. A delete file that
+    cannot be read, or a commit whose outcome is unknown, raises; a round whose every attempt
+    conflicted returns with ``committed`` False and the table as it was."""
+    if not isinstance(table, str) or not table.strip():
+        raise ValueError(f"table must name an Iceberg table, not {table!r}")
+    if _remote.is_remote(spark):
+        raw = _remote.call(spark, f"{PROCEDURE_CATALOG}.system.maintain", table=table)
+    else:
+        raw = _jvm.maintain_round(spark, table)
+    return MaintainRound(**{f.name: raw[f.name] for f in fields(MaintainRound)})
+
+
+def maintain(
+    spark: SparkSession,
+    table: str,
+    *,
+    interval: float = 60.0,
+    rounds: Optional[int] = None,
+    stop: Optional[threading.Event] = None,
+    on_round: Optional[Callable[[MaintainRound], None]] = None,
+) -> MaintainSummary:
+    """Keep ``table`` resolved: run a round (``maintain_round``), wait ``interval`` seconds from
+    its start, and again, until ``rounds`` rounds ran (None: no limit) or ``stop`` is set, which is
+    checked between rounds (a round under way finishes first). ``on_round`` gets each round's
+    result as it ends. Returns what the rounds did in all."""
+    if interval < 0:
+        raise ValueError(f"interval must be zero or more seconds, not {interval}")
+    if rounds is not None and rounds < 1:
+        raise ValueError(f"rounds must be at least 1 or None, not {rounds}")
+    stop = stop or threading.Event()
+    started = time.monotonic()
+    done: list[MaintainRound] = []
+    while not stop.is_set() and (rounds is None or len(done) < rounds):
+        began = time.monotonic()
+        result = maintain_round(spark, table)
+        done.append(result)
+        if on_round is not None:
+            on_round(result)
+        if rounds is not None and len(done) >= rounds:
+            break
+        stop.wait(max(0.0, interval - (time.monotonic() - began)))
+    return MaintainSummary(
+        table=done[-1].table if done else table,
+        rounds=len(done),
+        rounds_committed=sum(r.committed for r in done),
+        rows_resolved=sum(r.rows_resolved for r in done),
+        conflicts=sum(r.conflicts + r.compaction_conflicted for r in done),
+        rounds_without_commit_after_conflicts=sum(r.gave_up for r in done),
+        last_lag_seconds=done[-1].lag_seconds if done else 0.0,
+        seconds=time.monotonic() - started,
+    )
