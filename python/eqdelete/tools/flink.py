@@ -4,10 +4,15 @@ Run by the Flink virtualenv (``scripts/setup.sh`` makes it), never by the Spark 
 
     build/venvs/flink/bin/python python/eqdelete/tools/flink.py spec.json [--debug]
 
-``spec.json`` names a Hadoop catalog warehouse and the tables to write into it::
+``spec.json`` names the catalog and the tables to write into it::
 
     {"warehouse": "/abs/dir", "namespace": "db", "result": "/abs/result.json",
      "tables": [<table spec>, ...]}
+
+``warehouse`` is a Hadoop catalog's directory; instead, ``"catalog": {...}`` gives an Iceberg
+catalog's properties as Flink SQL's ``CREATE CATALOG ... WITH (...)`` takes them, e.g. a REST
+catalog with S3FileIO (``catalog-type``, ``uri``, ``warehouse``, ``io-impl``, ``s3.endpoint``, ...),
+as a user configures Flink.
 
 Each table spec has a ``name``, a ``scenario`` and a ``format_version`` (2, or 3: Flink's sink then
 writes deletion vectors where v2 has position delete files), and is one of:
@@ -35,7 +40,7 @@ writes deletion vectors where v2 has position delete files), and is one of:
 a table must hold are computed from its spec alone by :func:`expected_rows` (plain Python: this
 module imports pyflink only when it writes), and :func:`write` runs this file in the Flink
 virtualenv from any other process. The result (also the last line of stdout) names each table's
-snapshots with their summaries, read from the Hadoop catalog's metadata files. Every job runs
+snapshots with their summaries, read through the catalog by Iceberg's Java API. Every job runs
 with parallelism 1, so the files written are the same on every run (streaming_upsert's commit
 boundaries aside). An error is one line on stderr (``eqdelete.flink: ...``) and exit code 1
 (``--debug`` adds the traceback).
@@ -63,8 +68,10 @@ FLINK_PIP = "apache-flink==2.1.3"
 #: runtime for Flink 2.1: 1.11.0 is the newest release that publishes one (1.12.0 publishes no
 #: Flink runtime at all). Its Hadoop catalog needs Hadoop's classes, which it does not bundle:
 #: the shaded client, the release pyspark 4.1 ships, so both engines use the same Hadoop.
+#: Iceberg's AWS bundle (S3FileIO, of the same release) for catalogs on an object store.
 FLINK_JARS = (
     "org.apache.iceberg:iceberg-flink-runtime-2.1:1.11.0",
+    "org.apache.iceberg:iceberg-aws-bundle:1.11.0",
     "org.apache.hadoop:hadoop-client-api:3.4.2",
     "org.apache.hadoop:hadoop-client-runtime:3.4.2",
 )
@@ -257,12 +264,43 @@ def expected_rows(table: dict[str, Any]) -> list[tuple]:
 # --- running the writer from another process ----------------------------------------------------
 
 
-def write(spec: dict[str, Any], workdir: Path, *, timeout: float = 900, debug: bool = True) -> dict[str, Any]:
-    """Write ``spec``'s tables by running this file in the Flink virtualenv; the result dict.
+class FlinkRun:
+    """A writer process under way (``start``): ``wait`` for its result."""
 
-    Raises FlinkWriterError with the writer's reason (and, with ``debug``, its traceback) when it
-    cannot run or fails, e.g. when scripts/setup.sh has not made the Flink virtualenv yet.
-    """
+    def __init__(self, process: subprocess.Popen, spec: dict[str, Any], spec_path: Path, log_dir: Path,
+                 debug: bool) -> None:
+        self.process, self.spec, self.spec_path, self.log_dir, self.debug = process, spec, spec_path, log_dir, debug
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def wait(self, timeout: float = 900) -> dict[str, Any]:
+        """The result dict once the writer ends; FlinkWriterError with its reason (and, with
+        ``debug``, its traceback) when it failed or did not end within ``timeout`` seconds (it is
+        killed then, its JVM too)."""
+        try:
+            _, stderr = self.process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            self.stop()
+            raise FlinkWriterError(f"Flink writer did not finish in {timeout:.0f} s: {self.spec_path}, "
+                                   f"Flink's log in {self.log_dir}") from e
+        if self.process.returncode != 0:
+            lines = stderr.strip().splitlines() or [f"exit code {self.process.returncode}, no message"]
+            detail = "\n".join(lines[-60:]) if self.debug else lines[-1]
+            raise FlinkWriterError(f"Flink writer failed ({self.spec_path}, Flink's log in {self.log_dir}):\n{detail}")
+        return json.loads(Path(self.spec["result"]).read_text())
+
+    def stop(self) -> None:
+        """Kill the writer and its gateway JVM, if still running."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, 9)
+            self.process.communicate()
+
+
+def start(spec: dict[str, Any], workdir: Path, *, debug: bool = True) -> FlinkRun:
+    """Start writing ``spec``'s tables by running this file in the Flink virtualenv, in the
+    background. Raises FlinkWriterError when it cannot start, e.g. when scripts/setup.sh has not
+    made the Flink virtualenv yet."""
     if not PYTHON.exists():
         raise FlinkWriterError(f"no Flink virtualenv at {PYTHON.parent.parent}: run scripts/setup.sh")
     workdir = Path(workdir)
@@ -274,23 +312,18 @@ def write(spec: dict[str, Any], workdir: Path, *, timeout: float = 900, debug: b
     # settings; Flink's log (the jobs' exceptions in full) beside the spec.
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYSPARK_", "SPARK_", "PYTHON", "VIRTUAL_ENV", "HADOOP_"))}
-    env["FLINK_LOG_DIR"] = str(workdir / "flink-log")
+    log_dir = workdir / "flink-log"
+    env["FLINK_LOG_DIR"] = str(log_dir)
     args = [str(PYTHON), str(Path(__file__).resolve()), str(spec_path)] + (["--debug"] if debug else [])
     # A session of its own, so a timeout ends the gateway JVM too, not only this Python.
     process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                cwd=workdir, start_new_session=True)
-    try:
-        _, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        os.killpg(process.pid, 9)
-        process.communicate()
-        raise FlinkWriterError(f"Flink writer did not finish in {timeout:.0f} s: {spec_path}, "
-                               f"Flink's log in {env['FLINK_LOG_DIR']}") from e
-    if process.returncode != 0:
-        lines = stderr.strip().splitlines() or [f"exit code {process.returncode}, no message"]
-        detail = "\n".join(lines[-60:]) if debug else lines[-1]
-        raise FlinkWriterError(f"Flink writer failed ({spec_path}, Flink's log in {env['FLINK_LOG_DIR']}):\n{detail}")
-    return json.loads(Path(spec["result"]).read_text())
+    return FlinkRun(process, spec, spec_path, log_dir, debug)
+
+
+def write(spec: dict[str, Any], workdir: Path, *, timeout: float = 900, debug: bool = True) -> dict[str, Any]:
+    """Write ``spec``'s tables (``start``, then ``wait``); the result dict."""
+    return start(spec, workdir, debug=debug).wait(timeout)
 
 
 # --- the writer itself (Flink virtualenv only) ---------------------------------------------------
@@ -311,16 +344,25 @@ def _ddl(catalog: str, namespace: str, table: dict[str, Any]) -> str:
             f"WITH ('format-version'='{table.get('format_version', 2)}', 'write.upsert.enabled'='{upsert}')")
 
 
-def _snapshots(warehouse: Path, namespace: str, name: str) -> dict[str, Any]:
-    """The table's metadata as the Hadoop catalog left it (version-hint.text -> vN.metadata.json)."""
-    metadata = warehouse / namespace / name / "metadata"
-    version = int((metadata / "version-hint.text").read_text().strip())
-    meta = json.loads((metadata / f"v{version}.metadata.json").read_text())
-    snaps = [{"snapshot_id": s["snapshot-id"], "sequence_number": s.get("sequence-number"),
-              "operation": s.get("summary", {}).get("operation"), "summary": s.get("summary", {})}
-             for s in meta.get("snapshots", [])]
-    return {"location": meta["location"], "format_version": meta["format-version"],
-            "current_snapshot_id": meta.get("current-snapshot-id"), "snapshots": snaps}
+def catalog_properties(spec: dict[str, Any]) -> dict[str, str]:
+    """The Iceberg catalog properties of a spec, as Flink SQL's CREATE CATALOG takes them."""
+    if "catalog" in spec:
+        return {str(k): str(v) for k, v in spec["catalog"].items()}
+    return {"catalog-type": "hadoop", "warehouse": Path(spec["warehouse"]).resolve().as_uri()}
+
+
+def _snapshots(catalog: Any, namespace: str, name: str) -> dict[str, Any]:
+    """The table's snapshots with their summaries, from the catalog (Iceberg's Java API)."""
+    from pyflink.java_gateway import get_gateway
+
+    jvm = get_gateway().jvm
+    table = catalog.loadTable(jvm.org.apache.iceberg.catalog.TableIdentifier.parse(f"{namespace}.{name}"))
+    snaps = [{"snapshot_id": s.snapshotId(), "sequence_number": s.sequenceNumber(), "operation": s.operation(),
+              "timestamp_ms": s.timestampMillis(), "summary": dict(s.summary().items())}
+             for s in table.snapshots()]
+    current = table.currentSnapshot()
+    return {"location": table.location(), "format_version": jvm.org.apache.iceberg.TableUtil.formatVersion(table),
+            "current_snapshot_id": None if current is None else current.snapshotId(), "snapshots": snaps}
 
 
 class _Flink:
@@ -328,7 +370,7 @@ class _Flink:
 
     CATALOG = "hc"
 
-    def __init__(self, warehouse: Path) -> None:
+    def __init__(self, properties: dict[str, str]) -> None:
         missing = [str(p) for p in jar_paths() if not p.is_file()]
         if missing:
             raise FlinkWriterError(f"missing Flink jars {', '.join(missing)}: run scripts/setup.sh")
@@ -341,7 +383,7 @@ class _Flink:
             from pyflink.table import StreamTableEnvironment
         except ImportError as e:
             raise FlinkWriterError(f"pyflink is not importable by {sys.executable} ({e}): run scripts/setup.sh") from e
-        self.warehouse = warehouse
+        self.properties = properties
         self.checkpoints = Path(tempfile.mkdtemp(prefix="flink-checkpoints-")).resolve()
         self._stream_classes = (StreamExecutionEnvironment, StreamTableEnvironment, Configuration)
         try:
@@ -351,9 +393,19 @@ class _Flink:
                                    "check Java 17 (JAVA_HOME/PATH) and run scripts/setup.sh") from e
 
     def _catalog(self, tenv) -> None:  # noqa: ANN001
-        tenv.execute_sql(
-            f"CREATE CATALOG {self.CATALOG} WITH ('type'='iceberg', 'catalog-type'='hadoop', "
-            f"'warehouse'='{self.warehouse.resolve().as_uri()}', 'property-version'='1')")
+        options = ", ".join(f"'{k}'='{v}'" for k, v in {"type": "iceberg", **self.properties}.items())
+        tenv.execute_sql(f"CREATE CATALOG {self.CATALOG} WITH ({options})")
+
+    def java_catalog(self) -> Any:
+        """The same catalog through Iceberg's Java API (Flink's catalog-type is Iceberg's type)."""
+        from pyflink.java_gateway import get_gateway
+
+        jvm = get_gateway().jvm
+        options = jvm.java.util.HashMap()
+        for key, value in self.properties.items():
+            options.put("type" if key == "catalog-type" else key, value)
+        return jvm.org.apache.iceberg.CatalogUtil.buildIcebergCatalog(
+            "eqdelete-flink", options, jvm.org.apache.hadoop.conf.Configuration())
 
     def stream(self, checkpoint_interval_ms: int | None):  # noqa: ANN201
         """A streaming table environment on the Hadoop catalog, parallelism 1. Every job runs in
@@ -449,7 +501,7 @@ def _one_line(error: BaseException) -> str:
 
 
 def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
-    warehouse = Path(spec["warehouse"])
+    properties = catalog_properties(spec)
     namespace = spec.get("namespace", NAMESPACE)
     tables = spec["tables"]
     for table in tables:
@@ -457,15 +509,17 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
             raise FlinkWriterError(f"table {table.get('name')!r}: scenario must be one of {', '.join(SCENARIOS)}")
         expected_rows(table)  # a spec whose rows cannot be modelled is refused before Flink starts
     started = time.monotonic()
-    flink = _Flink(warehouse)
-    result: dict[str, Any] = {"warehouse": str(warehouse), "namespace": namespace, "tables": {},
+    flink = _Flink(properties)
+    result: dict[str, Any] = {"catalog": {k: v for k, v in properties.items() if "secret" not in k},
+                              "namespace": namespace, "tables": {},
                               "flink_start_seconds": round(time.monotonic() - started, 1)}
     try:
+        catalog = flink.java_catalog()
         for table in tables:
             began = time.monotonic()
             target = flink.create(namespace, table)
             getattr(flink, table["scenario"])(target, table)
-            result["tables"][table["name"]] = {**_snapshots(warehouse, namespace, table["name"]),
+            result["tables"][table["name"]] = {**_snapshots(catalog, namespace, table["name"]),
                                                "scenario": table["scenario"],
                                                "seconds": round(time.monotonic() - began, 1)}
     finally:
