@@ -142,6 +142,20 @@ def test_write_and_resolve_over_connect(spark: SparkSession) -> None:
         eqdelete.write_equality_deletes(spark, table, [], [(1,)])
 
 
+def test_maintain_over_connect(spark: SparkSession) -> None:
+    table = "local.db.connect_maintained"
+    generate(spark, CdcSpec(table, rows=500, commits=2), progress=None)
+    before = spark.table(table).count()
+    first = eqdelete.maintain_round(spark, table)
+    assert first.committed and first.rows_resolved > 0 and first.equality_delete_files_live == 0
+    keys = [r["k1"] for r in spark.table(table).orderBy("k1").limit(2).collect()]
+    eqdelete.write_equality_deletes(spark, table, ["k1"], [(k,) for k in keys])
+    summary = eqdelete.maintain(spark, table, interval=0, rounds=2)
+    assert (summary.rounds, summary.rounds_committed, summary.rows_resolved) == (2, 1, 2)
+    assert spark.table(table).count() == before - 2
+    assert "equality deletes" not in {r["content"] for r in spark.sql(f"SELECT * FROM eqdelete_table_files('{table}')").collect()}
+
+
 def test_generate_leaves_nothing_behind_when_it_fails(spark: SparkSession) -> None:
     table = "local.db.connect_broken"
     broken = CdcSpec(table, rows=100, commits=1, extra_properties={"write.format.default": "no-such-format"})
@@ -177,10 +191,83 @@ def test_sql_forms(spark: SparkSession, generated: str) -> None:
     ["generate", "--table", "local.db.cli_cdc", "--rows", "800", "--commits", "2", "--replace"],
     ["compare", "--sql", "SELECT count(*) FROM local.db.cli_cdc", "--runs", "1", "--warmup", "0"],
     ["resolve", "--table", "local.db.cli_cdc", "--dry-run"],
+    ["maintain", "--table", "local.db.cli_cdc", "--once"],
 ])
 def test_cli_over_connect(server: str, python: str, command: list[str]) -> None:
     done = subprocess.run([python, "-m", "eqdelete", *command, "--remote", server], capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    expected = {"generate": "equality deletes", "compare": "results: identical", "resolve": "dry run on"}[command[0]]
+    expected = {"generate": "equality deletes", "compare": "results: identical", "resolve": "dry run on",
+                "maintain": '"round": 1'}[command[0]]
     assert expected in done.stdout
+
+
+LOCAL_SERVER_JOB = """
+import sys, warnings
+from pyspark.sql import SparkSession
+import eqdelete
+from eqdelete.config import RemoteSessionWarning
+
+warnings.simplefilter("error", RemoteSessionWarning)
+how, warehouse = sys.argv[1:]
+builder = SparkSession.builder.config("spark.ui.enabled", "false")
+builder = builder.remote("local[1]") if how == "remote" else builder.master("local[1]").config("spark.api.mode", "connect")
+spark = eqdelete.configure(builder, warehouse=warehouse).getOrCreate()
+print(type(spark).__module__)
+print(spark.sql("SELECT eqdelete_version()").first()[0])
+spark.sql("CREATE NAMESPACE IF NOT EXISTS local.db")
+print(spark.sql("SHOW NAMESPACES IN local").count())
+spark.stop()
+"""
+
+
+@pytest.mark.parametrize("how", ["remote", "api_mode"])
+def test_a_builder_starting_its_own_local_server_gets_eqdelete(how: str, tmp_path: Path, python: str) -> None:
+    """remote("local[...]") and spark.api.mode=connect start a Connect server in the process's JVM
+    from the builder's settings: configure() sets it up as a classic session, with no warning."""
+    (tmp_path / "job.py").write_text(LOCAL_SERVER_JOB)
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")}
+    # pyspark's local server listens on 15002, where its client looks, unless SPARK_TESTING is set:
+    # then on a free port, which the client asks the JVM for (a user's own server may hold 15002).
+    env["SPARK_TESTING"] = "1"
+    done = subprocess.run([python, str(tmp_path / "job.py"), how, str(tmp_path / "warehouse")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    module, version, namespaces = done.stdout.strip().splitlines()[-3:]
+    assert module.startswith("pyspark.sql.connect") and "(Spark 4." in version and int(namespaces) >= 1
+
+
+def test_connect_server_command_stops_its_server_when_stopped(tmp_path: Path, python: str) -> None:
+    """SIGTERM to ``python -m eqdelete connect-server`` stops the server's JVM too, port and all."""
+    import signal
+    import socket
+    import time
+
+    from conftest import _free_port
+
+    port = _free_port()
+    command = [python, "-m", "eqdelete", "connect-server", "--port", str(port), "--master", "local[1]",
+               "--driver-memory", "1g", "--warehouse", str(tmp_path / "warehouse"), "--conf", "spark.ui.enabled=false"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not listen in 180 s"
+                time.sleep(1)
+        jvms = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+        assert len(jvms) == 1
+        process.send_signal(signal.SIGTERM)  # to the command only, as a supervisor sends it
+        _, stderr = process.communicate(timeout=90)
+        assert process.returncode == 0, stderr[-3000:]
+        assert "SIGTERM: stopping the Spark Connect server" in stderr
+        assert not Path(f"/proc/{jvms[0]}").exists() or "zombie" in Path(f"/proc/{jvms[0]}/status").read_text()
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    finally:
+        if process.poll() is None:
+            process.kill()
