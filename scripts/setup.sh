@@ -13,7 +13,9 @@
 #      rebuilt only when a source changed;
 #   5. the Flink virtualenv (build/venvs/flink) and Flink's jars (build/deps/flink) with which
 #      python/eqdelete/tools/flink.py writes tables through Flink's Iceberg sink, the real producer of
-#      equality deletes; the versions are that file's pins (its --pins), not repeated here.
+#      equality deletes; the versions are that file's pins (its --pins), not repeated here;
+#   6. the lakehouse's jars (build/deps/lakehouse): s3proxy, Iceberg's REST catalog server and
+#      Iceberg's AWS bundle, pinned in python/eqdelete/tools/lakehouse.py.
 # A second run does nothing heavy.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -49,11 +51,12 @@ while read -r line scala icebergs; do
 done < <(sed 's/#.*//' "$MATRIX" | awk 'NF')
 
 # 2. Maven jars, by coordinates.
-fetch_jar() { # coordinates, output directory
-  local coords=$1 out=$2 artifact version
+fetch_jar() { # coordinates (group:artifact:version[:type:classifier]), output directory
+  local coords=$1 out=$2 artifact version classifier
   artifact=$(echo "$coords" | cut -d: -f2)
   version=$(echo "$coords" | cut -d: -f3)
-  if [ ! -f "$out/$artifact-$version.jar" ]; then
+  classifier=$(echo "$coords" | cut -s -d: -f5)
+  if [ ! -f "$out/$artifact-$version${classifier:+-$classifier}.jar" ]; then
     log "fetching $coords"
     mvn --batch-mode --quiet -Dstyle.color=never dependency:copy -Dartifact="$coords" -DoutputDirectory="$out" \
       -Dmdep.overWriteIfNewer=true >&2
@@ -108,4 +111,24 @@ fi
 for coords in $(echo "$flink_pins" | awk '$1 == "jar" {print $2}'); do
   fetch_jar "$coords" build/deps/flink
 done
+# 6. The lakehouse (python/eqdelete/tools/lakehouse.py, tests/lakehouse): s3proxy, Iceberg's REST
+#    catalog server's classpath (a Maven project of its dependencies, copied once), and Iceberg's
+#    AWS bundle (S3FileIO's SDK) for the newest Iceberg release of each Spark line.
+LAKEHOUSE=build/deps/lakehouse
+for coords in $(.venv/bin/python python/eqdelete/tools/lakehouse.py --pins | awk '$1 == "jar" {print $2}'); do
+  fetch_jar "$coords" "$LAKEHOUSE"
+done
+while read -r line scala icebergs; do
+  fetch_jar "org.apache.iceberg:iceberg-aws-bundle:${icebergs##* }" "$LAKEHOUSE"
+done < <(sed 's/#.*//' "$MATRIX" | awk 'NF')
+rest_pom=$(.venv/bin/python python/eqdelete/tools/lakehouse.py --rest-pom)
+if [ "$(cat "$LAKEHOUSE/rest/.pom" 2>/dev/null)" != "$rest_pom" ]; then
+  log "fetching Iceberg's REST catalog server and its dependencies"
+  rm -rf "$LAKEHOUSE/rest"
+  mkdir -p "$LAKEHOUSE/rest"
+  echo "$rest_pom" > "$LAKEHOUSE/rest-pom.xml"
+  mvn --batch-mode --quiet -Dstyle.color=never -f "$LAKEHOUSE/rest-pom.xml" dependency:copy-dependencies \
+    -DoutputDirectory="$root/$LAKEHOUSE/rest" -DincludeScope=runtime >&2
+  echo "$rest_pom" > "$LAKEHOUSE/rest/.pom"
+fi
 log "ready"

@@ -17,6 +17,7 @@ from typing import Any
 import pyspark
 
 from eqdelete import _jars
+from eqdelete._processes import die_with_parent
 from eqdelete.config import DEFAULT_CATALOG, DEFAULT_WAREHOUSE, _append, extension_options
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -61,23 +62,13 @@ def server_command(
     return command + ["spark-internal"]
 
 
-def _die_with_parent() -> None:
-    """In the server's process, before it execs: on Linux, a SIGTERM when the process that started
-    it dies, however it dies (SIGKILL included), so no server outlives its command."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
 def run_server(command: list[str], *, grace_seconds: float = 30.0) -> int:
     """Run the server ``command`` in the foreground until it exits or this process is told to stop.
 
     SIGTERM and SIGINT are passed on to the server as SIGTERM (its JVM stops Spark in its shutdown
     hooks), which gets ``grace_seconds`` to exit before it is killed; then this returns 0. Otherwise
     the server's own exit code."""
-    server = subprocess.Popen(command, preexec_fn=_die_with_parent)  # noqa: PLW1509 - only prctl, before exec
+    server = subprocess.Popen(command, preexec_fn=die_with_parent)  # noqa: PLW1509 - only prctl, before exec
     stopping: list[int] = []
 
     def stop(signum: int, _frame: Any) -> None:

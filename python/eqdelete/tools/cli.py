@@ -218,6 +218,29 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
     return 4 if args.once and rounds and rounds[-1].gave_up else 0
 
 
+def _cmd_lakehouse(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from eqdelete.config import server_settings_text
+    from eqdelete.tools.lakehouse import Lakehouse, aws_bundle
+
+    stop = threading.Event()
+    for stopping in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stopping, lambda *_: stop.set())
+    with Lakehouse(args.root) as lake:
+        spark = {**lake.spark_options(args.catalog), "spark.jars.packages": aws_bundle("<your Iceberg release>")}
+        flink = ", ".join(f"'{k}'='{v}'" for k, v in {"type": "iceberg", **lake.flink_properties()}.items())
+        print(f"s3proxy on {lake.s3_endpoint} (bucket {lake.warehouse.split('/')[2]} in {lake.root / 's3'}), "
+              f"Iceberg's REST catalog on {lake.rest_uri}, warehouse {lake.warehouse}\n")
+        print("spark-defaults.conf (besides eqdelete's own lines):\n" + server_settings_text(spark) + "\n")
+        print(f"Flink SQL:\n  CREATE CATALOG {args.catalog} WITH ({flink});\n")
+        print(f"pyiceberg:\n  load_catalog({args.catalog!r}, **{lake.pyiceberg_properties()!r})\n")
+        print("Ctrl-C or SIGTERM stops both.", flush=True)
+        stop.wait()
+    return 0
+
+
 def _only(items: list, only: str | None, name: Callable[[Any], str], noun: str) -> list:
     """The items named in the comma-separated ``only`` (all when None); unknown names fail."""
     if not only:
@@ -463,6 +486,14 @@ def build_parser() -> argparse.ArgumentParser:
     mnt.add_argument("--progress-seconds", type=float, default=30.0,
                      help="how often to report a long round's progress (default: %(default)s)")
     mnt.set_defaults(run=_cmd_maintain)
+
+    lake = commands.add_parser(
+        "lakehouse",
+        help="run an S3-compatible store (s3proxy) and Iceberg's REST catalog on loopback until stopped, printing "
+             "the Spark, Flink and pyiceberg settings that reach them")
+    lake.add_argument("--root", default="lakehouse", help="the store's and the catalog's files (default: %(default)s)")
+    lake.add_argument("--catalog", default="lake", help="the catalog's name in the printed settings (default: %(default)s)")
+    lake.set_defaults(run=_cmd_lakehouse)
 
     server = commands.add_parser(
         "connect-server",
