@@ -10,6 +10,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 import eqdelete
+from eqdelete import _jars
+from eqdelete.tools import lakehouse
 
 REPO = Path(__file__).resolve().parents[1]
 CATALOG = "local"
@@ -24,6 +26,9 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def spark(warehouse: Path) -> SparkSession:
+    # Iceberg's AWS bundle (S3FileIO's SDK) for the lakehouse tier, where setup.sh fetched it for this release.
+    line = _jars.supported_line()
+    aws = lakehouse.spark_jars(ICEBERG_VERSION or line.default_iceberg) if line is not None else []
     session = eqdelete.session(
         "eqdelete-tests",
         master="local[2]",
@@ -37,6 +42,7 @@ def spark(warehouse: Path) -> SparkSession:
             "spark.sql.session.timeZone": "UTC",
             # Spark's built-in catalog (behind spark_catalog) keeps its databases here, not in ./spark-warehouse.
             "spark.sql.warehouse.dir": (warehouse / "spark-warehouse").as_uri(),
+            **({"spark.jars": ",".join(aws)} if aws else {}),
         },
         iceberg_version=ICEBERG_VERSION,
     )

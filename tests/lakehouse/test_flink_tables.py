@@ -1,10 +1,12 @@
-"""Tables written by the real producer, Flink's Iceberg sink, read by Spark with eqdelete.
+"""Tables written by the real producer, Flink's Iceberg sink, into the lakehouse (s3proxy behind
+Iceberg's REST catalog), read, resolved and read again by Spark with eqdelete and by pyiceberg.
 
 ``eqdelete.tools.flink`` writes them once per module, run in the Flink virtualenv scripts/setup.sh makes
-(a subprocess: PyFlink and pyspark live in different virtualenvs), into a Hadoop catalog
-warehouse; this session reads it through a Hadoop-type Iceberg catalog ``flink`` registered at
-runtime. The rows each table must hold come from its spec (``eqdelete.tools.flink.expected_rows``), never
-from Iceberg's reader. Without the Flink virtualenv these tests fail, naming scripts/setup.sh.
+(a subprocess: PyFlink and pyspark live in different virtualenvs), through the REST catalog as Flink
+SQL configures it; this session reads them through the catalog ``lake``. Neither holds an S3 key:
+each table's FileIO gets them from the catalog. The rows each table must hold come from its spec
+(``eqdelete.tools.flink.expected_rows``), never from Iceberg's reader. Without the Flink virtualenv
+these tests fail, naming scripts/setup.sh.
 """
 
 from __future__ import annotations
@@ -16,15 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import CATALOG
 from fixtures import sorted_rows
+from pyiceberg.catalog import load_catalog
 from pyspark.sql import SparkSession
 
 import eqdelete
 from eqdelete.tools import flink as fw
-from eqdelete.config import hadoop_catalog_options
+from eqdelete.tools.lakehouse import Lakehouse
 
-CATALOG = "flink"
-NAMESPACE = "db"
+NAMESPACE = "flink"
 TABLES = {t["name"]: t for t in (
     fw.upsert_spec("upsert_part", partitioned=True),
     fw.upsert_spec("upsert_unpart", partitioned=False),
@@ -41,7 +44,6 @@ RESOLVED: set[str] = set()
 
 @dataclass
 class Written:
-    warehouse: Path
     result: dict[str, Any] | None
     error: str | None
 
@@ -52,21 +54,16 @@ class Written:
 
 
 @pytest.fixture(scope="module")
-def flink(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Written:
-    """Every table of TABLES written by Flink (one writer process), and the catalog registered.
+def flink(lake: str, lakehouse: Lakehouse, tmp_path_factory: pytest.TempPathFactory) -> Written:
+    """Every table of TABLES written by Flink (one writer process) through the REST catalog.
 
     A writer that cannot run is each test's failure, not a skip and not an error of set-up."""
     workdir = tmp_path_factory.mktemp("flink")
-    warehouse = workdir / "warehouse"
-    spec = {"warehouse": str(warehouse), "namespace": NAMESPACE, "tables": list(TABLES.values())}
+    spec = {"catalog": lakehouse.flink_properties(), "namespace": NAMESPACE, "tables": list(TABLES.values())}
     try:
-        written = Written(warehouse, fw.write(spec, workdir), None)
+        return Written(fw.write(spec, workdir), None)
     except fw.FlinkWriterError as e:
-        return Written(warehouse, None, str(e))
-    # A catalog registered on the running session: Spark instantiates it on first use.
-    for key, value in hadoop_catalog_options(CATALOG, warehouse).items():
-        spark.conf.set(key, value)
-    return written
+        return Written(None, str(e))
 
 
 def qualified(name: str) -> str:
@@ -131,6 +128,10 @@ def test_flink_wrote_equality_deletes(spark: SparkSession, flink: Written, name:
     assert [r.snapshot_id for r in spark.sql(f"SELECT snapshot_id FROM {qualified(name)}.snapshots "
                                              "ORDER BY committed_at").collect()] == snapshots
     assert {s["summary"]["engine-name"] for s in written["snapshots"]} == {"flink"}
+    # On the object store, through the REST catalog: metadata, data and delete files alike.
+    assert written["location"].startswith("s3://lake/warehouse/"), written["location"]
+    files = spark.sql(f"SELECT file_path FROM {qualified(name)}.all_files").collect()
+    assert files and all(f.file_path.startswith(written["location"] + "/") for f in files)
     if spec["scenario"] == "streaming_upsert":
         assert len(snapshots) >= 2, written["snapshots"]  # a commit per checkpoint
     else:
@@ -147,16 +148,21 @@ def test_flink_wrote_equality_deletes(spark: SparkSession, flink: Written, name:
 
 
 @pytest.mark.parametrize("name", CDC)
-def test_cdc_equality_deletes_hold_the_whole_row(spark: SparkSession, flink: Written, name: str) -> None:
+def test_cdc_equality_deletes_hold_the_whole_row(spark: SparkSession, flink: Written, lakehouse: Lakehouse,
+                                                name: str) -> None:
+    import pyarrow.parquet as pq
+
     spec = TABLES[name]
     flink.table(name)
     files = delete_files(spark, name, 2)
     columns = [c for c, _ in fw.columns_of(spec)]
-    # The files themselves, read as plain Parquet: every column, while equality_ids is the key.
-    deletes = spark.read.parquet(*[f.file_path for f in files])
-    assert deletes.columns == columns
+    # The files themselves, read from the store as plain Parquet: every column, while equality_ids is the key.
+    store = lakehouse.s3_filesystem()
+    deletes = [pq.read_table(lakehouse.object_key(f.file_path), filesystem=store) for f in files]
+    assert all(d.column_names == columns for d in deletes)
     assert all(f.equality_ids == [field_ids(spark, name)["id"]] for f in files)
-    assert sorted_rows(deletes.collect()) == equality_delete_rows(spec)
+    rows = [tuple(r[c] for c in columns) for d in deletes for r in d.to_pylist()]
+    assert sorted_rows(rows) == equality_delete_rows(spec)
     # One before-image holds only its key (NULL elsewhere) and deletes all the same.
     assert any(r[1:] == (None,) * (len(columns) - 1) for r in equality_delete_rows(spec))
 
@@ -183,14 +189,21 @@ def test_rows_under_every_strategy(spark: SparkSession, flink: Written, name: st
             assert len(decisions) == 1 and decisions[0].delete_files > 0, decisions
         if strategy in ("filter", "join"):
             assert decisions[0].strategy == strategy, decisions
+            with eqdelete.use_strategy(spark, strategy):
+                explained = spark.sql(f"EXPLAIN SELECT * FROM {qualified(name)}").first()[0]
+            assert f"eqdelete {strategy}: {decisions[0].delete_files} equality delete file(s)" in explained, explained
 
 
 @pytest.mark.parametrize("name", TABLES)
-def test_resolve(spark: SparkSession, flink: Written, name: str) -> None:
+def test_resolve_then_pyiceberg_reads_it(spark: SparkSession, flink: Written, lakehouse: Lakehouse, name: str) -> None:
     spec = TABLES[name]
     written = flink.table(name)
     table, expected = qualified(name), fw.expected_rows(spec)
     files = len(delete_files(spark, name, 2))
+    # pyiceberg, through the same catalog and store, refuses a table with equality deletes ...
+    catalog = load_catalog(CATALOG, **lakehouse.pyiceberg_properties())
+    with pytest.raises(ValueError, match="equality delete"):
+        catalog.load_table(f"{NAMESPACE}.{name}").scan().to_arrow()
     RESOLVED.add(name)
     result = eqdelete.resolve_equality_deletes(spark, table)
     assert result.committed and result.equality_delete_files_removed == files
@@ -208,3 +221,10 @@ def test_resolve(spark: SparkSession, flink: Written, name: str) -> None:
             assert sorted_rows(df.collect()) == expected
             assert not [d for d in eqdelete.decisions(df) if d.rewritten]
     assert not eqdelete.resolve_equality_deletes(spark, table).committed
+    # ... and reads the rows after: the position deletes or deletion vectors written through the
+    # table's FileIO, committed through the catalog.
+    written_files = spark.sql(f"SELECT file_path FROM {table}.delete_files WHERE content = 1").collect()
+    assert written_files and all(f.file_path.startswith(written["location"] + "/") for f in written_files)
+    arrow = catalog.load_table(f"{NAMESPACE}.{name}").scan().to_arrow()
+    columns = [c for c, _ in fw.columns_of(spec)]
+    assert sorted_rows(tuple(r[c] for c in columns) for r in arrow.to_pylist()) == expected
