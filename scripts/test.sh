@@ -5,7 +5,8 @@
 # then the smoke suite (tests/test_smoke.py) on every other pair, each in its Spark line's own
 # virtualenv, with the query shapes (tests/test_query_shapes.py) where the pair's Iceberg is the
 # first or last of its row (compiled against, default); the oldest pair also runs the
-# multi-process test; then, on each Spark 4.x line, the Connect tier (tests/connect) against a
+# multi-process test, and the oldest line's default pair the lakehouse tier (tests/lakehouse: s3proxy
+# and Iceberg's REST catalog on loopback, Flink writing; the primary pair runs it whole); then, on each Spark 4.x line, the Connect tier (tests/connect) against a
 # real Spark Connect server.
 #
 #   ./scripts/test.sh                    every pair and the Connect tier (what CI runs)
@@ -34,6 +35,7 @@ rows=$(sed 's/#.*//' "$MATRIX" | awk 'NF')
 primary_line=$(echo "$rows" | tail -1 | awk '{print $1}')
 primary_iceberg=$(echo "$rows" | tail -1 | awk '{print $NF}')
 oldest="$(echo "$rows" | head -1 | awk '{print $1 ":" $3}')"
+oldest_line=${oldest%%:*}
 primary="$primary_line:$primary_iceberg"
 if [ -z "$only" ] && [ ${#args[@]} -gt 0 ]; then only=$primary; fi
 
@@ -75,6 +77,12 @@ for entry in "${pairs[@]}"; do
       kind="smoke suite and query shapes"
     fi
     [ "$line:$short" = "${oldest%.0}" ] && tests+=(tests/test_multiprocess.py)
+    # The lakehouse tier (REST catalog, object store, Flink's tables) on Spark 3.5 with its newest
+    # Iceberg too; its live test on the primary pair only.
+    if [ "$line" = "$oldest_line" ] && [ "$iceberg" = "${releases[${#releases[@]}-1]}" ]; then
+      tests+=(tests/lakehouse/test_flink_tables.py tests/lakehouse/test_object_store.py)
+      kind="$kind, lakehouse tier"
+    fi
   fi
   echo "[test] Spark $line + Iceberg $iceberg: $kind" >&2
   if ! EQDELETE_TEST_ICEBERG=$iceberg "$venv/bin/python" -m pytest "${tests[@]}" "${args[@]}"; then

@@ -188,6 +188,7 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
     import json
     import signal
     import threading
+    import time
 
     from eqdelete._progress import spark_progress, stderr_reporter
     from eqdelete.maintain import MaintainRound, maintain
@@ -208,7 +209,8 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
 
     def on_round(result: MaintainRound) -> None:
         rounds.append(result)
-        print(json.dumps({"round": len(rounds), **result.as_dict()}), flush=True)  # stdout: one JSON line a round
+        began_ms = round((time.time() - result.seconds) * 1000)
+        print(json.dumps({"round": len(rounds), "began_ms": began_ms, **result.as_dict()}), flush=True)  # stdout
         report(f"round {len(rounds)}: {result.render()}")
 
     with spark_progress(spark, report, every=args.progress_seconds):

@@ -268,8 +268,9 @@ class FlinkRun:
     """A writer process under way (``start``): ``wait`` for its result."""
 
     def __init__(self, process: subprocess.Popen, spec: dict[str, Any], spec_path: Path, log_dir: Path,
-                 debug: bool) -> None:
+                 stderr: Path, debug: bool) -> None:
         self.process, self.spec, self.spec_path, self.log_dir, self.debug = process, spec, spec_path, log_dir, debug
+        self.stderr = stderr
 
     def running(self) -> bool:
         return self.process.poll() is None
@@ -279,13 +280,13 @@ class FlinkRun:
         ``debug``, its traceback) when it failed or did not end within ``timeout`` seconds (it is
         killed then, its JVM too)."""
         try:
-            _, stderr = self.process.communicate(timeout=timeout)
+            self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired as e:
             self.stop()
             raise FlinkWriterError(f"Flink writer did not finish in {timeout:.0f} s: {self.spec_path}, "
                                    f"Flink's log in {self.log_dir}") from e
         if self.process.returncode != 0:
-            lines = stderr.strip().splitlines() or [f"exit code {self.process.returncode}, no message"]
+            lines = self.stderr.read_text(errors="replace").strip().splitlines() or [f"exit code {self.process.returncode}, no message"]
             detail = "\n".join(lines[-60:]) if self.debug else lines[-1]
             raise FlinkWriterError(f"Flink writer failed ({self.spec_path}, Flink's log in {self.log_dir}):\n{detail}")
         return json.loads(Path(self.spec["result"]).read_text())
@@ -294,7 +295,7 @@ class FlinkRun:
         """Kill the writer and its gateway JVM, if still running."""
         if self.process.poll() is None:
             os.killpg(self.process.pid, 9)
-            self.process.communicate()
+            self.process.wait()
 
 
 def start(spec: dict[str, Any], workdir: Path, *, debug: bool = True) -> FlinkRun:
@@ -315,10 +316,12 @@ def start(spec: dict[str, Any], workdir: Path, *, debug: bool = True) -> FlinkRu
     log_dir = workdir / "flink-log"
     env["FLINK_LOG_DIR"] = str(log_dir)
     args = [str(PYTHON), str(Path(__file__).resolve()), str(spec_path)] + (["--debug"] if debug else [])
-    # A session of its own, so a timeout ends the gateway JVM too, not only this Python.
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                               cwd=workdir, start_new_session=True)
-    return FlinkRun(process, spec, spec_path, log_dir, debug)
+    # A session of its own, so a timeout ends the gateway JVM too, not only this Python. Its output
+    # goes to files: a pipe nobody reads while the job runs would stop it once full.
+    stderr = workdir / "flink-stderr.txt"
+    with open(workdir / "flink-stdout.txt", "wb") as out, open(stderr, "wb") as err:
+        process = subprocess.Popen(args, stdout=out, stderr=err, env=env, cwd=workdir, start_new_session=True)
+    return FlinkRun(process, spec, spec_path, log_dir, stderr, debug)
 
 
 def write(spec: dict[str, Any], workdir: Path, *, timeout: float = 900, debug: bool = True) -> dict[str, Any]:
