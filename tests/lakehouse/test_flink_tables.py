@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CATALOG
+from lakehouse.conftest import CATALOG
 from fixtures import sorted_rows
 from pyiceberg.catalog import load_catalog
 from pyspark.sql import SparkSession

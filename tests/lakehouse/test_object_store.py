@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from conftest import CATALOG
+from lakehouse.conftest import CATALOG
 from fixtures import FIXTURES
 from pyspark.sql import SparkSession
 
