@@ -29,7 +29,7 @@ from pyspark.sql import SparkSession
 import eqdelete
 from eqdelete import MaintainRound
 from eqdelete.tools import flink as fw
-from eqdelete.tools.lakehouse import Lakehouse, spark_jars
+from eqdelete.tools.lakehouse import Lakehouse, committed_to, spark_jars
 
 NAMESPACE = "live"
 STRATEGIES = ("native", "filter", "join", "auto")
@@ -86,19 +86,9 @@ class History:
 
 
 def wait_for_table(spark: SparkSession, table: str, run: fw.FlinkRun, timeout: float = 180) -> None:
-    """Until Flink's first commit to ``table``; the writer's failure if it ends first. (Listed, not
-    queried: a query of a table not there yet logs an error a time.)"""
-    catalog, namespace, name = table.split(".")
-
-    def committed() -> bool:
-        if namespace not in [r[0] for r in spark.sql(f"SHOW NAMESPACES IN {catalog}").collect()]:
-            return False
-        if name not in [r.tableName for r in spark.sql(f"SHOW TABLES IN {catalog}.{namespace}").collect()]:
-            return False
-        return spark.sql(f"SELECT count(*) FROM {table}.snapshots").first()[0] > 0
-
+    """Until Flink's first commit to ``table``; the writer's failure if it ends first."""
     deadline = time.monotonic() + timeout
-    while not committed():
+    while not committed_to(spark, table):
         if not run.running():
             run.wait()
         assert time.monotonic() < deadline, f"Flink made no commit to {table} in {timeout:.0f} s"
@@ -189,6 +179,11 @@ def test_maintain_beside_a_live_flink_job_and_a_compacting_writer(spark: SparkSe
 
     flink_commits = [s for s in written["snapshots"] if "flink.job-id" in s["summary"]]
     assert len(flink_commits) >= 10, "tens of commits"
+    # The job ran to its end (it has no restart strategy, so any failure would have ended it) and
+    # never went through a restart.
+    flink_log = "".join(f.read_text(errors="replace") for f in run.log_dir.glob("*.log"))
+    assert "switched from RUNNING to FINISHED" in flink_log, f"no task state changes in {run.log_dir}"
+    assert "RESTARTING" not in flink_log and "to FAILED" not in flink_log
     assert all(n > 0 for n in reads.values()), reads
     assert len([r for r in rounds if r.committed]) >= 3, [r.render() for r in rounds]
     # Conflicts on both sides, each a validation of Iceberg's, none a failure of another kind.

@@ -115,8 +115,9 @@ class Lakehouse:
     ...     spark_conf = lake.spark_options("lake")
     """
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, *, log_requests: bool = False) -> None:
         self.root = Path(root).resolve()
+        self.log_requests = log_requests
         self.s3_port = 0
         self.rest_port = 0
         self._processes: list[tuple[str, subprocess.Popen, Path]] = []
@@ -193,8 +194,9 @@ class Lakehouse:
             "jclouds.provider=filesystem",
             f"jclouds.filesystem.basedir={data}",
         ]) + "\n")
+        # With log_requests, s3proxy logs each request (its method and object) for requests_log.
         self._spawn("s3proxy", ["java", "-Xmx256m", "-jar", str(_jar_path(S3PROXY)), "--properties", str(conf)],
-                    self.s3_port, {}, timeout)
+                    self.s3_port, {"LOG_LEVEL": "debug"} if self.log_requests else {}, timeout)
 
     def _start_catalog(self, timeout: float) -> None:
         self.rest_port = free_port()
@@ -249,11 +251,27 @@ class Lakehouse:
     def __exit__(self, *_: object) -> None:
         self.stop()
 
+    @property
+    def requests_log(self) -> Path:
+        """s3proxy's log: with ``log_requests``, a line per request."""
+        return self.root / "s3proxy.log"
+
     def object_key(self, location: str) -> str:
         """``bucket/key`` of an ``s3://`` location, as pyarrow's filesystem names it."""
         if not location.startswith("s3://"):
             raise ValueError(f"{location} is not on the object store")
         return location[len("s3://"):]
+
+
+def committed_to(spark: Any, table: str) -> bool:
+    """Whether ``catalog.namespace.table`` exists with a snapshot. Listed, not queried: a query of a
+    table not there yet logs an error each time."""
+    catalog, namespace, name = table.split(".")
+    if namespace not in [r[0] for r in spark.sql(f"SHOW NAMESPACES IN {catalog}").collect()]:
+        return False
+    if name not in [r.tableName for r in spark.sql(f"SHOW TABLES IN {catalog}.{namespace}").collect()]:
+        return False
+    return spark.sql(f"SELECT count(*) FROM {table}.snapshots").first()[0] > 0
 
 
 def main(argv: list[str]) -> int:
