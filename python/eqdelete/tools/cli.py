@@ -297,6 +297,27 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print(f"results in {args.out}/planning.json, planning.md")
         return 0
 
+    if args.lakehouse:
+        from eqdelete import _jars
+        from eqdelete._progress import stderr_reporter
+        from eqdelete.tools import lakehouse_bench
+        from eqdelete.tools.lakehouse import Lakehouse, aws_bundle, spark_jars
+
+        out = Path(args.out)
+        with Lakehouse(out / "lakehouse-servers", log_requests=True) as lake:
+            iceberg = _jars.supported_line().default_iceberg
+            jars = spark_jars(iceberg)
+            aws = ("spark.jars", ",".join(jars)) if jars else ("spark.jars.packages", aws_bundle(iceberg))
+            args.conf = [*args.conf, *lake.spark_options("lake").items(), aws]
+            spark = _session(args, "eqdelete bench --lakehouse")
+            sizes = lakehouse_bench.Sizes.quick() if args.quick else lakehouse_bench.Sizes()
+            results = lakehouse_bench.run(spark, lake, out, sizes=sizes, runs=1 if args.quick else args.runs,
+                                          progress=stderr_reporter("eqdelete bench --lakehouse"))
+            _stop_sessions()  # before the servers it reads from stop
+        print(lakehouse_bench.markdown(results))
+        print(f"results in {args.out}/lakehouse.json, lakehouse.md, lakehouse.png")
+        return 0
+
     if args.resolve and args.scale:
         from eqdelete.tools import resolve_scale
 
@@ -442,6 +463,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "native read after, on the CDC table and a streaming-upsert table; with --scale: a "
                             "resolve of new deletes against data rows 10^6-10^8 and new delete rows 10^3-10^6, "
                             "scattered and clustered, beside rewrite_data_files and rewrite_position_delete_files")
+    bench.add_argument("--lakehouse", action="store_true",
+                       help="instead: on an object store behind a REST catalog (s3proxy and Iceberg's, started and "
+                            "stopped here), a Flink-written table's reads under every strategy beside the floor and "
+                            "the limit, with each strategy's GETs of delete files; then maintain, and beside it "
+                            "rewrite_data_files, every cadence while Flink writes (docs/lakehouse.md)")
     bench.add_argument("--scale", action="store_true",
                        help="instead: how cost grows, data rows 10^6-10^8 and delete rows 10^5-3x10^7 (PERFORMANCE.md)")
     bench.add_argument("--delete-axis-data-rows", type=_size,

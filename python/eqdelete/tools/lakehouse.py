@@ -271,6 +271,9 @@ def committed_to(spark: Any, table: str) -> bool:
         return False
     if name not in [r.tableName for r in spark.sql(f"SHOW TABLES IN {catalog}.{namespace}").collect()]:
         return False
+    # Refreshed: a catalog caching the table (Iceberg's caches it until unused for 30 s) would
+    # otherwise show the snapshots it had when first asked, none, for as long as it is asked.
+    spark.sql(f"REFRESH TABLE {table}")
     return spark.sql(f"SELECT count(*) FROM {table}.snapshots").first()[0] > 0
 
 

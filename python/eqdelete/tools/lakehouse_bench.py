@@ -1,0 +1,328 @@
+"""The object store benchmark (``python -m eqdelete bench --lakehouse``): Flink-written tables in
+s3proxy behind Iceberg's REST catalog (``eqdelete.tools.lakehouse``), as users have them.
+
+**Reads.** A checkpointed Flink streaming upsert job writes the table (a commit per checkpoint,
+equality deletes for every upserted key). The query is timed under every strategy, interleaved,
+beside the references of PERFORMANCE.md:
+- the **floor**: the live rows compacted, on the same store;
+- **floor_keys**: the floor's query also reading the key;
+- **deletes_read**: reading the key of as many delete rows once, in as many files as the
+  table's live equality delete files. A copy, written by Spark through the same catalog: Spark's
+  Parquet reader has no way onto the store but a table's FileIO, and the catalog gives it no key.
+- the **limit**: floor_keys + deletes_read.
+
+s3proxy logs every request: the benchmark counts the GETs of equality delete files each strategy
+makes for one query. Natively, each task reading a data file reads the delete files that apply
+to it; eqdelete reads each once.
+
+**maintain against the stream.** A second job of the same shape, longer, runs while ``maintain``
+resolves it a round every ``cadence`` seconds. Each round records its cost, what it resolved, the
+lag after it, and the table's size then. A third job runs the same while Iceberg's
+``rewrite_data_files`` compacts at the same cadence instead.
+
+Results: ``lakehouse.json`` and ``lakehouse.md`` in the output directory, and a chart,
+``lakehouse.png``: seconds a round against the rows Flink had committed, and the lag after each
+round, both ways.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from pyspark.sql import SparkSession
+
+from eqdelete.compare import Variant, measure
+from eqdelete.config import STRATEGIES
+from eqdelete.maintain import maintain_round
+from eqdelete.tools import flink
+from eqdelete.tools.bench import FLINK_QUERY, reading_keys
+from eqdelete.tools.lakehouse import Lakehouse, committed_to
+
+NAMESPACE = "bench"
+REFERENCES = ("floor", "floor_keys", "deletes_read")
+#: No cache across queries: Iceberg's executor cache of delete files, eqdelete's filter indexes.
+UNCACHED = [("spark.sql.iceberg.executor-cache.delete-files.enabled", "false"),
+            ("spark.eqdelete.filter.cacheMaxKeys", "0")]
+_GET = re.compile(r"\{GET@\w+ http://[^/]+/(\S+) HTTP")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The jobs' shapes: rows upserted over keys, a commit every checkpoint."""
+
+    read_rows: int = 2_000_000
+    read_keys: int = 500_000
+    read_checkpoints: int = 20
+    stream_rows: int = 4_000_000
+    stream_keys: int = 1_000_000
+    stream_checkpoints: int = 60
+    checkpoint_ms: int = 3000
+    cadence: float = 20.0
+
+    @staticmethod
+    def quick() -> Sizes:
+        return Sizes(read_rows=20_000, read_keys=5_000, read_checkpoints=4, stream_rows=20_000, stream_keys=5_000,
+                     stream_checkpoints=8, checkpoint_ms=1000, cadence=3.0)
+
+
+@dataclass
+class Reads:
+    table: str
+    data_files: int
+    equality_delete_files: int
+    equality_delete_rows: int
+    medians: dict[str, float]
+    limit: float
+    x_limit: dict[str, float]
+    x_native: dict[str, float]
+    delete_file_gets: dict[str, dict[str, int]]  # warm / uncached: strategy -> GETs
+    auto_chose: str
+    identical: bool
+
+
+@dataclass
+class Tick:
+    """One round of maintain, or one compaction, while the job ran."""
+
+    at: float                  # seconds since the job's first commit
+    seconds: float
+    rows_written: int          # rows Flink had committed when it started
+    table_rows: int            # records in the data files then
+    committed: bool
+    rows_resolved: int = 0
+    data_files_read: int = 0
+    files_rewritten: int = 0
+    conflicts: int = 0
+    lag_seconds: float = 0.0   # after it: the oldest live equality delete's age
+    failure: str = ""          # why a compaction committed nothing
+
+
+@dataclass
+class Stream:
+    how: str                   # "maintain" or "rewrite_data_files"
+    commits: int
+    rows: int
+    ticks: list[Tick] = field(default_factory=list)
+
+
+def _spec(name: str, rows: int, keys: int, checkpoints: int, checkpoint_ms: int) -> dict[str, Any]:
+    return flink.streaming_upsert_spec(name, rows=rows, keys=keys, checkpoints=checkpoints,
+                                       checkpoint_interval_ms=checkpoint_ms)
+
+
+def _write(lake: Lakehouse, spec: dict[str, Any], workdir: Path) -> flink.FlinkRun:
+    return flink.start({"catalog": lake.flink_properties(), "namespace": NAMESPACE, "tables": [spec]}, workdir)
+
+
+def _gets(lake: Lakehouse, offset: int, keys: set[str]) -> tuple[int, int]:
+    """GETs of ``keys`` logged since ``offset``, and the log's new end."""
+    text = lake.requests_log.read_bytes()
+    found = sum(1 for m in _GET.finditer(text[offset:].decode(errors="replace")) if m.group(1) in keys)
+    return found, len(text)
+
+
+def reads(spark: SparkSession, lake: Lakehouse, sizes: Sizes, workdir: Path, runs: int,
+          say: Callable[[str], None]) -> Reads:
+    spec = _spec("reads", sizes.read_rows, sizes.read_keys, sizes.read_checkpoints, sizes.checkpoint_ms)
+    table = f"lake.{NAMESPACE}.reads"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS lake.{NAMESPACE}")
+    for suffix in ("", "_floor", "_delete_keys"):
+        spark.sql(f"DROP TABLE IF EXISTS {table}{suffix} PURGE")
+    say(f"Flink writing {spec['rows']:,} upserts of {spec['keys']:,} keys in ~{sizes.read_checkpoints} commits")
+    _write(lake, spec, workdir / "flink-reads").wait(timeout=3600)
+    spark.sql(f"REFRESH TABLE {table}")
+    deletes = spark.sql(f"SELECT file_path, record_count FROM {table}.delete_files WHERE content = 2").collect()
+    say(f"{len(deletes)} equality delete files, {sum(d.record_count for d in deletes):,} rows: the floor and the "
+        "delete keys' copy")
+    with _strategy(spark, "native"):
+        spark.sql(f"CREATE TABLE {table}_floor USING iceberg AS SELECT * FROM {table}")
+    keys = spark.range(sum(d.record_count for d in deletes)).selectExpr("id % " + str(spec["keys"]) + " AS k")
+    keys.repartitionByRange(max(1, len(deletes)), "k").writeTo(f"{table}_delete_keys").using("iceberg").create()
+    sql, floor_sql = FLINK_QUERY.format(t=table), FLINK_QUERY.format(t=f"{table}_floor")
+    variants = [Variant(s, s, sql) for s in STRATEGIES] + [
+        Variant("floor", "native", floor_sql),
+        Variant("floor_keys", "native", reading_keys(floor_sql, ["k"])),
+        Variant("deletes_read", "native", f"SELECT count(k) AS k_read FROM {table}_delete_keys"),
+    ]
+    timings = measure(spark, variants, runs=runs, warmup=1, progress=say, keep_rows=True)
+    medians = {n: statistics.median(t.seconds) for n, t in timings.items()}
+    limit = medians["floor_keys"] + medians["deletes_read"]
+    # One more query under each strategy, its GETs of equality delete files counted: warm, as the
+    # timed runs left it (Iceberg's executor cache and eqdelete's index cache kept), and with
+    # neither cache, as a query on a fresh executor reads.
+    delete_keys = {lake.object_key(d.file_path) for d in deletes}
+    offset = lake.requests_log.stat().st_size
+    gets: dict[str, dict[str, int]] = {"warm": {}, "uncached": {}}
+    for kind, conf in (("warm", []), ("uncached", UNCACHED)):
+        for strategy in STRATEGIES:
+            with _strategy(spark, strategy, conf):
+                spark.sql(sql).collect()
+            gets[kind][strategy], offset = _gets(lake, offset, delete_keys)
+    from eqdelete.decisions import decisions
+
+    with _strategy(spark, "auto"):
+        auto = decisions(spark.sql(sql))
+    data_files = spark.sql(f"SELECT count(*) FROM {table}.data_files").first()[0]
+    rows = {n: timings[n].rows for n in (*STRATEGIES, "floor")}
+    return Reads(table=table, data_files=data_files, equality_delete_files=len(deletes),
+                 equality_delete_rows=sum(d.record_count for d in deletes), medians=medians, limit=limit,
+                 x_limit={n: m / limit for n, m in medians.items()},
+                 x_native={n: m / medians["native"] for n, m in medians.items()}, delete_file_gets=gets,
+                 auto_chose=",".join(sorted({d.strategy for d in auto})) or "native",
+                 identical=all(r == rows["floor"] for r in rows.values()))
+
+
+def _strategy(spark: SparkSession, strategy: str, conf: list[tuple[str, str]] = ()):  # noqa: ANN202
+    from eqdelete.toggles import use_conf
+
+    return use_conf(spark, [("spark.eqdelete.strategy", strategy), ("spark.eqdelete.auto.minDataRows", "0"), *conf])
+
+
+def _table_rows(spark: SparkSession, table: str) -> tuple[int, int]:
+    """Rows Flink has committed so far (its commits' added records), and the records in the
+    table's data files now (which compaction brings down to the live rows)."""
+    flink_rows, total = spark.sql(
+        f"SELECT sum(IF(summary['flink.job-id'] IS NOT NULL, CAST(summary['added-records'] AS BIGINT), 0)), "
+        f"max_by(summary['total-records'], committed_at) FROM {table}.snapshots").first()
+    return int(flink_rows or 0), int(total or 0)
+
+
+def _lag(spark: SparkSession, table: str) -> float:
+    """The age of the oldest live equality delete, from the commit that added it (0: none)."""
+    oldest = spark.sql(f"SELECT min(s.committed_at) FROM {table}.entries e JOIN {table}.snapshots s "
+                       "ON e.snapshot_id = s.snapshot_id WHERE e.status < 2 AND e.data_file.content = 2").first()[0]
+    return 0.0 if oldest is None else max(0.0, time.time() - oldest.timestamp())
+
+
+def stream(spark: SparkSession, lake: Lakehouse, sizes: Sizes, how: str, workdir: Path,
+           say: Callable[[str], None]) -> Stream:
+    """A job of the stream's shape while ``how`` (maintain or rewrite_data_files) runs every cadence."""
+    name = "maintained" if how == "maintain" else "compacted"
+    table = f"lake.{NAMESPACE}.{name}"
+    spark.sql(f"DROP TABLE IF EXISTS {table} PURGE")
+    spec = _spec(name, sizes.stream_rows, sizes.stream_keys, sizes.stream_checkpoints, sizes.checkpoint_ms)
+    say(f"{how} every {sizes.cadence:.0f} s while Flink writes {spec['rows']:,} upserts of {spec['keys']:,} keys")
+    run = _write(lake, spec, workdir / f"flink-{name}")
+    result, started = Stream(how, 0, spec["rows"]), None
+    try:
+        while True:
+            running = run.running()
+            if not committed_to(spark, table):
+                if not running:
+                    break
+                time.sleep(1)
+                continue
+            started = started or time.monotonic()
+            began = time.monotonic()
+            spark.sql(f"REFRESH TABLE {table}")
+            written, records = _table_rows(spark, table)
+            tick = _maintain_tick(spark, table) if how == "maintain" else _rewrite_tick(spark, table)
+            tick.at, tick.seconds = round(began - started, 1), time.monotonic() - began
+            tick.rows_written, tick.table_rows = written, records
+            result.ticks.append(tick)
+            say(f"{how} at {tick.at:.0f} s: {tick.seconds:.1f} s with {written:,} rows written ({records:,} in data "
+                f"files), lag after {tick.lag_seconds:.1f} s")
+            if not running:
+                break
+            time.sleep(max(0.0, sizes.cadence - (time.monotonic() - began)))
+    finally:
+        written = run.wait(timeout=3600)
+    result.commits = len(written["tables"][name]["snapshots"])
+    return result
+
+
+def _maintain_tick(spark: SparkSession, table: str) -> Tick:
+    r = maintain_round(spark, table)
+    return Tick(at=0, seconds=r.seconds, rows_written=0, table_rows=0, committed=r.committed, rows_resolved=r.rows_resolved,
+                data_files_read=r.data_files_read, conflicts=r.conflicts, lag_seconds=r.lag_seconds)
+
+
+def _rewrite_tick(spark: SparkSession, table: str) -> Tick:
+    """Iceberg's compaction at its best for readers: every file with deletes rewritten, and delete
+    files no data file needs any more dropped."""
+    catalog, rest = table.split(".", 1)
+    try:
+        row = spark.sql(f"CALL {catalog}.system.rewrite_data_files(table => '{rest}', options => "
+                        "map('delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))").first()
+        tick = Tick(at=0, seconds=0, rows_written=0, table_rows=0, committed=row.rewritten_data_files_count > 0,
+                    files_rewritten=row.rewritten_data_files_count)
+    except Exception as e:  # noqa: BLE001 - a conflict with the writer: the next one, as maintain would
+        tick = Tick(at=0, seconds=0, rows_written=0, table_rows=0, committed=False, conflicts=1,
+                    failure=str(e).strip().splitlines()[0][:200])
+    spark.sql(f"REFRESH TABLE {table}")
+    tick.lag_seconds = _lag(spark, table)
+    return tick
+
+
+def run(spark: SparkSession, lake: Lakehouse, out: Path, *, sizes: Sizes, runs: int,
+        progress: Callable[[str], None]) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    work = out / "work"
+    results: dict[str, Any] = {"sizes": asdict(sizes), "master": spark.sparkContext.master}
+    results["reads"] = asdict(reads(spark, lake, sizes, work, runs, progress))
+    _save(out, results)
+    results["streams"] = [asdict(stream(spark, lake, sizes, how, work, progress))
+                          for how in ("maintain", "rewrite_data_files")]
+    _save(out, results)
+    _chart(out, results)
+    return results
+
+
+def _save(out: Path, results: dict[str, Any]) -> None:
+    (out / "lakehouse.json").write_text(json.dumps(results, indent=2))
+    (out / "lakehouse.md").write_text(markdown(results))
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = []
+    r = results.get("reads")
+    if r:
+        columns = (*STRATEGIES, *REFERENCES)
+        lines += [f"Reads of {r['table']}: {r['data_files']} data files, {r['equality_delete_files']} equality delete "
+                  f"files of {r['equality_delete_rows']:,} rows; rows {'identical' if r['identical'] else 'DIFFER'}; "
+                  f"auto chose {r['auto_chose']}", "",
+                  "| | " + " | ".join(columns) + " | limit |", "| --- |" + " ---: |" * (len(columns) + 1),
+                  "| median s | " + " | ".join(f"{r['medians'][c]:.2f}" for c in columns) + f" | {r['limit']:.2f} |",
+                  "| x limit | " + " | ".join(f"{r['x_limit'][c]:.2f}" for c in columns) + " | 1.00 |",
+                  *(f"| GETs of equality delete files, one query, {kind} | "
+                    + " | ".join(str(gets.get(c, "")) for c in columns) + " | |"
+                    for kind, gets in r["delete_file_gets"].items()), ""]
+    for s in results.get("streams", []):
+        ticks = s["ticks"]
+        lines += [f"{s['how']} every cadence while Flink committed {s['commits']} snapshots of {s['rows']:,} upserts:", "",
+                  "| at s | rows written | records in data files | seconds | committed | rows resolved | data files read | "
+                  "files rewritten | conflicts | lag after s |",
+                  "| ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {t['at']:.0f} | {t['rows_written']:,} | {t['table_rows']:,} | {t['seconds']:.1f} | {t['committed']} | {t['rows_resolved']:,} | "
+                  f"{t['data_files_read']} | {t['files_rewritten']} | {t['conflicts']} | {t['lag_seconds']:.1f} |" for t in ticks]
+        failures = sorted({t.get("failure", "") for t in ticks} - {""})
+        lines += ["", *(f"- committed nothing: {f}" for f in failures), ""]
+    return "\n".join(lines) + "\n"
+
+
+def _chart(out: Path, results: dict[str, Any]) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    figure, (cost, lag) = plt.subplots(1, 2, figsize=(11, 4))
+    for s in results["streams"]:
+        rows = [t["rows_written"] for t in s["ticks"]]
+        cost.plot(rows, [t["seconds"] for t in s["ticks"]], marker="o", label=s["how"])
+        lag.plot([t["at"] for t in s["ticks"]], [t["lag_seconds"] for t in s["ticks"]], marker="o", label=s["how"])
+    cost.set(xlabel="rows Flink had committed", ylabel="seconds a round", title="cost as the table grows")
+    lag.set(xlabel="seconds since the job's first commit", ylabel="lag after it, s", title="oldest equality delete left")
+    for axis in (cost, lag):
+        axis.legend()
+    figure.tight_layout()
+    figure.savefig(out / "lakehouse.png", dpi=110)
+    plt.close(figure)
