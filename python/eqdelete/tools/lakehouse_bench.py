@@ -12,17 +12,20 @@ beside the references of PERFORMANCE.md:
 - the **limit**: floor_keys + deletes_read.
 
 s3proxy logs every request: the benchmark counts the GETs of equality delete files each strategy
-makes for one query. Natively, each task reading a data file reads the delete files that apply
-to it; eqdelete reads each once.
+makes for one more query, twice: warm, as the timed runs left the caches (Iceberg's executor
+cache of delete files, eqdelete's filter indexes), and with neither cache, as a query on a fresh
+executor reads. Natively each task reads the delete files that apply to its data file, unless
+its executor already holds them; eqdelete reads each once a query, or not at all from its cache.
 
 **maintain against the stream.** A second job of the same shape, longer, runs while ``maintain``
-resolves it a round every ``cadence`` seconds. Each round records its cost, what it resolved, the
-lag after it, and the table's size then. A third job runs the same while Iceberg's
-``rewrite_data_files`` compacts at the same cadence instead.
+resolves it a round every ``cadence`` seconds. Each round records its cost, what it resolved,
+the lag (the oldest live equality delete's age) before and after it, and the rows written by
+then. A third job runs the same while Iceberg's ``rewrite_data_files`` compacts at the same
+cadence instead.
 
 Results: ``lakehouse.json`` and ``lakehouse.md`` in the output directory, and a chart,
-``lakehouse.png``: seconds a round against the rows Flink had committed, and the lag after each
-round, both ways.
+``lakehouse.png``: seconds a round against the rows Flink had committed, and the lag over time,
+both ways.
 """
 
 from __future__ import annotations
@@ -99,7 +102,9 @@ class Tick:
     data_files_read: int = 0
     files_rewritten: int = 0
     conflicts: int = 0
-    lag_seconds: float = 0.0   # after it: the oldest live equality delete's age
+    lag_before: float = 0.0    # the oldest live equality delete's age when it started
+    lag_seconds: float = 0.0   # the same after it
+    bytes_written: int = 0     # the files its commits added (position deletes, or data rewritten)
     failure: str = ""          # why a compaction committed nothing
 
 
@@ -109,6 +114,7 @@ class Stream:
     commits: int
     rows: int
     ticks: list[Tick] = field(default_factory=list)
+    files_after: dict[str, int] = field(default_factory=dict)  # live files at the end, by content
 
 
 def _spec(name: str, rows: int, keys: int, checkpoints: int, checkpoint_ms: int) -> dict[str, Any]:
@@ -200,11 +206,15 @@ def _lag(spark: SparkSession, table: str) -> float:
     return 0.0 if oldest is None else max(0.0, time.time() - oldest.timestamp())
 
 
+def _stream_table(how: str) -> str:
+    return f"lake.{NAMESPACE}.{'maintained' if how == 'maintain' else 'compacted'}"
+
+
 def stream(spark: SparkSession, lake: Lakehouse, sizes: Sizes, how: str, workdir: Path,
            say: Callable[[str], None]) -> Stream:
     """A job of the stream's shape while ``how`` (maintain or rewrite_data_files) runs every cadence."""
-    name = "maintained" if how == "maintain" else "compacted"
-    table = f"lake.{NAMESPACE}.{name}"
+    table = _stream_table(how)
+    name = table.rsplit(".", 1)[1]
     spark.sql(f"DROP TABLE IF EXISTS {table} PURGE")
     spec = _spec(name, sizes.stream_rows, sizes.stream_keys, sizes.stream_checkpoints, sizes.checkpoint_ms)
     say(f"{how} every {sizes.cadence:.0f} s while Flink writes {spec['rows']:,} upserts of {spec['keys']:,} keys")
@@ -219,22 +229,35 @@ def stream(spark: SparkSession, lake: Lakehouse, sizes: Sizes, how: str, workdir
                 time.sleep(1)
                 continue
             started = started or time.monotonic()
-            began = time.monotonic()
+            began, began_ms = time.monotonic(), int(time.time() * 1000)
             spark.sql(f"REFRESH TABLE {table}")
-            written, records = _table_rows(spark, table)
+            written, records, lag_before = *_table_rows(spark, table), _lag(spark, table)
             tick = _maintain_tick(spark, table) if how == "maintain" else _rewrite_tick(spark, table)
-            tick.at, tick.seconds = round(began - started, 1), time.monotonic() - began
-            tick.rows_written, tick.table_rows = written, records
+            tick.at, tick.bytes_written = round(began - started, 1), _bytes_committed_since(spark, table, began_ms)
+            tick.rows_written, tick.table_rows, tick.lag_before = written, records, lag_before
             result.ticks.append(tick)
             say(f"{how} at {tick.at:.0f} s: {tick.seconds:.1f} s with {written:,} rows written ({records:,} in data "
-                f"files), lag after {tick.lag_seconds:.1f} s")
+                f"files), lag {lag_before:.1f} s before, {tick.lag_seconds:.1f} s after")
             if not running:
                 break
             time.sleep(max(0.0, sizes.cadence - (time.monotonic() - began)))
     finally:
         written = run.wait(timeout=3600)
     result.commits = len(written["tables"][name]["snapshots"])
+    spark.sql(f"REFRESH TABLE {table}")
+    result.files_after = {CONTENT[c]: n for c, n in spark.sql(
+        f"SELECT content, count(*) FROM {table}.files GROUP BY content ORDER BY content").collect()}
     return result
+
+
+CONTENT = {0: "data", 1: "position deletes", 2: "equality deletes"}
+
+
+def _bytes_committed_since(spark: SparkSession, table: str, since_ms: int) -> int:
+    """Bytes of the files added by commits since ``since_ms`` other than Flink's."""
+    row = spark.sql(f"SELECT sum(CAST(summary['added-files-size'] AS BIGINT)) FROM {table}.snapshots "
+                    f"WHERE committed_at >= timestamp_millis({since_ms}) AND summary['flink.job-id'] IS NULL").first()
+    return int(row[0] or 0)
 
 
 def _maintain_tick(spark: SparkSession, table: str) -> Tick:
@@ -247,6 +270,7 @@ def _rewrite_tick(spark: SparkSession, table: str) -> Tick:
     """Iceberg's compaction at its best for readers: every file with deletes rewritten, and delete
     files no data file needs any more dropped."""
     catalog, rest = table.split(".", 1)
+    began = time.monotonic()
     try:
         row = spark.sql(f"CALL {catalog}.system.rewrite_data_files(table => '{rest}', options => "
                         "map('delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))").first()
@@ -255,6 +279,7 @@ def _rewrite_tick(spark: SparkSession, table: str) -> Tick:
     except Exception as e:  # noqa: BLE001 - a conflict with the writer: the next one, as maintain would
         tick = Tick(at=0, seconds=0, rows_written=0, table_rows=0, committed=False, conflicts=1,
                     failure=str(e).strip().splitlines()[0][:200])
+    tick.seconds = time.monotonic() - began
     spark.sql(f"REFRESH TABLE {table}")
     tick.lag_seconds = _lag(spark, table)
     return tick
@@ -267,8 +292,12 @@ def run(spark: SparkSession, lake: Lakehouse, out: Path, *, sizes: Sizes, runs: 
     results: dict[str, Any] = {"sizes": asdict(sizes), "master": spark.sparkContext.master}
     results["reads"] = asdict(reads(spark, lake, sizes, work, runs, progress))
     _save(out, results)
-    results["streams"] = [asdict(stream(spark, lake, sizes, how, work, progress))
-                          for how in ("maintain", "rewrite_data_files")]
+    streams = [stream(spark, lake, sizes, how, work, progress) for how in ("maintain", "rewrite_data_files")]
+    results["streams"] = [asdict(s) for s in streams]
+    # A reader's query on each table once its writer is done and the last round is in.
+    after = measure(spark, [Variant(f"after {s.how}", "native", FLINK_QUERY.format(t=_stream_table(s.how)))
+                            for s in streams], runs=runs, warmup=1, progress=progress, keep_rows=True)
+    results["reads_after"] = {n: statistics.median(t.seconds) for n, t in after.items()}
     _save(out, results)
     _chart(out, results)
     return results
@@ -297,12 +326,18 @@ def markdown(results: dict[str, Any]) -> str:
         ticks = s["ticks"]
         lines += [f"{s['how']} every cadence while Flink committed {s['commits']} snapshots of {s['rows']:,} upserts:", "",
                   "| at s | rows written | records in data files | seconds | committed | rows resolved | data files read | "
-                  "files rewritten | conflicts | lag after s |",
-                  "| ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+                  "files rewritten | MB written | conflicts | lag before s | lag after s |",
+                  "| ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         lines += [f"| {t['at']:.0f} | {t['rows_written']:,} | {t['table_rows']:,} | {t['seconds']:.1f} | {t['committed']} | {t['rows_resolved']:,} | "
-                  f"{t['data_files_read']} | {t['files_rewritten']} | {t['conflicts']} | {t['lag_seconds']:.1f} |" for t in ticks]
+                  f"{t['data_files_read']} | {t['files_rewritten']} | {t.get('bytes_written', 0) / 1e6:.1f} | {t['conflicts']} | {t.get('lag_before', 0):.1f} | {t['lag_seconds']:.1f} |" for t in ticks]
         failures = sorted({t.get("failure", "") for t in ticks} - {""})
-        lines += ["", *(f"- committed nothing: {f}" for f in failures), ""]
+        total = sum(t.get("bytes_written", 0) for t in ticks) / 1e6
+        files = ", ".join(f"{n} {c}" for c, n in s.get("files_after", {}).items())
+        lines += ["", f"- in all: {sum(t['seconds'] for t in ticks):.1f} s, {total:.1f} MB written; live files at the "
+                      f"end: {files}", *(f"- committed nothing: {f}" for f in failures), ""]
+    if results.get("reads_after"):
+        lines += ["A reader's query at the end (native, median s): " + ", ".join(
+            f"{n} {v:.2f}" for n, v in results["reads_after"].items()), ""]
     return "\n".join(lines) + "\n"
 
 
@@ -318,9 +353,12 @@ def _chart(out: Path, results: dict[str, Any]) -> None:
     for s in results["streams"]:
         rows = [t["rows_written"] for t in s["ticks"]]
         cost.plot(rows, [t["seconds"] for t in s["ticks"]], marker="o", label=s["how"])
-        lag.plot([t["at"] for t in s["ticks"]], [t["lag_seconds"] for t in s["ticks"]], marker="o", label=s["how"])
+        # The lag as a reader sees it: up to its value before a round, down to its value after.
+        times = [x for t in s["ticks"] for x in (t["at"], t["at"] + t["seconds"])]
+        lags = [x for t in s["ticks"] for x in (t.get("lag_before", 0), t["lag_seconds"])]
+        lag.plot(times, lags, marker=".", label=s["how"])
     cost.set(xlabel="rows Flink had committed", ylabel="seconds a round", title="cost as the table grows")
-    lag.set(xlabel="seconds since the job's first commit", ylabel="lag after it, s", title="oldest equality delete left")
+    lag.set(xlabel="seconds since the job's first commit", ylabel="s", title="lag: the oldest live equality delete's age")
     for axis in (cost, lag):
         axis.legend()
     figure.tight_layout()
