@@ -100,7 +100,7 @@ class Tick:
     committed: bool
     rows_resolved: int = 0
     data_files_read: int = 0
-    files_rewritten: int = 0
+    files_rewritten: int = 0   # data files (rewrite_data_files), position delete files (maintain)
     conflicts: int = 0
     lag_before: float = 0.0    # the oldest live equality delete's age when it started
     lag_seconds: float = 0.0   # the same after it
@@ -263,7 +263,8 @@ def _bytes_committed_since(spark: SparkSession, table: str, since_ms: int) -> in
 def _maintain_tick(spark: SparkSession, table: str) -> Tick:
     r = maintain_round(spark, table)
     return Tick(at=0, seconds=r.seconds, rows_written=0, table_rows=0, committed=r.committed, rows_resolved=r.rows_resolved,
-                data_files_read=r.data_files_read, conflicts=r.conflicts, lag_seconds=r.lag_seconds)
+                data_files_read=r.data_files_read, files_rewritten=r.position_delete_files_compacted,
+                conflicts=r.conflicts, lag_seconds=r.lag_seconds)
 
 
 def _rewrite_tick(spark: SparkSession, table: str) -> Tick:

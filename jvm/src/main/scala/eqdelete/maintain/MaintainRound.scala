@@ -148,14 +148,14 @@ object MaintainRound extends Logging {
   }
 
   /**
-   * Rewrites the position delete files of the partitions holding at least the setting's number
-   * of them, if any does: what it did, or the conflict that left it to the next round.
+   * Rewrites the position delete files once a reader of some data file would open at least the
+   * setting's number of them: what it did, or the conflict that left it to the next round.
    */
   private def compact(session: SparkSession, table: org.apache.iceberg.Table,
       settings: Settings): (Option[IcebergActions.RewrittenDeletes], Option[String]) = {
     val threshold = settings.compactPositionDeleteFiles
     val due = threshold > 0 && Option(table.currentSnapshot()).exists { s =>
-      PositionDeletePileUp.largestPartition(table, s.snapshotId()) >= threshold
+      PositionDeletePileUp.mostFilesPerDataFile(table, s.snapshotId()) >= threshold
     }
     if (!due) (None, None)
     else {

@@ -161,10 +161,11 @@ object EqDeleteConf {
     1000L)
 
   val MAINTAIN_COMPACT_POSITION_DELETE_FILES: ConfigEntry[Long] = countConf("maintain.compactPositionDeleteFiles",
-    "On a format v2 table, once a partition holds at least this many position delete files (each round " +
-      "of maintain writes some), maintain rewrites them into one with Iceberg's rewrite_position_delete_files, " +
-      "so readers open few files. 0 never compacts. (Format v3 keeps one deletion vector per data file, " +
-      "which every resolve merges into: nothing piles up.)",
+    "On a format v2 table, once a reader of some data file would open at least this many position delete " +
+      "files (each round of maintain adds one to every data file of a partition it resolves in), maintain " +
+      "rewrites them with Iceberg's rewrite_position_delete_files, which leaves one per data file. 0 never " +
+      "compacts. (Format v3 keeps one deletion vector per data file, which every resolve merges into: " +
+      "nothing piles up.)",
     10L)
 
   /** Every key, for docs and for validating a session's values up front. */

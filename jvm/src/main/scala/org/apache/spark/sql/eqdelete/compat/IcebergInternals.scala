@@ -50,6 +50,9 @@ object IcebergInternals {
   /** Whether `file` is a position delete file referencing a single data file. */
   def isFileScoped(file: DeleteFile): Boolean = ContentFileUtil.isFileScoped(file)
 
+  /** The one data file a position delete file references (named, or by its path bounds); None when it may cover several. */
+  def referencedDataFile(file: DeleteFile): Option[String] = Option(ContentFileUtil.referencedDataFileLocation(file))
+
   /** The rows of a file in a format eqdelete does not read with Spark's readers, projected, as generic records (each reused). */
   def genericRows(format: FileFormat, input: InputFile, projection: Schema): CloseableIterable[StructLike] =
     InternalData.read(format, input).project(projection).reuseContainers().build[StructLike]()
