@@ -294,12 +294,18 @@ def _rewrite_tick(spark: SparkSession, table: str) -> Tick:
         tick = Tick(at=0, seconds=0, rows_written=0, table_rows=0, committed=row.rewritten_data_files_count > 0,
                     files_rewritten=row.rewritten_data_files_count)
     except Exception as e:  # noqa: BLE001 - a conflict with the writer: the next one, as maintain would
-        tick = Tick(at=0, seconds=0, rows_written=0, table_rows=0, committed=False, conflicts=1,
-                    failure=str(e).strip().splitlines()[0][:200])
+        tick = Tick(at=0, seconds=0, rows_written=0, table_rows=0, committed=False, conflicts=1, failure=_cause(e))
     tick.seconds = time.monotonic() - began
     spark.sql(f"REFRESH TABLE {table}")
     tick.lag_seconds = _lag(spark, table)
     return tick
+
+
+def _cause(e: Exception) -> str:
+    """The JVM exception's own line out of py4j's message (which starts 'An error occurred')."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    cause = next((line for line in lines if re.match(r"^[\w.$]+(Exception|Error): ", line)), lines[0] if lines else repr(e))
+    return cause[:300]
 
 
 def run(spark: SparkSession, lake: Lakehouse, out: Path, *, sizes: Sizes, runs: int,
