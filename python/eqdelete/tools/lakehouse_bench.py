@@ -303,7 +303,7 @@ def _rewrite_tick(spark: SparkSession, table: str) -> Tick:
 
 def _cause(e: Exception) -> str:
     """The JVM exception's own line out of py4j's message (which starts 'An error occurred')."""
-    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    lines = [line.strip().lstrip(": ") for line in str(e).splitlines() if line.strip()]
     cause = next((line for line in lines if re.match(r"^[\w.$]+(Exception|Error): ", line)), lines[0] if lines else repr(e))
     return cause[:300]
 
