@@ -44,6 +44,7 @@ from pyspark.sql import SparkSession
 from eqdelete.compare import Variant, measure
 from eqdelete.config import STRATEGIES
 from eqdelete.maintain import maintain_round
+from eqdelete.toggles import use_conf, use_strategy
 from eqdelete.tools import flink
 from eqdelete.tools.bench import FLINK_QUERY, reading_keys
 from eqdelete.tools.lakehouse import Lakehouse, committed_to
@@ -94,11 +95,11 @@ class Reads:
 class Tick:
     """One round of maintain, or one compaction, while the job ran."""
 
-    at: float                  # seconds since the job's first commit
-    seconds: float
-    rows_written: int          # rows Flink had committed when it started
-    table_rows: int            # records in the data files then
     committed: bool
+    at: float = 0.0            # seconds since the job's first commit
+    seconds: float = 0.0
+    rows_written: int = 0      # rows Flink had committed when it started
+    table_rows: int = 0        # records in the data files then
     rows_resolved: int = 0
     data_files_read: int = 0
     files_rewritten: int = 0   # data files (rewrite_data_files), position delete files (maintain)
@@ -129,9 +130,11 @@ def _write(lake: Lakehouse, spec: dict[str, Any], workdir: Path) -> flink.FlinkR
 
 def _gets(lake: Lakehouse, offset: int, keys: set[str]) -> tuple[int, int]:
     """GETs of ``keys`` logged since ``offset``, and the log's new end."""
-    text = lake.requests_log.read_bytes()
-    found = sum(1 for m in _GET.finditer(text[offset:].decode(errors="replace")) if m.group(1) in keys)
-    return found, len(text)
+    with lake.requests_log.open("rb") as log:
+        log.seek(offset)
+        new = log.read()
+    found = sum(1 for m in _GET.finditer(new.decode(errors="replace")) if m.group(1) in keys)
+    return found, offset + len(new)
 
 
 def reads(spark: SparkSession, lake: Lakehouse, sizes: Sizes, workdir: Path, runs: int,
@@ -147,7 +150,7 @@ def reads(spark: SparkSession, lake: Lakehouse, sizes: Sizes, workdir: Path, run
     deletes = spark.sql(f"SELECT file_path, record_count FROM {table}.delete_files WHERE content = 2").collect()
     say(f"{len(deletes)} equality delete files, {sum(d.record_count for d in deletes):,} rows: the floor and a "
         "local copy of the delete files")
-    with _strategy(spark, "native"):
+    with use_strategy(spark, "native"):
         spark.sql(f"CREATE TABLE {table}_floor USING iceberg AS SELECT * FROM {table}")
     copies = _copy_off_the_store(lake, [d.file_path for d in deletes], workdir / "delete-files")
     sql, floor_sql = FLINK_QUERY.format(t=table), FLINK_QUERY.format(t=f"{table}_floor")
@@ -167,12 +170,12 @@ def reads(spark: SparkSession, lake: Lakehouse, sizes: Sizes, workdir: Path, run
     gets: dict[str, dict[str, int]] = {"warm": {}, "uncached": {}}
     for kind, conf in (("warm", []), ("uncached", UNCACHED)):
         for strategy in STRATEGIES:
-            with _strategy(spark, strategy, conf):
+            with use_strategy(spark, strategy), use_conf(spark, conf):
                 spark.sql(sql).collect()
             gets[kind][strategy], offset = _gets(lake, offset, delete_keys)
     from eqdelete.decisions import decisions
 
-    with _strategy(spark, "auto"):
+    with use_strategy(spark, "auto"):
         auto = decisions(spark.sql(sql))
     data_files = spark.sql(f"SELECT count(*) FROM {table}.data_files").first()[0]
     rows = {n: timings[n].rows for n in (*STRATEGIES, "floor")}
@@ -198,12 +201,6 @@ def _copy_off_the_store(lake: Lakehouse, locations: list[str], directory: Path) 
         fs.copy_files(key, str(directory / key.rsplit("/", 1)[1]), source_filesystem=store,
                       destination_filesystem=fs.LocalFileSystem())
     return directory
-
-
-def _strategy(spark: SparkSession, strategy: str, conf: list[tuple[str, str]] = ()):  # noqa: ANN202
-    from eqdelete.toggles import use_conf
-
-    return use_conf(spark, [("spark.eqdelete.strategy", strategy), ("spark.eqdelete.auto.minDataRows", "0"), *conf])
 
 
 def _table_rows(spark: SparkSession, table: str) -> tuple[int, int]:
@@ -245,8 +242,7 @@ def stream(spark: SparkSession, lake: Lakehouse, sizes: Sizes, how: str, workdir
                 time.sleep(1)
                 continue
             started = started or time.monotonic()
-            began, began_ms = time.monotonic(), int(time.time() * 1000)
-            spark.sql(f"REFRESH TABLE {table}")
+            began, began_ms = time.monotonic(), int(time.time() * 1000)  # committed_to refreshed the table
             written, records, lag_before = *_table_rows(spark, table), _lag(spark, table)
             tick = _maintain_tick(spark, table) if how == "maintain" else _rewrite_tick(spark, table)
             tick.at, tick.bytes_written = round(began - started, 1), _bytes_committed_since(spark, table, began_ms)
@@ -278,7 +274,7 @@ def _bytes_committed_since(spark: SparkSession, table: str, since_ms: int) -> in
 
 def _maintain_tick(spark: SparkSession, table: str) -> Tick:
     r = maintain_round(spark, table)
-    return Tick(at=0, seconds=r.seconds, rows_written=0, table_rows=0, committed=r.committed, rows_resolved=r.rows_resolved,
+    return Tick(committed=r.committed, seconds=r.seconds, rows_resolved=r.rows_resolved,
                 data_files_read=r.data_files_read, files_rewritten=r.position_delete_files_compacted,
                 conflicts=r.conflicts, lag_seconds=r.lag_seconds)
 
@@ -291,10 +287,9 @@ def _rewrite_tick(spark: SparkSession, table: str) -> Tick:
     try:
         row = spark.sql(f"CALL {catalog}.system.rewrite_data_files(table => '{rest}', options => "
                         "map('delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))").first()
-        tick = Tick(at=0, seconds=0, rows_written=0, table_rows=0, committed=row.rewritten_data_files_count > 0,
-                    files_rewritten=row.rewritten_data_files_count)
+        tick = Tick(committed=row.rewritten_data_files_count > 0, files_rewritten=row.rewritten_data_files_count)
     except Exception as e:  # noqa: BLE001 - a conflict with the writer: the next one, as maintain would
-        tick = Tick(at=0, seconds=0, rows_written=0, table_rows=0, committed=False, conflicts=1, failure=_cause(e))
+        tick = Tick(committed=False, conflicts=1, failure=_cause(e))
     tick.seconds = time.monotonic() - began
     spark.sql(f"REFRESH TABLE {table}")
     tick.lag_seconds = _lag(spark, table)
