@@ -297,6 +297,23 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print(f"results in {args.out}/planning.json, planning.md")
         return 0
 
+    if args.peer:
+        from eqdelete._progress import stderr_reporter
+        from eqdelete.tools import peer
+
+        picked = _only(peer.scenarios(args.quick, args.rows_factor), args.only, lambda s: s.name, "scenario")
+        spark = _session(args, f"eqdelete bench --peer {args.peer}")
+        runs, warmup = (1, 0) if args.quick else (args.runs, 1)
+        try:
+            results = peer.run(spark, picked, Path(args.out), runs=runs, warmup=warmup,
+                               report=stderr_reporter(f"eqdelete bench --peer {args.peer}"))
+        except peer.RowsDifferError as error:  # in full: both engines' rows
+            print(f"eqdelete: {error}", file=sys.stderr)
+            return 3
+        print(peer.markdown(results))
+        print(f"results in {args.out}/peer.json, peer.md, peer.png")
+        return 0
+
     if args.lakehouse:
         from eqdelete import _jars
         from eqdelete._progress import stderr_reporter
@@ -344,7 +361,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.scale:
         from eqdelete.tools import scale
 
-        points = _scale_points(scale.default_points(quick=args.quick, delete_axis_data_rows=args.delete_axis_data_rows), args)
+        points = scale.default_points(quick=args.quick, delete_axis_data_rows=args.delete_axis_data_rows, keys=args.keys)
+        points = _scale_points(points, args)
         if args.max_rows is not None:
             points = [p for p in points if max(p.data_rows, p.delete_rows) <= args.max_rows]
         spark = _session(args, "eqdelete bench --scale")
@@ -468,6 +486,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "stopped here), a Flink-written table's reads under every strategy beside the floor and "
                             "the limit, with each strategy's GETs of delete files; then maintain, and beside it "
                             "rewrite_data_files, every cadence while Flink writes (docs/lakehouse.md)")
+    bench.add_argument("--peer", choices=["trino"],
+                       help="instead: the same tables and queries on another engine (Trino 476, installed into "
+                            "build/ and run on loopback here) and on Spark, each engine's time over its own floor")
     bench.add_argument("--scale", action="store_true",
                        help="instead: how cost grows, data rows 10^6-10^8 and delete rows 10^5-3x10^7 (PERFORMANCE.md)")
     bench.add_argument("--delete-axis-data-rows", type=_size,
@@ -476,6 +497,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-rows", type=int, help="with --scale: only points of at most this many data and delete rows")
     bench.add_argument("--at", type=_sizes, help="with --scale: only the points of these sizes on their axis (data rows "
                                                  "on data_rows, delete rows on delete_rows, new delete rows on delta), e.g. 1e8,1e7")
+    bench.add_argument("--keys", choices=["long", "string", "composite"], default="long",
+                       help="with --scale: the tables' key, one long column, one string column, or (long, string, "
+                            "date) (default: %(default)s)")
     bench.add_argument("--time-box", type=float, default=600.0,
                        help="with --scale: seconds a native run (with --resolve: rewrite_data_files) may take before it is "
                             "cancelled and shown as '> N s' "

