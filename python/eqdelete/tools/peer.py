@@ -468,6 +468,7 @@ def markdown(results: list[PeerResult]) -> str:
 def chart(results: list[PeerResult], path: Path) -> None:
     """Each engine's time over its own floor, per scenario and query: Trino, Spark native, eqdelete auto."""
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -481,6 +482,8 @@ def chart(results: list[PeerResult], path: Path) -> None:
         ax.bar(xs, [r.ratios[key] for r in results], width, label=label)
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())  # 2, not 2 x 10^0
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(results))],
                   [f"{r.scenario}\n{r.query}" for r in results], fontsize=7, rotation=45, ha="right")
     ax.set_ylabel("median time / the engine's own floor (log)")
