@@ -175,10 +175,10 @@ MILLIONS_JOB = """
     table = "local.mem.big"
     spark.sql("CREATE NAMESPACE IF NOT EXISTS local.mem")
     spark.sql(f"CREATE TABLE {table} (k BIGINT, v INT) USING iceberg TBLPROPERTIES ('format-version'='2')")
-    # Every other key of 2N rows deleted: N live rows. Keys 40 apart, too sparse for a key bitmap
-    # (at most 16 bits a key): the index is the table this test sizes the driver against.
-    spark.range(0, 2 * deletes, numPartitions=2).selectExpr("id * 40 AS k", "CAST(id % 7 AS INT) AS v").writeTo(table).append()
-    eqdelete.write_equality_deletes(spark, table, ["k"], spark.range(0, 2 * deletes, 2).selectExpr("id * 40 AS k"),
+    # Every other key of 2N rows deleted: N live rows. Delete keys 200 apart, too sparse for a key
+    # bitmap (at most 64 bits a key): the index is the table this test sizes the driver against.
+    spark.range(0, 2 * deletes, numPartitions=2).selectExpr("id * 100 AS k", "CAST(id % 7 AS INT) AS v").writeTo(table).append()
+    eqdelete.write_equality_deletes(spark, table, ["k"], spark.range(0, 2 * deletes, 2).selectExpr("id * 100 AS k"),
                                     files_per_partition=4)
     for strategy, force in (("filter", "false"), ("join", "false"), ("auto", "false"), ("filter", "true")):
         settings = [("spark.eqdelete.strategy", strategy), ("spark.eqdelete.auto.minDataRows", "0"),

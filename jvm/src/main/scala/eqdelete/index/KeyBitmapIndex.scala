@@ -10,8 +10,9 @@ package eqdelete.index
  * than every row's the scan checks, and enough for `covers` (a delete row at or below it is
  * covered).
  *
- * Where [[LongKeyIndex]] holds 16 bytes a slot and a probe of a key present misses the cache
- * past a few MB, this is at most 16 bits a key (2.5 MB at 10^7 keys over 2x10^7 values), and
+ * Where [[LongKeyIndex]] holds 16 bytes a slot at most 65% full (about 200 bits a key) and a
+ * probe of a key present misses the cache past a few MB, this is at most 64 bits a key (2.5 MB
+ * at 10^7 keys over 2x10^7 values, 25 MB at 10^7 keys over 2x10^8), and
  * has no table to build: each read task sets the bits of its own keys ([[KeyBitmapIndex.Part]])
  * and the driver ORs the parts.
  */
@@ -41,10 +42,12 @@ final class KeyBitmapIndex private (val first: Long, words: Array[Long], oldestS
 
 object KeyBitmapIndex {
   /**
-   * A bitmap index is chosen where the keys' range is at most this many bits a key: the budget of
-   * [[LongKeyIndex]]'s Bloom filter, so never larger than what it replaces.
+   * A bitmap index is chosen where the keys' range is at most this many bits a key: under a third
+   * of [[LongKeyIndex]]'s table, so never larger than what it replaces, and a key present costs
+   * one bit where the table's slot is a miss. Up to 16 bits a key it also fits the Bloom filter's
+   * budget; past that, data files read in key order still walk it front to back, in cache.
    */
-  val MaxBitsPerKey = 16L
+  val MaxBitsPerKey = 64L
 
   /** Words a bitmap may have (one Java array). */
   val MaxWords: Long = Int.MaxValue - 8L

@@ -184,8 +184,8 @@ class CostModelSuite extends AnyFunSuite {
       ("a data file as new as a delete file", Seq(global(1000, 0, 1999), global(500, 2000, 2999, seq = 3)), 3L, None),
       ("a partition-scoped delete file", Seq(global(1000, 0, 1999), deleteFile(10, 0, bounds = Some((0L, 9L)))), 2L, None),
       ("a delete file without the key's bounds", Seq(global(1000, 0, 1999), deleteFile(10, -1)), 2L, None),
-      ("sparse: 16 bits a key or more", Seq(global(1000, 0, 16000)), 2L, None),
-      ("just dense enough", Seq(global(1000, 0, 15999)), 2L, Some((0L, 15999L, 5L))),
+      ("sparse: 64 bits a key or more", Seq(global(1000, 0, 64000)), 2L, None),
+      ("just dense enough", Seq(global(1000, 0, 63999)), 2L, Some((0L, 63999L, 5L))),
       ("the whole long range", Seq(global(1000, Long.MinValue, Long.MaxValue)), 2L, None),
       ("a string key", Seq(deleteFile(10, -1, ids = Seq(2), bounds = Some((0L, 1L)))), 2L, None),
       ("two key columns", Seq(deleteFile(10, -1, ids = Seq(1, 2), bounds = Some((0L, 1L)))), 2L, None))
