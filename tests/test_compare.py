@@ -10,6 +10,7 @@ from fixtures import FIXTURES, _create, _insert
 from pyspark.sql import SparkSession
 
 import eqdelete
+from eqdelete.decisions import decisions
 from eqdelete.tools import bench, sweep
 
 
@@ -138,6 +139,28 @@ def test_scale_quick_profile_checks_rows_against_the_floor(spark: SparkSession, 
     saved = scale.load(tmp_path)
     assert sorted(r.point for r in saved) == sorted(r.point for r in results)
     assert next(r for r in saved if r.point == again[0].point).medians == again[0].medians
+
+
+def test_scale_three_column_key_checks_rows_and_reports_beside_the_long_key(spark: SparkSession, tmp_path: Path) -> None:
+    from eqdelete.tools import scale
+
+    long_points = [p for p in scale.default_points(quick=True) if p.axis == "delete_rows"][:1]
+    points = [p for p in scale.default_points(quick=True, keys="composite") if p.axis == "delete_rows"]
+    scale.run(spark, long_points, tmp_path, runs=1, warmup=0, time_box=600.0, progress=lambda _m: None)
+    results = scale.run(spark, points, tmp_path, runs=1, warmup=0, time_box=600.0, progress=lambda _m: None)
+    assert all(r.identical and r.keys == "composite" for r in results)
+    # Each delete row a key of three columns, and the filter's index the hashed one (no bitmap).
+    assert spark.table(points[0].table).columns[:3] == ["k1", "k2", "k3"]
+    assert [r.delete_rows for r in results] == [2_000, 60_000]
+    with eqdelete.use_strategy(spark, "filter"):
+        (decision,) = decisions(spark.sql(bench.QUERY.format(t=points[0].table)))
+    assert "index of (k1, k2, k3)" in decision.plan and "bitmap" not in decision.plan, decision
+    saved = scale.load(tmp_path)
+    assert sorted(r.keys for r in saved) == ["composite", "composite", "long"]
+    table = (tmp_path / "scale.md").read_text()
+    assert "| delete_rows | long/string/date | 20,000 | 2,000 |" in table and "| delete_rows | long | 20,000 | 2,000 |" in table
+    with pytest.raises(ValueError, match="unknown key shape 'uuid'"):
+        scale.default_points(keys="uuid")
 
 
 def test_scale_delete_axis_on_another_table_keeps_the_data_axis() -> None:

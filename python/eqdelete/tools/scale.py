@@ -8,6 +8,11 @@ Two axes, each a series of fresh tables, every point measured in one interleaved
   deletes in files of about 10^6 rows, keys spread over twice the deleted range so about half
   of them delete a row (at 3x10^7 more delete rows than data rows).
 
+Each axis for a key shape (``KEY_SHAPES``): one long column (the default), one string column,
+or three columns (long, string, date), the usual key of a CDC table copied from a relational
+database. The string and three-column keys get the filter's hashed index where a long key may
+get the primitive table or the key bitmap; their delete axis stops at 10^7 delete rows.
+
 Beside every strategy, the references: the **floor** (the live rows compacted, computed from
 the generator's rules without Iceberg's delete handling), **floor_keys** (the floor's query
 also reading the key column), **deletes_read** (Spark reading every live delete file's key
@@ -55,6 +60,10 @@ NAMESPACE = "local.scale"
 NATIVE_BYTES_PER_DELETE_ROW = 150
 DELETES_VIEW = "eqdelete_scale_delete_keys"
 DATA_VIEW = "eqdelete_scale_data_rows"
+#: Key shapes an axis can be run with: the generator's key types of each.
+KEY_SHAPES: dict[str, tuple[str, ...]] = {"long": ("long",), "string": ("string",), "composite": ("long", "string", "date")}
+#: The delete axis of the hashed index's shapes: to 10^7 delete rows.
+HASHED_DELETE_AXIS = tuple(d for d in DELETE_AXIS if d <= 10**7)
 REFERENCE_STYLES = {"floor": {"linestyle": ":", "color": "grey"}, "floor_keys": {"linestyle": "--", "color": "grey"},
                     "data_read": {"linestyle": ":", "color": "black"}, "limit": {"linestyle": "-.", "color": "black"}}
 
@@ -62,31 +71,35 @@ REFERENCE_STYLES = {"floor": {"linestyle": ":", "color": "grey"}, "floor_keys": 
 @dataclass(frozen=True)
 class ScalePoint:
     """One table of an axis: ``data_rows`` keys in the base load and about ``delete_rows``
-    equality delete rows."""
+    equality delete rows, keyed as ``keys`` (a ``KEY_SHAPES`` name) says."""
 
     axis: str
     data_rows: int
     delete_rows: int
+    keys: str = "long"
 
     @property
     def table(self) -> str:
-        return f"{NAMESPACE}.{self.axis}_{self.data_rows}_{self.delete_rows}"
+        return f"{NAMESPACE}.{self.axis}_{self.data_rows}_{self.delete_rows}" + ("" if self.keys == "long" else f"_{self.keys}")
 
     @property
     def label(self) -> str:
-        return f"{self.axis}: {self.data_rows:,} data rows, {self.delete_rows:,} delete rows"
+        keyed = "" if self.keys == "long" else f", {self.keys} key"
+        return f"{self.axis}: {self.data_rows:,} data rows, {self.delete_rows:,} delete rows{keyed}"
 
     @property
     def spec(self) -> CdcSpec:
         files = max(2, self.data_rows // DATA_ROWS_PER_FILE)
+        key_types = KEY_SHAPES[self.keys]
         if self.axis == "data_rows":
             return CdcSpec(table=self.table, rows=self.data_rows, data_files=files, commits=UPSERT_COMMITS,
-                           delete_fraction=DELETE_PER_COMMIT, upsert_fraction=UPSERT_PER_COMMIT)
-        return CdcSpec(table=self.table, rows=self.data_rows, data_files=files, commits=0)
+                           delete_fraction=DELETE_PER_COMMIT, upsert_fraction=UPSERT_PER_COMMIT, key_types=key_types)
+        return CdcSpec(table=self.table, rows=self.data_rows, data_files=files, commits=0, key_types=key_types)
 
     def key(self, master: str) -> str:
-        """The point on ``master``, as results name it: a later run of it replaces the earlier."""
-        return f"{self.axis}/{self.data_rows}/{self.delete_rows}/{master}"
+        """The point on ``master``, as results name it: a later run of it replaces the earlier.
+        The long key's points keep the names they had before key shapes."""
+        return f"{self.axis}/{self.data_rows}/{self.delete_rows}/{master}" + ("" if self.keys == "long" else f"/{self.keys}")
 
     @property
     def size(self) -> int:
@@ -99,15 +112,19 @@ class ScalePoint:
         return max(2, 2 * self.data_rows // self.delete_rows)
 
 
-def default_points(quick: bool = False, delete_axis_data_rows: int | None = None) -> list[ScalePoint]:
-    """Every point of both axes, smallest first; ``quick``: a tiny profile checking rows only (CI);
-    ``delete_axis_data_rows``: the delete axis's table, 10^7 keys unless given (not in ``quick``)."""
+def default_points(quick: bool = False, delete_axis_data_rows: int | None = None, keys: str = "long") -> list[ScalePoint]:
+    """Every point of both axes for the key shape ``keys``, smallest first; ``quick``: a tiny
+    profile checking rows only (CI); ``delete_axis_data_rows``: the delete axis's table, 10^7
+    keys unless given (not in ``quick``)."""
+    if keys not in KEY_SHAPES:
+        raise ValueError(f"unknown key shape {keys!r}: choose from {', '.join(KEY_SHAPES)}")
     if quick:
-        return [ScalePoint("data_rows", 20_000, 100), ScalePoint("data_rows", 60_000, 300),
-                ScalePoint("delete_rows", 20_000, 2_000), ScalePoint("delete_rows", 20_000, 60_000)]
-    return ([ScalePoint("data_rows", n, int(n * UPSERT_COMMITS * (DELETE_PER_COMMIT + UPSERT_PER_COMMIT)))
+        return [ScalePoint("data_rows", 20_000, 100, keys), ScalePoint("data_rows", 60_000, 300, keys),
+                ScalePoint("delete_rows", 20_000, 2_000, keys), ScalePoint("delete_rows", 20_000, 60_000, keys)]
+    delete_axis = DELETE_AXIS if keys == "long" else HASHED_DELETE_AXIS
+    return ([ScalePoint("data_rows", n, int(n * UPSERT_COMMITS * (DELETE_PER_COMMIT + UPSERT_PER_COMMIT)), keys)
              for n in DATA_AXIS]
-            + [ScalePoint("delete_rows", delete_axis_data_rows or DELETE_AXIS_DATA_ROWS, d) for d in DELETE_AXIS])
+            + [ScalePoint("delete_rows", delete_axis_data_rows or DELETE_AXIS_DATA_ROWS, d, keys) for d in delete_axis])
 
 
 @dataclass
@@ -130,6 +147,7 @@ class ScaleResult:
     auto_reason: str = ""
     identical: bool = False
     not_run: dict[str, str] = field(default_factory=dict)  # variant -> why it was not run
+    keys: str = "long"  # the key shape (KEY_SHAPES); results saved before key shapes were long
 
 
 def build(spark: SparkSession, point: ScalePoint, progress: Callable[[str], None]) -> str:
@@ -233,7 +251,7 @@ def summarize(point: ScalePoint, master: str, time_box: float, delete_files: int
     floor_rows = timings["floor"].rows
     answered = [timings[s].rows for s in STRATEGIES if s in timings and not timings[s].timed_out]
     return ScaleResult(
-        point=point.key(master), axis=point.axis, data_rows=point.data_rows, delete_rows=sum(d.delete_rows for d in auto),
+        point=point.key(master), axis=point.axis, keys=point.keys, data_rows=point.data_rows, delete_rows=sum(d.delete_rows for d in auto),
         delete_files=delete_files, master=master, time_box=time_box, medians=medians, limit=limit,
         x_floor=ratio(medians["floor"]), x_limit=ratio(limit), x_native=ratio(medians["native"]),
         peak_heap_mb={n: _mb(t.peak_heap_bytes) for n, t in timings.items()} | skipped,
@@ -254,11 +272,11 @@ def _seconds(value: float | None, time_box: float) -> str:
 
 def markdown(results: list[ScaleResult]) -> str:
     columns = (*STRATEGIES, *REFERENCES)
-    lines = ["| axis | data rows | delete rows | delete files | master | limit s | "
+    lines = ["| axis | key | data rows | delete rows | delete files | master | limit s | "
              + " | ".join(f"{c} s" for c in columns)
              + " | " + " | ".join(f"{s} x floor / x limit / x native" for s in STRATEGIES)
              + " | peak heap MB driver (executor) native / auto | auto chose | rows |",
-             "| --- | ---: | ---: | ---: | --- | ---: | " + " | ".join("---:" for _ in columns)
+             "| --- | --- | ---: | ---: | ---: | --- | ---: | " + " | ".join("---:" for _ in columns)
              + " | " + " | ".join("---:" for _ in STRATEGIES) + " | ---: | --- | --- |"]
 
     def x(v: float | None) -> str:
@@ -275,20 +293,21 @@ def markdown(results: list[ScaleResult]) -> str:
             return "-"  # a reference added after the point ran
         return "not run" if name in r.not_run else _seconds(r.medians[name], r.time_box)
 
-    for r in sorted(results, key=lambda r: (r.axis, r.data_rows, r.delete_rows, r.master)):
+    shapes = list(KEY_SHAPES)
+    for r in sorted(results, key=lambda r: (shapes.index(r.keys), r.axis, r.data_rows, r.delete_rows, r.master)):
         lines.append(
-            f"| {r.axis} | {r.data_rows:,} | {r.delete_rows:,} | {r.delete_files:,} | {r.master} | {r.limit:.2f} | "
+            f"| {r.axis} | {'/'.join(KEY_SHAPES[r.keys])} | {r.data_rows:,} | {r.delete_rows:,} | {r.delete_files:,} | {r.master} | {r.limit:.2f} | "
             + " | ".join(seconds(r, c) for c in columns) + " | "
             + " | ".join(f"{x(r.x_floor[s])} / {x(r.x_limit[s])} / {x(r.x_native[s])}" for s in STRATEGIES)
             + f" | {heap(r, 'native')} / {heap(r, 'auto')} | {r.auto_plan} | {'identical' if r.identical else 'DIFFER'} |")
-    notes = sorted({f"- {r.data_rows:,} data rows, {r.delete_rows:,} delete rows ({r.master}): {name} {why}"
+    notes = sorted({f"- {r.data_rows:,} data rows, {r.delete_rows:,} delete rows, {r.keys} key ({r.master}): {name} {why}"
                     for r in results for name, why in r.not_run.items()})
     return "\n".join(lines) + "\n" + ("\n" + "\n".join(notes) + "\n" if notes else "")
 
 
 def chart(results: list[ScaleResult], path: Path) -> None:
-    """Log-log: seconds against size, one line per strategy and reference, a panel per axis,
-    on the master most points ran on (points run on another master, such as local-cluster, as
+    """Log-log: seconds against size, one line per strategy and reference, a panel per axis and
+    key shape (a row each), on the master most points ran on (points run on another master, such as local-cluster, as
     crosses); a time-boxed native drawn at its box, hollow."""
     import matplotlib
 
@@ -298,10 +317,11 @@ def chart(results: list[ScaleResult], path: Path) -> None:
     masters = [r.master for r in results]
     main = max(set(masters), key=masters.count)
     axes = [a for a in AXES if any(r.axis == a for r in results)]
-    fig, panels = plt.subplots(1, len(axes), figsize=(5.5 * len(axes), 4), squeeze=False)
-    for panel, axis in zip(panels[0], axes):
+    shapes = [k for k in KEY_SHAPES if any(r.keys == k for r in results)]
+    fig, panels = plt.subplots(len(shapes), len(axes), figsize=(5.5 * len(axes), 4 * len(shapes)), squeeze=False)
+    for (keys, axis), panel in zip(((k, a) for k in shapes for a in axes), panels.flat):
         size = (lambda r: r.data_rows) if axis == "data_rows" else (lambda r: r.delete_rows)
-        points = sorted((r for r in results if r.axis == axis and r.master == main), key=size)
+        points = sorted((r for r in results if r.axis == axis and r.keys == keys and r.master == main), key=size)
         xs = [size(r) for r in points]
         for name in (*STRATEGIES, "floor", "floor_keys", "data_read", "limit"):
             ys = [r.limit if name == "limit" else r.medians.get(name) for r in points]
@@ -313,17 +333,17 @@ def chart(results: list[ScaleResult], path: Path) -> None:
             if boxed:
                 panel.plot(*zip(*boxed), marker="^", linestyle="none", fillstyle="none", color="black",
                            label=f"{name} > time box")
-        for other in sorted({r.master for r in results if r.axis == axis} - {main}):
+        for other in sorted({r.master for r in results if r.axis == axis and r.keys == keys} - {main}):
             for name in ("auto", "native"):
                 shown = [(size(r), r.medians[name]) for r in results
-                         if r.axis == axis and r.master == other and r.medians[name] is not None]
+                         if r.axis == axis and r.keys == keys and r.master == other and r.medians[name] is not None]
                 if shown:
                     panel.plot(*zip(*shown), marker="x", linestyle="none", label=f"{name} ({other})")
         panel.set_xscale("log")
         panel.set_yscale("log")
         panel.set_xlabel(axis.replace("_", " ") + (_data_rows_label(points) if axis == "delete_rows" else " (0.5% deleted)"))
         panel.set_ylabel("median seconds")
-        panel.set_title(f"scale: {axis.replace('_', ' ')} ({main})", fontsize=10)
+        panel.set_title(f"scale: {axis.replace('_', ' ')}, {'/'.join(KEY_SHAPES[keys])} key ({main})", fontsize=10)
         panel.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
