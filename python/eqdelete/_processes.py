@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 
 
@@ -15,3 +16,19 @@ def die_with_parent() -> None:
 
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def stop_group(process: subprocess.Popen, grace: float) -> None:
+    """Stop a server started with ``start_new_session=True``: SIGTERM to its process group (so
+    a launcher's children go too, and the server may shut down cleanly), SIGKILL after ``grace``
+    seconds. Nothing if it has already exited."""
+    import os
+
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

@@ -21,13 +21,14 @@ server's classpath from ``--rest-pom``) into build/deps/lakehouse; the REST serv
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from eqdelete._processes import stop_group
 
 #: s3proxy's release: 2.6 rejects the checksums the AWS SDK of Iceberg 1.11 and later sends by
 #: default (aws-chunked uploads with a trailing CRC); 4.0 takes them.
@@ -237,13 +238,7 @@ class Lakehouse:
         """Stop both servers (SIGTERM, then SIGKILL after 20 s), the catalog first."""
         while self._processes:
             _, process, _ = self._processes.pop()
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-                try:
-                    process.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
+            stop_group(process, grace=20)
 
     def __enter__(self) -> Lakehouse:
         return self.start()

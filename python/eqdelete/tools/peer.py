@@ -22,7 +22,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,8 @@ import urllib.request
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
+
+from eqdelete._processes import stop_group
 
 TRINO_VERSION = "476"
 #: Maven coordinates of the server's tarball.
@@ -204,14 +205,8 @@ class Trino:
     def stop(self) -> None:
         """SIGTERM to the server's process group (Trino shuts down gracefully), SIGKILL after 30 s."""
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        if process is not None:
+            stop_group(process, grace=30)
 
     def __enter__(self) -> Trino:
         return self.start()
