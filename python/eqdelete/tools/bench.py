@@ -221,15 +221,11 @@ def chart(results: list[ScenarioResult], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from eqdelete.tools.report import grouped_bars
+
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(results)), 4))
-    width = 0.8 / len(COLUMNS)
-    for i, column in enumerate(COLUMNS):
-        xs = [j + i * width for j in range(len(results))]
-        ax.bar(xs, [r.ratio_to_native[column] for r in results], width, label=column)
-    ax.axhline(1.0, color="grey", linewidth=0.8)
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(results))], [r.name for r in results], fontsize=8)
+    grouped_bars(ax, [r.name for r in results], [(c, [r.ratio_to_native[c] for r in results]) for c in COLUMNS])
     ax.set_ylabel("median time / native (lower is faster)")
-    ax.legend(fontsize=8)
     ax.set_title("eqdelete benchmark", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

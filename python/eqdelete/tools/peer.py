@@ -470,19 +470,15 @@ def chart(results: list[PeerResult], path: Path) -> None:
 
     bars = (("trino_x_floor", "Trino / Trino floor"), ("native_x_floor", "Spark native / Spark floor"),
             ("auto_x_floor", "eqdelete auto / Spark floor"))
+    from eqdelete.tools.report import grouped_bars
+
     fig, ax = plt.subplots(figsize=(max(7, 0.9 * len(results)), 4.5))
-    width = 0.8 / len(bars)
-    for i, (key, label) in enumerate(bars):
-        xs = [j + i * width for j in range(len(results))]
-        ax.bar(xs, [r.ratios[key] for r in results], width, label=label)
-    ax.axhline(1.0, color="grey", linewidth=0.8)
+    grouped_bars(ax, [f"{r.scenario}\n{r.query}" for r in results],
+                 [(label, [r.ratios[key] for r in results]) for key, label in bars], fontsize=7, rotation=45, ha="right")
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())  # 2, not 2 x 10^0
     ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(results))],
-                  [f"{r.scenario}\n{r.query}" for r in results], fontsize=7, rotation=45, ha="right")
     ax.set_ylabel("median time / the engine's own floor (log)")
-    ax.legend(fontsize=8)
     ax.set_title("Applying equality deletes: Trino 476 and Spark with eqdelete, each over its floor", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -6,7 +6,7 @@ import json
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -66,3 +66,15 @@ def run_merged(
     results = run_each(items, run_one, lambda done: save_all(earlier + done), report, "point")
     chart(earlier + results, out / f"{stem}.png")
     return results
+
+
+def grouped_bars(ax: Any, groups: Sequence[str], series: Sequence[tuple[str, Sequence[float]]], fontsize: int = 8,
+                 **tick_style: Any) -> None:
+    """One bar per series in each group, side by side, with a line at 1.0 (the reference the
+    values are ratios to); ``tick_style`` goes to the group labels (e.g. a rotation)."""
+    width = 0.8 / len(series)
+    for i, (label, values) in enumerate(series):
+        ax.bar([j + i * width for j in range(len(groups))], values, width, label=label)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(groups))], groups, fontsize=fontsize, **tick_style)
+    ax.legend(fontsize=8)
