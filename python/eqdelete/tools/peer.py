@@ -476,8 +476,10 @@ def chart(results: list[PeerResult], path: Path) -> None:
     grouped_bars(ax, [f"{r.scenario}\n{r.query}" for r in results],
                  [(label, [r.ratios[key] for r in results]) for key, label in bars], fontsize=7, rotation=45, ha="right")
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())  # 2, not 2 x 10^0
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
+    # Labels at 1, 2, 5, 10, 20 ... written as such (2, not 2 x 10^0); the other ticks unlabelled.
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_ylabel("median time / the engine's own floor (log)")
     ax.set_title("Applying equality deletes: Trino 476 and Spark with eqdelete, each over its floor", fontsize=10)
     fig.tight_layout()
