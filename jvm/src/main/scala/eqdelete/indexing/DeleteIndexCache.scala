@@ -56,7 +56,7 @@ object DeleteIndexCache {
     try lock.synchronized {
       cached(key, context) match {
         case Some(built) =>
-          source.indexed.set.files.foreach(ref => verify(source.io, ref.file))
+          verifyAll(source.io, source.indexed.set.files.map(_.file))
           built
         case None =>
           val built = DeleteIndexBuilder.build(context, source, coverers)
@@ -95,6 +95,33 @@ object DeleteIndexCache {
   }
 
   private def remove(key: Key): Unit = Option(entries.remove(key)).foreach(e => cachedKeys -= e.keys)
+
+  /**
+   * Files checked at once on a hit: each check is a stat and a 4-byte read, two requests on an
+   * object store, so a set of thousands of delete files (a streaming table's) checked one by one
+   * on the driver would wait for each request in turn.
+   */
+  private val VerifyThreads = 16
+
+  /** `verify` of every file, up to `VerifyThreads` at a time; the first failure (in `files`' order) is thrown. */
+  private def verifyAll(io: FileIO, files: Seq[DeleteFile]): Unit = {
+    if (files.size <= 1) files.foreach(verify(io, _))
+    else {
+      val threads = new java.util.concurrent.atomic.AtomicInteger()
+      val pool = java.util.concurrent.Executors.newFixedThreadPool(math.min(VerifyThreads, files.size), (task: Runnable) => {
+        val thread = new Thread(task, s"eqdelete-verify-cached-delete-file-${threads.incrementAndGet()}")
+        thread.setDaemon(true)
+        thread
+      })
+      try {
+        val checks = files.map(file => pool.submit(new Runnable { override def run(): Unit = verify(io, file) }))
+        checks.foreach { check =>
+          try check.get()
+          catch { case e: java.util.concurrent.ExecutionException => throw e.getCause }
+        }
+      } finally pool.shutdownNow()
+    }
+  }
 
   /**
    * The file is where the metadata says, with the size it says, and still looks like its format

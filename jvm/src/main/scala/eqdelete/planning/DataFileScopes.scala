@@ -1,5 +1,6 @@
 package eqdelete.planning
 
+import java.nio.charset.StandardCharsets
 import java.util.UUID
 
 import org.apache.spark.unsafe.types.UTF8String
@@ -8,19 +9,31 @@ import org.apache.spark.unsafe.types.UTF8String
  * Data file path -> (data sequence number, partition scope), looked up per row through the
  * `_file` metadata column. Equality is by identity (a random id) so Catalyst can compare and
  * hash expressions holding it cheaply, whatever its size.
+ *
+ * It travels inside the scan's plan, so every read task deserializes it: it is shipped as flat
+ * arrays (each path's UTF-8 bytes, and its two numbers), not as maps of objects, and each task
+ * builds its lookup map on its first row.
  */
-final class DataFileScopes(entries: Map[String, (Long, Int)]) extends Serializable {
+final class DataFileScopes private (
+    paths: Array[Array[Byte]],
+    values: Array[Long],
+    /** The largest data sequence number of any file, or Long.MinValue for none. */
+    val newestSequenceNumber: Long) extends Serializable {
+
+  def this(entries: Map[String, (Long, Int)]) = this(
+    entries.keys.toArray.map(_.getBytes(StandardCharsets.UTF_8)),
+    entries.values.toArray.flatMap { case (seq, scope) => Array(seq, scope.toLong) },
+    if (entries.isEmpty) Long.MinValue else entries.valuesIterator.map(_._1).max)
+
   private val id = UUID.randomUUID().toString
-  private val byPath: java.util.HashMap[UTF8String, Array[Long]] = {
-    val map = new java.util.HashMap[UTF8String, Array[Long]](entries.size * 2)
-    entries.foreach { case (path, (seq, scope)) => map.put(UTF8String.fromString(path), Array(seq, scope.toLong)) }
+
+  val size: Int = paths.length
+
+  @transient private lazy val byPath: java.util.HashMap[UTF8String, Array[Long]] = {
+    val map = new java.util.HashMap[UTF8String, Array[Long]](paths.length * 2)
+    paths.indices.foreach(i => map.put(UTF8String.fromBytes(paths(i)), Array(values(2 * i), values(2 * i + 1))))
     map
   }
-
-  def size: Int = entries.size
-
-  /** The largest data sequence number of any file, or Long.MinValue for none. */
-  val newestSequenceNumber: Long = if (entries.isEmpty) Long.MinValue else entries.valuesIterator.map(_._1).max
 
   private def lookup(path: UTF8String): Array[Long] = {
     val found = byPath.get(path)
@@ -39,5 +52,5 @@ final class DataFileScopes(entries: Map[String, (Long, Int)]) extends Serializab
     case _ => false
   }
   override def hashCode(): Int = id.hashCode
-  override def toString: String = s"DataFileScopes(${entries.size} files)"
+  override def toString: String = s"DataFileScopes($size files)"
 }

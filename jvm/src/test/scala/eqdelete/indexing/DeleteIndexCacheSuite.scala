@@ -97,4 +97,21 @@ class DeleteIndexCacheSuite extends AnyFunSuite {
       Files.write(path, original, StandardOpenOption.CREATE_NEW)
     }
   }
+
+  test("a hit checks every file of a set of many, and names the one that is gone") {
+    val table = tables.create()
+    tables.insert(table, (1L to 40L).map(k => (k, s"v$k", 0)))
+    (2L to 38L by 4L).foreach(k => tables.deleteKeys(table, Seq((k, 0))))   // ten delete files, one set
+    val planned = source(table)
+    assert(planned.indexed.set.files.size == 10)
+    val built = build(planned)
+    assert(build(planned).index eq built.index)
+    val gone = Paths.get(new java.net.URI(planned.indexed.set.files(6).file.location()))
+    val original = Files.readAllBytes(gone)
+    Files.delete(gone)
+    val error = intercept[DeleteFileReadException](build(planned))
+    assert(error.getMessage.contains(gone.getFileName.toString), error.getMessage)
+    Files.write(gone, original, StandardOpenOption.CREATE_NEW)
+    assert(build(planned).index eq built.index)
+  }
 }
