@@ -114,4 +114,26 @@ class DeleteIndexCacheSuite extends AnyFunSuite {
     Files.write(gone, original, StandardOpenOption.CREATE_NEW)
     assert(build(planned).index eq built.index)
   }
+
+  test("the index's plan node is shipped without its delete files (read tasks deserialize the plan above it)") {
+    def shipped(deleteFiles: Int): (Int, Int) = {
+      val table = tables.create()
+      tables.insert(table, (1L to 40L).map(k => (k, s"v$k", 0)))
+      (1 to deleteFiles).foreach(i => tables.deleteKeys(table, Seq((i.toLong, 0))))
+      val planned = source(table)
+      val node = BuildDeleteKeyIndexExec(planned, BuildDeleteKeyIndex(planned).output)
+      def size(o: AnyRef) = {
+        val bytes = new java.io.ByteArrayOutputStream()
+        val out = new java.io.ObjectOutputStream(bytes)
+        out.writeObject(o)
+        out.close()
+        bytes.size()
+      }
+      (size(node), size(planned.indexed.set.files.map(_.file).toArray))
+    }
+    val (one, oneFiles) = shipped(1)
+    val (twenty, twentyFiles) = shipped(20)
+    assert(twentyFiles > oneFiles + 5000, s"$oneFiles and $twentyFiles bytes of delete files")
+    assert(twenty == one, s"$one bytes with one delete file, $twenty with twenty")
+  }
 }
