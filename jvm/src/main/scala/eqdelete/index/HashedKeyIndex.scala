@@ -4,14 +4,15 @@ import org.apache.spark.sql.types.DataType
 
 /**
  * Any other key (strings, decimals, booleans, binary, several columns of `types`), behind the
- * same Bloom filter as the primitive table. Each (scope, key) is one record, and the records lie
+ * same Bloom filter as the primitive table while it stays in cache. Each (scope, key) is one record, and the records lie
  * one after the other in one byte array: hash, scope, newest sequence number, the key's length
  * and the key packed ([[KeyBytes]]). An open-addressing table of longs finds them: per slot the
  * hash's upper 32 bits and the record's offset, 8 bytes, so the table stays small enough for the
  * CPU's caches.
  *
  * A row whose key has no delete (almost every row) costs its hash, computed from the column
- * values without allocating ([[KeyHash]]), and one cache-resident Bloom check. A row whose key
+ * values without allocating ([[KeyHash]]), and one cache-resident Bloom check (past MaxBloomKeys
+ * keys, the slot instead). A row whose key
  * may have one costs its key packed into a reused buffer, a slot, and the record, where scope,
  * sequence number and key bytes share a cache line or two. Profiling multi_key showed those two
  * loads as the lookup's cost; boxed keys had cost one more load per column.
@@ -34,25 +35,35 @@ final class HashedKeyIndex(
   private var records = new Array[Byte](math.max(64L, math.min(expectedKeys * HashedKeyIndex.recordBytes(types), maxRecordBytes)).toInt)
   private var recordsEnd = 0
   private var used = 0
-  private var bloom: BlockedBloom = _
+  private var bloom: BlockedBloom = _ // none past MaxBloomKeys keys
+  private var isSealed = false
 
   require(keyTypes.forall(KeyBytes.supports), s"no packed form for key types ${types.mkString(", ")}")
 
   def distinctKeys: Int = used
 
+  /** Bytes its arrays hold: slots, records and, once sealed, the Bloom filter. */
+  def retainedBytes: Long = 8L * slots.length + records.length + (if (bloom == null) 0L else BlockedBloom.bytesFor(used))
+
   override def seal(): this.type = {
     // Shipped to every executor as it is, by whichever serializer Spark uses: without spare room.
     if (records.length != recordsEnd) records = java.util.Arrays.copyOf(records, recordsEnd)
-    bloom = BlockedBloom.forKeys(used)
-    var at = 0
-    while (at < recordsEnd) {
-      bloom.add(KeyBytes.readLong(records, at + Hash))
-      at = next(at)
+    isSealed = true
+    // Only while it stays in cache (see LongKeyIndex): past that, a probe of a key without
+    // deletes costs the filter's miss where it would have cost the slot's, and filling it took
+    // a miss a key (at 10^7 string keys, 1 s of the driver's 1.24 s build; HashedKeyIndexCost).
+    if (used <= HashedKeyIndex.MaxBloomKeys) {
+      bloom = BlockedBloom.forKeys(used)
+      var at = 0
+      while (at < recordsEnd) {
+        bloom.add(KeyBytes.readLong(records, at + Hash))
+        at = next(at)
+      }
     }
     this
   }
 
-  /** False when no delete has a key of this hash: the common case, without touching the table. */
+  /** False when no delete has a key of this hash: the common case, without touching the table (true without a filter). */
   def mightContain(hash: Long): Boolean = bloom == null || bloom.mightContain(hash)
 
   def newestOf(scope: Long, values: Array[Any]): Long = {
@@ -79,7 +90,7 @@ final class HashedKeyIndex(
   }
 
   private def putPacked(hash: Long, scope: Long, packed: Array[Byte], offset: Int, length: Int, sequenceNumber: Long): Unit = {
-    require(bloom == null, "the index is sealed")
+    require(!isSealed, "the index is sealed")
     if ((used + 1) * 2 > mask + 1) grow()
     val at = find(hash, scope, packed, offset, length)
     if (at >= 0) {
@@ -101,10 +112,7 @@ final class HashedKeyIndex(
 
   private def sequenceOf(record: Int): Long = if (record < 0) DeleteKeyIndex.NoDelete else KeyBytes.readLong(records, record + Sequence)
 
-  private def slot(hash: Long, scope: Long): Int = {
-    val h = hash + scope * 0xC2B2AE3D27D4EB4FL
-    ((h ^ (h >>> 29)) * 0xBF58476D1CE4E5B9L >>> 32).toInt & mask
-  }
+  private def slot(hash: Long, scope: Long): Int = HashedKeyIndex.slotOf(hash, scope, mask)
 
   /** The offset of the record of (scope, key), or -1. */
   private def find(hash: Long, scope: Long, packed: Array[Byte], offset: Int, length: Int): Int = {
@@ -175,11 +183,59 @@ object HashedKeyIndex {
     capacity
   }
 
+  /** The home slot of a key of `hash` in `scope`, in a table of `mask` + 1 slots. */
+  def slotOf(hash: Long, scope: Long, mask: Int): Int = {
+    val h = hash + scope * 0xC2B2AE3D27D4EB4FL
+    ((h ^ (h >>> 29)) * 0xBF58476D1CE4E5B9L >>> 32).toInt & mask
+  }
+
+  /**
+   * Orders the keys `from` until `until` of one scope (by their hashes) as an index sized for
+   * `expectedKeys` keys fills its slots: added in that order, they walk its table front to back,
+   * where in the order read every key was a cache and TLB miss (at 10^7 string keys, 3.2 s on
+   * one thread against 0.24 s; HashedKeyIndexCost). Returns the permutation: the i-th key of the
+   * ordered run is the `result(i)`-th of the run read. Two passes of a radix sort on the upper
+   * 16 bits of the home slot, as `LongKeyIndex.orderForInsert`: within one of those 65,536
+   * stretches of the table, order does not matter, as it stays in cache.
+   */
+  def insertOrder(hashes: Array[Long], from: Int, until: Int, scope: Long, expectedKeys: Long): Array[Int] = {
+    val n = until - from
+    val mask = capacityFor(expectedKeys) - 1
+    val shift = math.max(0, Integer.numberOfTrailingZeros(mask + 1) - 16)
+    val stretches = new Array[Char](n)
+    var i = 0
+    while (i < n) { stretches(i) = (slotOf(hashes(from + i), scope, mask) >>> shift).toChar; i += 1 }
+    // Pass one: positions by the stretch's low byte; pass two: those, stably, by its high byte.
+    val byLow = new Array[Int](n)
+    val order = new Array[Int](n)
+    def pass(in: Array[Int], out: Array[Int], shiftBy: Int): Unit = {
+      val starts = new Array[Int](257)
+      var i = 0
+      while (i < n) { starts(((stretches(if (in == null) i else in(i)) >>> shiftBy) & 0xFF) + 1) += 1; i += 1 }
+      var b = 0
+      while (b < 256) { starts(b + 1) += starts(b); b += 1 }
+      i = 0
+      while (i < n) {
+        val at = if (in == null) i else in(i)
+        val digit = (stretches(at) >>> shiftBy) & 0xFF
+        out(starts(digit)) = at
+        starts(digit) += 1
+        i += 1
+      }
+    }
+    pass(null, byLow, 0)
+    pass(byLow, order, 8)
+    order
+  }
+
   private def capacityFor(keys: Long): Int = {
     val capacity = slotsFor(keys)
     require(capacity <= Int.MaxValue - 8, s"$keys keys are too many for one index")
     capacity.toInt
   }
+
+  /** Keys up to which a Bloom filter (16-32 bits a key) stays within a few MB of cache, as LongKeyIndex's. */
+  private val MaxBloomKeys = 2000000L
 
   /** The most bytes of records one index holds: one Java array. */
   val MaxRecordBytes: Long = Int.MaxValue - 8L
@@ -195,7 +251,7 @@ object HashedKeyIndex {
    * and records (a guess for the length of strings and binary values).
    */
   def bytesFor(types: Seq[DataType], keys: Long): Long =
-    4096 + 8 * slotsFor(keys) + BlockedBloom.bytesFor(keys) + keys * recordBytes(types)
+    4096 + 8 * slotsFor(keys) + (if (keys <= MaxBloomKeys) BlockedBloom.bytesFor(keys) else 0L) + keys * recordBytes(types)
 
   private def recordBytes(types: Seq[DataType]): Long = KeyAt + KeyBytes.LengthBytes + types.map(t => KeyBytes.estimatedBytes(t).toLong).sum
 }

@@ -80,9 +80,11 @@ object DeleteIndexBuilder {
     val reader = new DeleteRowReader(source.io, source.readSchema, indexed.set.equalityIds)
     val keyTypes = indexed.keyTypes
     val rowsPerTask = indexKeys / indexed.read.tasks // a size hint: files are about alike
-    val batches = if (primitive && coverers.isEmpty) {
+    val batches = if (coverers.isEmpty) {
       DeleteRows.perTask(context, indexed.read.files, indexed.read.tasks, indexed.set.describeKeys) { files =>
-        Iterator(DeleteRowBatch.ofKeyColumns(files, reader, keyTypes.head, indexKeys, rowsPerTask))
+        Iterator(
+          if (primitive) DeleteRowBatch.ofKeyColumns(files, reader, keyTypes.head, indexKeys, rowsPerTask)
+          else DeleteRowBatch.ofHashedKeyColumns(files, reader, keyTypes, indexKeys, rowsPerTask))
       }
     } else DeleteRows.rdd(context, reader, indexed.read.files, indexed.read.tasks, indexed.set.describeKeys).mapPartitions { rows =>
       if (coverers.isEmpty) Iterator(DeleteRowBatch(rows, keyTypes, primitive, indexKeys, rowsPerTask))

@@ -8,7 +8,7 @@ import eqdelete.read.DeleteRowReader
 import eqdelete.read.DeleteRows.TaskFile
 
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.types.DataType
+import org.apache.spark.sql.types.{DataType, StringType}
 
 /**
  * The delete rows one task read, as it ships them: the keys in a long array (for one integral
@@ -239,10 +239,40 @@ object DeleteRowBatch {
     /** The keys (and whether a NULL was among them) as a bitmap part, their runs dropped. */
     def bitmapPart(): KeyBitmapIndex.Part = KeyBitmapIndex.Part.of(keys.unshrunk, keys.size, nulls.result().nonEmpty)
 
-    /** The batch of hashed keys, their keys `packed` in the same order. */
-    def hashed(packed: Array[Byte]): DeleteRowBatch = {
+    /**
+     * The batch of hashed keys, their keys `packed` in the same order, each run reordered as a
+     * HashedKeyIndex sized for `indexKeys` fills its slots (`HashedKeyIndex.insertOrder`).
+     */
+    def hashed(packed: Array[Byte], indexKeys: Long): DeleteRowBatch = {
       closeRun()
-      new DeleteRowBatch(keys.result(), runs.result(), Array.emptyLongArray, packed, 0L)
+      val hashes = keys.result()
+      val byRun = runs.result()
+      // Where each key's length and bytes start in `packed`.
+      val offsets = new Array[Int](hashes.length + 1)
+      var i = 0
+      while (i < hashes.length) {
+        offsets(i + 1) = offsets(i) + KeyBytes.LengthBytes + KeyBytes.readLength(packed, offsets(i))
+        i += 1
+      }
+      val orderedHashes = new Array[Long](hashes.length)
+      val orderedPacked = new Array[Byte](packed.length)
+      var (start, run, at) = (0, 0, 0)
+      while (run < byRun.length) {
+        val end = byRun(run).toInt
+        val order = HashedKeyIndex.insertOrder(hashes, start, end, byRun(run + 1), indexKeys)
+        var j = 0
+        while (j < order.length) {
+          val from = start + order(j)
+          orderedHashes(start + j) = hashes(from)
+          val length = offsets(from + 1) - offsets(from)
+          System.arraycopy(packed, offsets(from), orderedPacked, at, length)
+          at += length
+          j += 1
+        }
+        start = end
+        run += 3
+      }
+      new DeleteRowBatch(orderedHashes, byRun, Array.emptyLongArray, orderedPacked, 0L)
     }
   }
 
@@ -269,9 +299,9 @@ object DeleteRowBatch {
 
   /**
    * The batch of `rows`: (key values..., scope, seq) as [[eqdelete.read.DeleteRows]] reads
-   * them; `primitive`: for a [[LongKeyIndex]] sized for `indexKeys` keys, whose keys come in
-   * the order that index fills its table in (`LongKeyIndex.orderForInsert`), else for a
-   * [[HashedKeyIndex]].
+   * them; for a [[LongKeyIndex]] (`primitive`) or else a [[HashedKeyIndex]] sized for
+   * `indexKeys` keys, whose keys come in the order that index fills its table in
+   * (`LongKeyIndex.orderForInsert`, `HashedKeyIndex.insertOrder`).
    */
   def apply(rows: Iterator[InternalRow], keyTypes: Seq[DataType], primitive: Boolean, indexKeys: Long,
       expectedRows: Long = 0): DeleteRowBatch = {
@@ -285,24 +315,93 @@ object DeleteRowBatch {
       }
       keys.primitive(indexKeys)
     } else {
-      val key = new KeyBytes
-      val values = new Array[Any](types.length)
-      val packed = new java.io.ByteArrayOutputStream()
-      val length = new Array[Byte](KeyBytes.LengthBytes)
+      val packer = new HashedKeys(types)
+      val ordinals = types.indices.toArray
       rows.foreach { row =>
-        var i = 0
-        while (i < types.length) {
-          values(i) = row.get(i, types(i))
-          i += 1
-        }
-        KeyBytes.pack(types, values, key)
         keys.startRun(row.getLong(scopeAt), row.getLong(seqAt))
-        keys.add(KeyHash.of(values))
-        KeyBytes.writeLength(length, 0, key.length)
-        packed.write(length)
-        packed.write(key.bytes, 0, key.length)
+        keys.add(packer.add(row, ordinals))
       }
-      keys.hashed(packed.toByteArray)
+      keys.hashed(packer.packed, indexKeys)
+    }
+  }
+
+  /**
+   * The batch of one task's `files` for a [[HashedKeyIndex]] sized for `indexKeys` keys (as
+   * `apply` without `primitive`): a file Iceberg's vectorized reader reads gives its key
+   * columns batch by batch, each row hashed and packed where it lies in the column vectors;
+   * any other row by row. At 10^7 string delete rows, the rows copied out of the vectors and
+   * their boxed values were most of what the index's read tasks cost.
+   */
+  def ofHashedKeyColumns(files: Iterator[TaskFile], reader: DeleteRowReader, keyTypes: Seq[DataType], indexKeys: Long,
+      expectedRows: Long): DeleteRowBatch = {
+    val keys = new TaskKeys(expectedRows)
+    val types = keyTypes.toArray
+    val packer = new HashedKeys(types)
+    val (inBatch, inRow) = (reader.keyOrdinals, types.indices.toArray)
+    files.foreach { file =>
+      keys.startRun(file.scope, file.sequenceNumber)
+      reader.keyBatches(file.file) match {
+        case Some(batches) => batches.foreach { columnar =>
+          keys.reserve(columnar.numRows())
+          var i = 0
+          while (i < columnar.numRows()) {
+            keys.add(packer.add(columnar.getRow(i), inBatch)) // the batch's one reused row, pointed at row i
+            i += 1
+          }
+        }
+        case None => reader.read(file.file).foreach(row => keys.add(packer.add(row, inRow)))
+      }
+    }
+    keys.hashed(packer.packed, indexKeys)
+  }
+
+  /**
+   * One task's hashed keys: each row's key (the columns of `types` at the given ordinals) packed
+   * ([[KeyBytes]]) after its length, one after the other, and hashed as [[KeyHash]] hashes the
+   * same values boxed, without boxing the common types.
+   */
+  private final class HashedKeys(types: Array[DataType]) {
+    private val key = new KeyBytes
+    private var bytes = new Array[Byte](1 << 16)
+    private var used = 0
+
+    /** Packs `row`'s key, its columns at `ordinals`; returns its hash. */
+    def add(row: InternalRow, ordinals: Array[Int]): Long = {
+      key.reset()
+      var hash = KeyHash.Seed
+      var i = 0
+      while (i < types.length) {
+        val t = types(i)
+        val at = ordinals(i)
+        if (row.isNullAt(at)) {
+          hash = KeyHash.ofNull(hash)
+          key.putNull()
+        } else if (t == StringType) {
+          val s = row.getUTF8String(at)
+          hash = KeyHash.ofLong(hash, s.hashCode())
+          key.putUTF8String(s)
+        } else if (LongKeyIndex.supports(t)) {
+          val bits = KeyBits.at(row, at, t)
+          hash = KeyHash.ofLong(hash, bits)
+          key.putLong(bits)
+        } else {
+          val value = row.get(at, t)
+          hash = KeyHash.ofValue(hash, value)
+          key.put(t, value)
+        }
+        i += 1
+      }
+      room(KeyBytes.LengthBytes + key.length)
+      KeyBytes.writeLength(bytes, used, key.length)
+      System.arraycopy(key.bytes, 0, bytes, used + KeyBytes.LengthBytes, key.length)
+      used += KeyBytes.LengthBytes + key.length
+      hash
+    }
+
+    def packed: Array[Byte] = java.util.Arrays.copyOf(bytes, used)
+
+    private def room(n: Int): Unit = if (used + n > bytes.length) {
+      bytes = java.util.Arrays.copyOf(bytes, math.max(used + n, math.min(Int.MaxValue - 8L, 2L * bytes.length).toInt))
     }
   }
 }

@@ -66,15 +66,18 @@ final class DeleteRowReader(io: FileIO, readSchema: Schema, equalityIds: Seq[Int
     }
   }
 
+  /** Where each key column lies in the batches of `keyBatches`, in the order of `equalityIds`. */
+  def keyOrdinals: Array[Int] = paths.map(_.head)
+
   /**
-   * A single key's column of `file`, batch by batch, where Iceberg's vectorized reader reads
-   * the file (Parquet, a top-level key), else None (read its rows with `read`): the filter's
-   * index takes a primitive key from the vector with no row in between, which at 10^7 delete
+   * The key columns of `file` (see `keyOrdinals`), batch by batch, where Iceberg's vectorized
+   * reader reads the file (Parquet, top-level keys), else None (read its rows with `read`): the
+   * filter's index takes its keys from the vectors with no row in between, which at 10^7 delete
    * rows was most of what reading them cost. Each batch is reused for the next; the file is
    * closed as in `read`.
    */
   def keyBatches(file: DeleteFile): Option[Iterator[ColumnarBatch]] = failingAs(file) {
-    if (paths.length != 1 || !vectorized || file.format() != FileFormat.PARQUET) None
+    if (!vectorized || file.format() != FileFormat.PARQUET) None
     else {
       val input = io.newInputFile(file.location(), file.fileSizeInBytes())
       Some(closing(file, IcebergInternals.sparkParquetBatches(input, projection, DeleteRowReader.BatchRows)))

@@ -2,7 +2,7 @@ package eqdelete.indexing
 
 import scala.util.Random
 
-import eqdelete.index.{DeleteKeyIndex, KeyBitmapIndex, LongKeyIndex}
+import eqdelete.index.{DeleteKeyIndex, HashedKeyIndex, KeyBitmapIndex, LongKeyIndex}
 import eqdelete.planning.{DeletePlanner, ScanDeletes}
 import eqdelete.read.DeleteRowReader
 import eqdelete.read.DeleteRows.TaskFile
@@ -91,6 +91,51 @@ class DeleteRowBatchSuite extends AnyFunSuite {
     }
   }
 
+  test("hashed keys shipped in slot order build the index the rows give one by one, however the index is sized") {
+    val random = new Random(13)
+    val types = Seq(LongType, StringType)
+    val scopes = Seq(Global, 0L, 3L)
+    // Runs of one (scope, seq) as files give them, keys repeated across runs, scopes and tasks.
+    val tasks = Seq.fill(4)(Seq.fill(8) {
+      val (scope, seq) = (scopes(random.nextInt(3)), 1L + random.nextInt(6))
+      Seq.fill(random.nextInt(2000)) {
+        val k = random.nextInt(3000)
+        (Seq[Any](java.lang.Long.valueOf(k % 97), if (k % 41 == 0) null else UTF8String.fromString(s"key-$k")), scope, seq)
+      }
+    }.flatten)
+    val deletes = tasks.flatten
+    Seq(deletes.size.toLong, 50L).foreach { sizedFor =>
+      val batches = tasks.map(task => shipped(DeleteRowBatch(
+        task.iterator.map { case (key, scope, seq) => InternalRow.fromSeq(key ++ Seq(scope, seq)) }, types,
+        primitive = false, indexKeys = sizedFor)))
+      val fromBatches = new HashedKeyIndex(types, deletes.size)
+      batches.foreach(_.addTo(fromBatches))
+      val oneByOne = new HashedKeyIndex(types, deletes.size)
+      deletes.foreach { case (key, scope, seq) => oneByOne.add(scope, key.toArray, seq) }
+      Seq(fromBatches, oneByOne).foreach(_.seal())
+      assert(fromBatches.distinctKeys == oneByOne.distinctKeys && oneByOne.distinctKeys > 3000)
+      for (scope <- Seq(0L, 3L, 8L); (key, _, _) <- deletes) {
+        assert(fromBatches.newestOf(scope, key.toArray) == oneByOne.newestOf(scope, key.toArray), s"$key in $scope, sized for $sizedFor")
+      }
+    }
+  }
+
+  test("the hashed insert order is a permutation walking the table's slots front to back") {
+    val random = new Random(17)
+    val hashes = Array.fill(5000)(random.nextLong())
+    val (from, until, keys) = (100, 4100, 4000L)
+    val order = HashedKeyIndex.insertOrder(hashes, from, until, 3L, keys)
+    assert(order.sorted.toSeq == (0 until until - from))
+    val mask = 8191 // the table for 4,000 keys: 8,192 slots, at most half full
+    val slots = order.map(i => HashedKeyIndex.slotOf(hashes(from + i), 3L, mask))
+    assert(slots.toSeq == slots.sorted.toSeq && slots.distinct.length > 2000)
+    // A table past 65,536 slots is walked stretch by stretch (its slots' upper 16 bits), in any order within one.
+    val big = HashedKeyIndex.insertOrder(hashes, 0, 5000, 3L, 100000L) // 262,144 slots: stretches of 4
+    assert(big.sorted.toSeq == (0 until 5000))
+    val stretches = big.map(i => HashedKeyIndex.slotOf(hashes(i), 3L, 262143) >>> 2)
+    assert(stretches.toSeq == stretches.sorted.toSeq)
+  }
+
   test("threads filling regions of a table past the Bloom filter's size build the index one thread builds") {
     val random = new Random(11)
     val scopes = Seq(Global, 0L, 5L)
@@ -141,6 +186,42 @@ class DeleteRowBatchSuite extends AnyFunSuite {
     assert(fromColumns.distinctKeys == fromRows.distinctKeys && fromRows.distinctKeys > 20)
     for (scope <- files.map(_.scope).distinct :+ 7L; key <- (0L until 50L).map(k => java.lang.Long.valueOf(k)) :+ null) {
       assert(fromColumns.newestOf(scope, Array[Any](key)) == fromRows.newestOf(scope, Array[Any](key)), s"$key in $scope")
+    }
+  }
+
+  Seq(Seq("v"), Seq("v", "k")).foreach { keyColumns =>
+    test(s"hashed keys (${keyColumns.mkString(", ")}) read from the vectorized reader's column batches give the index their rows give") {
+      val spark = TestSpark.session
+      val tables = new IcebergTables(spark, s"hashed_columns_${keyColumns.size}")
+      import spark.implicits._
+      val table = tables.create(partitioned = true)
+      tables.insert(table, (0L until 60L).map(k => (k, s"v$k", (k % 2).toInt)))
+      val rows = (0L until 60L by 3L).map(k => (k, s"v$k", (k % 2).toInt))
+      tables.delete(table, keyColumns, rows.toDF("k", "v", "p"))                                   // scoped, one file a partition
+      tables.delete(table, keyColumns, rows.take(5).map(r => (r._1, r._2, 0)).toDF("k", "v", "p"), global = true)
+      tables.delete(table, keyColumns, Seq[(java.lang.Long, String, Int)]((7L, null, 1), (8L, "v8", 1)).toDF("k", "v", "p")) // a NULL
+      val iceberg = IcebergSparkTables.load(spark, table)
+      iceberg.refresh()
+      val set = DeletePlanner.plan(iceberg, iceberg.currentSnapshot().snapshotId(), iceberg.schema()).get.deleteSets.head
+      val reader = new DeleteRowReader(iceberg.io(), iceberg.schema(), set.equalityIds)
+      val types = reader.keyTypes
+      val files = set.files.map(f => TaskFile(f.file, f.scope.toLong, f.sequenceNumber))
+      assert(files.map(_.scope).toSet.size == 3 && files.forall(f => reader.keyBatches(f.file).isDefined))
+
+      val fromColumns = new HashedKeyIndex(types, set.records)
+      shipped(DeleteRowBatch.ofHashedKeyColumns(files.iterator, reader, types, set.records, 4)).addTo(fromColumns)
+      val fromRows = new HashedKeyIndex(types, set.records)
+      for (file <- files; row <- reader.read(file.file)) {
+        fromRows.add(file.scope, types.indices.map(i => row.get(i, types(i))).toArray, file.sequenceNumber)
+      }
+      Seq(fromColumns, fromRows).foreach(_.seal())
+      assert(fromColumns.distinctKeys == fromRows.distinctKeys && fromRows.distinctKeys > 20)
+      val probes = (0L until 60L).map(k => Map("k" -> java.lang.Long.valueOf(k), "v" -> UTF8String.fromString(s"v$k"))) :+
+        Map("k" -> java.lang.Long.valueOf(7L), "v" -> null)
+      for (scope <- files.map(_.scope).distinct :+ 7L; probe <- probes) {
+        val key = set.equalityIds.map(id => probe(iceberg.schema().findColumnName(id))).toArray[Any]
+        assert(fromColumns.newestOf(scope, key) == fromRows.newestOf(scope, key), s"${key.mkString(", ")} in $scope")
+      }
     }
   }
 

@@ -1,0 +1,134 @@
+package eqdelete.index
+
+import eqdelete.planning.ScanDeletes
+
+import org.apache.spark.unsafe.Platform
+import org.apache.spark.unsafe.types.UTF8String
+
+/**
+ * What the filter's hashed index costs by itself, with no Spark around it: `n` string delete
+ * keys (key-1, key-3, ...) added as the read tasks ship them (hash, packed bytes; in the order
+ * read, and ordered by home slot), then probed with `n` data keys key-0 .. key-(n-1), half of
+ * them deleted, as the generated filter does: the hash, the Bloom filter, the key packed, the
+ * table. The data keys lie off the heap, as Iceberg's vectorized reader leaves them. The scale
+ * benchmark's string key at 10^7 x 10^7; PERFORMANCE.md quotes it.
+ *
+ * {{{scripts/sbt.sh 'set spark41/Test/javaOptions += "-Xmx6g"' "spark41/Test/runMain eqdelete.index.HashedKeyIndexCost 10000000"}}}
+ */
+object HashedKeyIndexCost {
+  private val Global = ScanDeletes.GlobalScope.toLong
+
+  def main(args: Array[String]): Unit = {
+    val n = args.headOption.map(_.toInt).getOrElse(10000000)
+    val rounds = 5
+    val (builds, orderedBuilds, probes, pairs) = (new Array[Double](rounds), new Array[Double](rounds), new Array[Double](rounds), new Array[Double](rounds))
+    // The delete keys as a task ships them: hashes, and each key packed after its length.
+    val hashes = new Array[Long](n)
+    val packed = new java.io.ByteArrayOutputStream()
+    val key = new KeyBytes
+    for (i <- 0 until n) {
+      val s = UTF8String.fromString(s"key-${2L * i + 1}")
+      hashes(i) = KeyHash.of(Array[Any](s))
+      KeyBytes.pack(Array(org.apache.spark.sql.types.StringType), Array[Any](s), key)
+      val length = new Array[Byte](KeyBytes.LengthBytes)
+      KeyBytes.writeLength(length, 0, key.length)
+      packed.write(length)
+      packed.write(key.bytes, 0, key.length)
+    }
+    val keys = packed.toByteArray
+    val data = OffHeapStrings((0 until n).map(i => s"key-$i"))
+    var deleted = 0L
+    var bytes = 0L
+    for (round <- 0 until rounds) {
+      var started = System.nanoTime()
+      add(new HashedKeyIndex(Seq(org.apache.spark.sql.types.StringType), n), hashes, keys).seal()
+      builds(round) = (System.nanoTime() - started) / 1e9
+
+      val order = HashedKeyIndex.insertOrder(hashes, 0, n, Global, n)
+      val offsets = new Array[Int](n)
+      var (i, at) = (0, 0)
+      while (i < n) { offsets(i) = at; at += KeyBytes.LengthBytes + KeyBytes.readLength(keys, at); i += 1 }
+      // The gather, as the read tasks do it before shipping (not timed: it runs on the executors).
+      val orderedHashes = new Array[Long](n)
+      val orderedKeys = new Array[Byte](keys.length)
+      i = 0
+      at = 0
+      while (i < n) {
+        val k = order(i)
+        orderedHashes(i) = hashes(k)
+        val length = KeyBytes.LengthBytes + KeyBytes.readLength(keys, offsets(k))
+        System.arraycopy(keys, offsets(k), orderedKeys, at, length)
+        at += length
+        i += 1
+      }
+      started = System.nanoTime()
+      val ordered = add(new HashedKeyIndex(Seq(org.apache.spark.sql.types.StringType), n), orderedHashes, orderedKeys).seal()
+      orderedBuilds(round) = (System.nanoTime() - started) / 1e9
+      bytes = ordered.retainedBytes
+
+      started = System.nanoTime()
+      deleted = probe(ordered, data, 0, n)
+      probes(round) = (System.nanoTime() - started) / 1e9
+
+      started = System.nanoTime()
+      val half = new Thread(() => probe(ordered, data, n / 2, n))
+      half.start()
+      probe(ordered, data, 0, n / 2)
+      half.join()
+      pairs(round) = (System.nanoTime() - started) / 1e9
+    }
+    def median(xs: Array[Double]) = xs.sorted.apply(xs.length / 2)
+    println(f"HashedKeyIndex, $n%,d string delete keys, $n%,d probes ($deleted%,d deleted), median of $rounds rounds:")
+    println(f"  build, keys as read (one thread): ${median(builds)}%.3f s  (${median(builds) * 1e9 / n}%.0f ns a key)")
+    println(f"  build, keys in slot order (one thread, the ordering on the tasks not included): ${median(orderedBuilds)}%.3f s")
+    println(f"  probe (one thread):  ${median(probes)}%.3f s  (${median(probes) * 1e9 / n}%.0f ns a key)")
+    println(f"  probe (two threads): ${median(pairs)}%.3f s")
+    println(f"  index: ${bytes / 1e6}%.0f MB")
+  }
+
+  private def add(index: HashedKeyIndex, hashes: Array[Long], keys: Array[Byte]): HashedKeyIndex = {
+    var (i, at) = (0, 0)
+    while (i < hashes.length) {
+      val length = KeyBytes.readLength(keys, at)
+      index.addPacked(hashes(i), Global, keys, at + KeyBytes.LengthBytes, length, 2L)
+      at += KeyBytes.LengthBytes + length
+      i += 1
+    }
+    index
+  }
+
+  /** As the generated filter probes: hash, Bloom filter, and only then the key packed and looked up. */
+  private def probe(index: HashedKeyIndex, data: OffHeapStrings, from: Int, until: Int): Long = {
+    val key = new KeyBytes
+    var found = 0L
+    var i = from
+    while (i < until) {
+      val s = data(i)
+      val hash = KeyHash.ofLong(KeyHash.Seed, s.hashCode())
+      if (index.mightContain(hash)) {
+        key.reset()
+        key.putUTF8String(s)
+        if (index.newest(Global, hash, key) != DeleteKeyIndex.NoDelete) found += 1
+      }
+      i += 1
+    }
+    found
+  }
+
+  /** Strings in one off-heap buffer, read as UTF8Strings pointing into it (a column vector's way). */
+  private final class OffHeapStrings(address: Long, offsets: Array[Int]) {
+    def apply(i: Int): UTF8String = UTF8String.fromAddress(null, address + offsets(i), offsets(i + 1) - offsets(i))
+  }
+
+  private object OffHeapStrings {
+    def apply(values: Seq[String]): OffHeapStrings = {
+      val bytes = values.map(_.getBytes(java.nio.charset.StandardCharsets.UTF_8))
+      val offsets = bytes.scanLeft(0)(_ + _.length).toArray
+      val address = Platform.allocateMemory(offsets.last.toLong)
+      bytes.zipWithIndex.foreach { case (b, i) =>
+        Platform.copyMemory(b, Platform.BYTE_ARRAY_OFFSET, null, address + offsets(i), b.length)
+      }
+      new OffHeapStrings(address, offsets)
+    }
+  }
+}
