@@ -173,6 +173,18 @@ object DeleteRowBatch {
   private def readKeyColumns(files: Iterator[TaskFile], reader: DeleteRowReader, keyType: DataType,
       expectedRows: Long): TaskKeys = {
     val keys = new TaskKeys(expectedRows)
+    eachRow(files, reader, keys)(keys.addPrimitive(_, keyType), keys.addPrimitive(_, keyType))
+    keys
+  }
+
+  /**
+   * Each delete row of a task's `files`, file by file, each file a run of `keys`: handed to
+   * `inBatch` where Iceberg's vectorized reader reads the file (the batch's one reused row,
+   * pointed at row i, its key columns at `DeleteRowReader.keyOrdinals`), else to `inRow` (its
+   * keys first, in order).
+   */
+  private def eachRow(files: Iterator[TaskFile], reader: DeleteRowReader, keys: TaskKeys)(
+      inBatch: InternalRow => Unit, inRow: InternalRow => Unit): Unit =
     files.foreach { file =>
       keys.startRun(file.scope, file.sequenceNumber)
       reader.keyBatches(file.file) match {
@@ -180,15 +192,13 @@ object DeleteRowBatch {
           keys.reserve(columnar.numRows())
           var i = 0
           while (i < columnar.numRows()) {
-            keys.addPrimitive(columnar.getRow(i), keyType) // the batch's one reused row, pointed at row i
+            inBatch(columnar.getRow(i))
             i += 1
           }
         }
-        case None => reader.read(file.file).foreach(keys.addPrimitive(_, keyType))
+        case None => reader.read(file.file).foreach(inRow)
       }
     }
-    keys
-  }
 
   /**
    * One task's keys as they arrive (a primitive key's [[KeyBits]], or other keys' hashes), run by
@@ -338,20 +348,7 @@ object DeleteRowBatch {
     val types = keyTypes.toArray
     val packer = new HashedKeys(types)
     val (inBatch, inRow) = (reader.keyOrdinals, types.indices.toArray)
-    files.foreach { file =>
-      keys.startRun(file.scope, file.sequenceNumber)
-      reader.keyBatches(file.file) match {
-        case Some(batches) => batches.foreach { columnar =>
-          keys.reserve(columnar.numRows())
-          var i = 0
-          while (i < columnar.numRows()) {
-            keys.add(packer.add(columnar.getRow(i), inBatch)) // the batch's one reused row, pointed at row i
-            i += 1
-          }
-        }
-        case None => reader.read(file.file).foreach(row => keys.add(packer.add(row, inRow)))
-      }
-    }
+    eachRow(files, reader, keys)(row => keys.add(packer.add(row, inBatch)), row => keys.add(packer.add(row, inRow)))
     keys.hashed(packer.packed, indexKeys)
   }
 
