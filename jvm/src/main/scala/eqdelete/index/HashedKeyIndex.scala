@@ -4,18 +4,18 @@ import org.apache.spark.sql.types.DataType
 
 /**
  * Any other key (strings, decimals, booleans, binary, several columns of `types`), behind the
- * same Bloom filter as the primitive table while it stays in cache. Each (scope, key) is one record, and the records lie
- * one after the other in one byte array: hash, scope, newest sequence number, the key's length
- * and the key packed ([[KeyBytes]]). An open-addressing table of longs finds them: per slot the
- * hash's upper 32 bits and the record's offset, 8 bytes, so the table stays small enough for the
- * CPU's caches.
+ * same Bloom filter as the primitive table while it stays in cache. Each (scope, key) is one
+ * record, and the records lie one after the other in one byte array: hash, scope, newest
+ * sequence number, the key's length and the key packed ([[KeyBytes]]). An open-addressing table
+ * of longs finds them: per slot the hash's upper 32 bits and the record's offset, 8 bytes, so
+ * the table stays small enough for the CPU's caches.
  *
  * A row whose key has no delete (almost every row) costs its hash, computed from the column
- * values without allocating ([[KeyHash]]), and one cache-resident Bloom check (past MaxBloomKeys
- * keys, the slot instead). A row whose key
- * may have one costs its key packed into a reused buffer, a slot, and the record, where scope,
- * sequence number and key bytes share a cache line or two. Profiling multi_key showed those two
- * loads as the lookup's cost; boxed keys had cost one more load per column.
+ * values without allocating ([[KeyHash]]), and one cache-resident Bloom check (past
+ * MaxBloomKeys keys, its slot instead). A row whose key may have one costs its key packed into
+ * a reused buffer, a slot, and the record, where scope, sequence number and key bytes share a
+ * cache line or two. Profiling multi_key showed those two loads as the lookup's cost; boxed
+ * keys had cost one more load per column.
  *
  * Keys compare as Iceberg's equality does: NULL equals NULL, binary by content, floats and
  * doubles as Java's `equals` (NaN equals NaN, -0.0 is not 0.0).
@@ -63,7 +63,10 @@ final class HashedKeyIndex(
     this
   }
 
-  /** False when no delete has a key of this hash: the common case, without touching the table (true without a filter). */
+  /**
+   * False when no delete has a key of this hash: the common case, without touching the table
+   * (always true past MaxBloomKeys keys, where there is no filter).
+   */
   def mightContain(hash: Long): Boolean = bloom == null || bloom.mightContain(hash)
 
   def newestOf(scope: Long, values: Array[Any]): Long = {
@@ -251,7 +254,8 @@ object HashedKeyIndex {
    * and records (a guess for the length of strings and binary values).
    */
   def bytesFor(types: Seq[DataType], keys: Long): Long =
-    4096 + 8 * slotsFor(keys) + (if (keys <= MaxBloomKeys) BlockedBloom.bytesFor(keys) else 0L) + keys * recordBytes(types)
+    // A Bloom filter for up to MaxBloomKeys distinct keys, however many records: duplicates are only known once added.
+    4096 + 8 * slotsFor(keys) + BlockedBloom.bytesFor(math.min(keys, MaxBloomKeys)) + keys * recordBytes(types)
 
   private def recordBytes(types: Seq[DataType]): Long = KeyAt + KeyBytes.LengthBytes + types.map(t => KeyBytes.estimatedBytes(t).toLong).sum
 }

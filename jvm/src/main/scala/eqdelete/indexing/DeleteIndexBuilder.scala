@@ -87,20 +87,17 @@ object DeleteIndexBuilder {
           else DeleteRowBatch.ofHashedKeyColumns(files, reader, keyTypes, indexKeys, rowsPerTask))
       }
     } else DeleteRows.rdd(context, reader, indexed.read.files, indexed.read.tasks, indexed.set.describeKeys).mapPartitions { rows =>
-      if (coverers.isEmpty) Iterator(DeleteRowBatch(rows, keyTypes, primitive, indexKeys, rowsPerTask))
-      else {
-        var covered = 0L
-        val kept = rows.filter { row =>
-          val (scope, seq) = (row.getLong(keyTypes.size), row.getLong(keyTypes.size + 1))
-          val isCovered = coverers.exists { case (coverer, position) =>
-            coverer.value.covers(scope, Array(row.get(position, keyTypes(position))), seq)
-          }
-          if (isCovered) covered += 1
-          !isCovered
+      var covered = 0L
+      val kept = rows.filter { row =>
+        val (scope, seq) = (row.getLong(keyTypes.size), row.getLong(keyTypes.size + 1))
+        val isCovered = coverers.exists { case (coverer, position) =>
+          coverer.value.covers(scope, Array(row.get(position, keyTypes(position))), seq)
         }
-        val batch = DeleteRowBatch(kept, keyTypes, primitive, indexKeys, rowsPerTask) // consumes `kept`, counting as it goes
-        Iterator(batch.withCovered(covered))
+        if (isCovered) covered += 1
+        !isCovered
       }
+      val batch = DeleteRowBatch(kept, keyTypes, primitive, indexKeys, rowsPerTask) // consumes `kept`, counting as it goes
+      Iterator(batch.withCovered(covered))
     }
     // Each task's batch is handed over as its result arrives and taken here, on the query's
     // thread: adding on Spark's scheduler thread (where result handlers run) would hold up the

@@ -250,22 +250,23 @@ object DeleteRowBatch {
     def bitmapPart(): KeyBitmapIndex.Part = KeyBitmapIndex.Part.of(keys.unshrunk, keys.size, nulls.result().nonEmpty)
 
     /**
-     * The batch of hashed keys, their keys `packed` in the same order, each run reordered as a
-     * HashedKeyIndex sized for `indexKeys` fills its slots (`HashedKeyIndex.insertOrder`).
+     * The batch of hashed keys, their keys packed in the same order in the first `packedLength`
+     * bytes of `packed`, each run reordered as a HashedKeyIndex sized for `indexKeys` fills its
+     * slots (`HashedKeyIndex.insertOrder`).
      */
-    def hashed(packed: Array[Byte], indexKeys: Long): DeleteRowBatch = {
+    def hashed(packed: Array[Byte], packedLength: Int, indexKeys: Long): DeleteRowBatch = {
       closeRun()
-      val hashes = keys.result()
+      val (hashes, n) = (keys.unshrunk, keys.size) // read only, not shipped: no copy of its exact length
       val byRun = runs.result()
       // Where each key's length and bytes start in `packed`.
-      val offsets = new Array[Int](hashes.length + 1)
+      val offsets = new Array[Int](n + 1)
       var i = 0
-      while (i < hashes.length) {
+      while (i < n) {
         offsets(i + 1) = offsets(i) + KeyBytes.LengthBytes + KeyBytes.readLength(packed, offsets(i))
         i += 1
       }
-      val orderedHashes = new Array[Long](hashes.length)
-      val orderedPacked = new Array[Byte](packed.length)
+      val orderedHashes = new Array[Long](n)
+      val orderedPacked = new Array[Byte](packedLength)
       var (start, run, at) = (0, 0, 0)
       while (run < byRun.length) {
         val end = byRun(run).toInt
@@ -331,7 +332,7 @@ object DeleteRowBatch {
         keys.startRun(row.getLong(scopeAt), row.getLong(seqAt))
         keys.add(packer.add(row, ordinals))
       }
-      keys.hashed(packer.packed, indexKeys)
+      keys.hashed(packer.bytes, packer.length, indexKeys)
     }
   }
 
@@ -349,7 +350,7 @@ object DeleteRowBatch {
     val packer = new HashedKeys(types)
     val (inBatch, inRow) = (reader.keyOrdinals, types.indices.toArray)
     eachRow(files, reader, keys)(row => keys.add(packer.add(row, inBatch)), row => keys.add(packer.add(row, inRow)))
-    keys.hashed(packer.packed, indexKeys)
+    keys.hashed(packer.bytes, packer.length, indexKeys)
   }
 
   /**
@@ -359,7 +360,7 @@ object DeleteRowBatch {
    */
   private final class HashedKeys(types: Array[DataType]) {
     private val key = new KeyBytes
-    private var bytes = new Array[Byte](1 << 16)
+    private var buffer = new Array[Byte](1 << 16)
     private var used = 0
 
     /** Packs `row`'s key, its columns at `ordinals`; returns its hash. */
@@ -389,16 +390,18 @@ object DeleteRowBatch {
         i += 1
       }
       room(KeyBytes.LengthBytes + key.length)
-      KeyBytes.writeLength(bytes, used, key.length)
-      System.arraycopy(key.bytes, 0, bytes, used + KeyBytes.LengthBytes, key.length)
+      KeyBytes.writeLength(buffer, used, key.length)
+      System.arraycopy(key.bytes, 0, buffer, used + KeyBytes.LengthBytes, key.length)
       used += KeyBytes.LengthBytes + key.length
       hash
     }
 
-    def packed: Array[Byte] = java.util.Arrays.copyOf(bytes, used)
+    /** The packed keys: the first `length` bytes of `bytes` (the buffer itself, not copied: `hashed` reorders them into an exact array). */
+    def bytes: Array[Byte] = buffer
+    def length: Int = used
 
-    private def room(n: Int): Unit = if (used + n > bytes.length) {
-      bytes = java.util.Arrays.copyOf(bytes, math.max(used + n, math.min(Int.MaxValue - 8L, 2L * bytes.length).toInt))
+    private def room(n: Int): Unit = if (used + n > buffer.length) {
+      buffer = java.util.Arrays.copyOf(buffer, math.max(used + n, math.min(Int.MaxValue - 8L, 2L * buffer.length).toInt))
     }
   }
 }

@@ -10,7 +10,7 @@ import eqdelete.testing.{IcebergTables, TestSpark}
 
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.eqdelete.compat.IcebergSparkTables
-import org.apache.spark.sql.types.{DataType, LongType, StringType}
+import org.apache.spark.sql.types.{BinaryType, BooleanType, DataType, DateType, Decimal, DecimalType, DoubleType, FloatType, LongType, StringType, TimestampType}
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -39,6 +39,52 @@ class DeleteRowBatchSuite extends AnyFunSuite {
     out.writeObject(batch)
     out.close()
     new java.io.ObjectInputStream(new java.io.ByteArrayInputStream(bytes.toByteArray)).readObject().asInstanceOf[DeleteRowBatch]
+  }
+
+  /** Whether the vectorized reader reads `file`'s keys; its batches drained, so the file is closed. */
+  private def vectorized(reader: DeleteRowReader, file: TaskFile): Boolean =
+    reader.keyBatches(file.file).exists { batches => batches.foreach(_ => ()); true }
+
+  test("hashed keys of every packed type, NaN, -0.0 and NULL included, build the index the rows give one by one") {
+    val types = Seq(DoubleType, FloatType, DecimalType(10, 2), DecimalType(30, 4), DateType, TimestampType, BooleanType, BinaryType)
+    val random = new Random(19)
+    val doubles = Seq(0.0, -0.0, Double.NaN, 1.5, -2.25)
+    def value(t: DataType): Any = if (random.nextInt(10) == 0) null else t match {
+      case DoubleType => doubles(random.nextInt(doubles.size))
+      case FloatType => doubles(random.nextInt(doubles.size)).toFloat
+      case d: DecimalType => Decimal(BigDecimal(random.nextInt(5)) / 4, d.precision, d.scale)
+      case DateType => random.nextInt(3)
+      case TimestampType => random.nextInt(3).toLong * 1000000L
+      case BooleanType => random.nextBoolean()
+      case BinaryType => Array[Byte](random.nextInt(2).toByte)
+    }
+    val deletes = Seq.fill(3000)((types.map(value), Seq(Global, 0L, 2L)(random.nextInt(3)), 1L + random.nextInt(5)))
+    val batch = shipped(DeleteRowBatch(deletes.iterator.map { case (key, scope, seq) => InternalRow.fromSeq(key ++ Seq(scope, seq)) },
+      types, primitive = false, indexKeys = deletes.size))
+    val fromBatch = new HashedKeyIndex(types, deletes.size)
+    batch.addTo(fromBatch)
+    val oneByOne = new HashedKeyIndex(types, deletes.size)
+    deletes.foreach { case (key, scope, seq) => oneByOne.add(scope, key.toArray, seq) }
+    Seq(fromBatch, oneByOne).foreach(_.seal())
+    assert(fromBatch.distinctKeys == oneByOne.distinctKeys && oneByOne.distinctKeys > 100)
+    val probes = deletes.map(_._1) ++ Seq.fill(3000)(types.map(value))
+    for (scope <- Seq(0L, 2L, 5L); key <- probes) {
+      assert(fromBatch.newestOf(scope, key.toArray) == oneByOne.newestOf(scope, key.toArray), s"${key.mkString(", ")} in $scope")
+    }
+  }
+
+  test("past 2M keys the hashed index is sealed without a Bloom filter and still finds exactly its keys") {
+    val n = 2100000
+    val index = new HashedKeyIndex(Seq(StringType), n)
+    (0 until n).foreach(i => index.add(Global, Array[Any](UTF8String.fromString(s"k${2 * i}")), 3L))
+    index.seal()
+    assert(index.distinctKeys == n)
+    assert(index.mightContain(0x1234L) && index.mightContain(-1L)) // no filter: every hash may be there
+    (0 until 2 * n by 97).foreach { k =>
+      val found = index.newestOf(0L, Array[Any](UTF8String.fromString(s"k$k")))
+      assert(found == (if (k % 2 == 0) 3L else DeleteKeyIndex.NoDelete), s"k$k")
+    }
+    intercept[IllegalArgumentException](index.add(Global, Array[Any](UTF8String.fromString("late")), 4L))
   }
 
   Seq(Seq(LongType), Seq(StringType), Seq(LongType, StringType)).foreach { types =>
@@ -173,7 +219,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
     val set = DeletePlanner.plan(iceberg, iceberg.currentSnapshot().snapshotId(), iceberg.schema()).get.deleteSets.head
     val reader = new DeleteRowReader(iceberg.io(), iceberg.schema(), set.equalityIds)
     val files = set.files.map(f => TaskFile(f.file, f.scope.toLong, f.sequenceNumber))
-    assert(files.map(_.scope).toSet.size == 3 && files.forall(f => reader.keyBatches(f.file).isDefined))
+    assert(files.map(_.scope).toSet.size == 3 && files.forall(f => vectorized(reader, f)))
 
     val fromColumns = new LongKeyIndex(set.records)
     DeleteRowBatch.addInSlotOrder(Seq(shipped(DeleteRowBatch.ofKeyColumns(files.iterator, reader, LongType, set.records, 4))),
@@ -206,7 +252,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
       val reader = new DeleteRowReader(iceberg.io(), iceberg.schema(), set.equalityIds)
       val types = reader.keyTypes
       val files = set.files.map(f => TaskFile(f.file, f.scope.toLong, f.sequenceNumber))
-      assert(files.map(_.scope).toSet.size == 3 && files.forall(f => reader.keyBatches(f.file).isDefined))
+      assert(files.map(_.scope).toSet.size == 3 && files.forall(f => vectorized(reader, f)))
 
       val fromColumns = new HashedKeyIndex(types, set.records)
       shipped(DeleteRowBatch.ofHashedKeyColumns(files.iterator, reader, types, set.records, 4)).addTo(fromColumns)
