@@ -117,6 +117,12 @@ final class HashedKeyIndex(
 
   private def slot(hash: Long, scope: Long): Int = HashedKeyIndex.slotOf(hash, scope, mask)
 
+  /**
+   * Which of the table's `HashedKeyIndex.Stretches` stretches the home slot of a key of `hash` in
+   * `scope` lies in: keys added stretch by stretch fill the table front to back (see `insertOrder`).
+   */
+  def stretchOf(hash: Long, scope: Long): Int = slot(hash, scope) >>> HashedKeyIndex.stretchShift(mask)
+
   /** The offset of the record of (scope, key), or -1. */
   private def find(hash: Long, scope: Long, packed: Array[Byte], offset: Int, length: Int): Int = {
     val fingerprint = hash >>> 32
@@ -204,7 +210,7 @@ object HashedKeyIndex {
   def insertOrder(hashes: Array[Long], from: Int, until: Int, scope: Long, expectedKeys: Long): Array[Int] = {
     val n = until - from
     val mask = capacityFor(expectedKeys) - 1
-    val shift = math.max(0, Integer.numberOfTrailingZeros(mask + 1) - 16)
+    val shift = stretchShift(mask)
     val stretches = new Array[Char](n)
     var i = 0
     while (i < n) { stretches(i) = (slotOf(hashes(from + i), scope, mask) >>> shift).toChar; i += 1 }
@@ -230,6 +236,12 @@ object HashedKeyIndex {
     pass(byLow, order, 8)
     order
   }
+
+  /** Stretches of a table: its home slots' upper 16 bits (every slot its own below 65,536 slots). */
+  val Stretches: Int = 1 << 16
+
+  /** How far a home slot of a table of `mask` + 1 slots shifts down to its stretch. */
+  private def stretchShift(mask: Int): Int = math.max(0, Integer.numberOfTrailingZeros(mask + 1) - 16)
 
   private def capacityFor(keys: Long): Int = {
     val capacity = slotsFor(keys)

@@ -75,7 +75,7 @@ object DeleteIndexBuilder {
       coverers: Seq[(Broadcast[DeleteKeyIndex], Int)]): (DeleteKeyIndex, Long) = {
     val indexed = source.indexed
     val indexKeys = indexed.read.records
-    var index = DeleteKeyIndex.forKeyTypes(indexed.keyTypes, indexKeys, indexed.set.newestSequenceNumber)
+    val index = DeleteKeyIndex.forKeyTypes(indexed.keyTypes, indexKeys, indexed.set.newestSequenceNumber)
     val primitive = index.isInstanceOf[LongKeyIndex] // the batches' format follows the index built
     val reader = new DeleteRowReader(source.io, source.readSchema, indexed.set.equalityIds)
     val keyTypes = indexed.keyTypes
@@ -101,43 +101,33 @@ object DeleteIndexBuilder {
     }
     // Each task's batch is handed over as its result arrives and taken here, on the query's
     // thread: adding on Spark's scheduler thread (where result handlers run) would hold up the
-    // launch of the next tasks for as long as it takes. A hashed index adds it while later tasks
-    // still read; a primitive one keeps it (8 bytes a row, less than the broadcast copy of the
-    // index that follows) and adds them all in one pass over its table once every task is done.
+    // launch of the next tasks for as long as it takes. It is kept (less than the broadcast copy
+    // of the index that follows) and all are added in one pass over the table once every task is
+    // done: added as they came, each walked the whole table again, a cache miss a key, while the
+    // read tasks wanted the cores (at 10^7 string keys, more CPU than those tasks took).
     val arrived = new java.util.concurrent.LinkedBlockingQueue[DeleteRowBatch]()
     val held = scala.collection.mutable.ArrayBuffer[DeleteRowBatch]()
     var covered = 0L
-    var failure: Throwable = null
     val job = JobDescription.during(context, s"eqdelete: ${indexed.describe}") {
       context.submitJob(batches, (rows: Iterator[DeleteRowBatch]) => rows.next(), 0 until batches.getNumPartitions,
         (_: Int, batch: DeleteRowBatch) => arrived.put(batch), ())
     }
     // Spark hands over every result before it marks the job complete.
-    while (!job.isCompleted || !arrived.isEmpty) {
+    try while (!job.isCompleted || !arrived.isEmpty) {
       val batch = arrived.poll(50, java.util.concurrent.TimeUnit.MILLISECONDS)
       if (batch != null) {
-        if (failure == null) {
-          covered += batch.covered
-          try index match {
-            case _: LongKeyIndex => held += batch
-            case _ => batch.addTo(index)
-          } catch {
-            case e @ (_: OutOfMemoryError | _: IndexCapacityException) =>
-              index = null // let the collector have it back before anything else needs memory
-              failure = e
-              job.cancel()
-          }
-        }
+        covered += batch.covered
+        held += batch
       }
+    } catch {
+      case e: OutOfMemoryError =>
+        held.clear() // let the collector have them back before anything else needs memory
+        job.cancel()
+        throw e
     }
-    if (failure != null) throw failure
     // The job's own failure (a delete file that cannot be read), as runJob would throw it.
     job.get()
-    index match {
-      case longs: LongKeyIndex => DeleteRowBatch.addInSlotOrder(held.toSeq, longs, Runtime.getRuntime.availableProcessors())
-      case _ =>
-    }
-    held.clear()
+    try DeleteRowBatch.addAll(held.toSeq, index, Runtime.getRuntime.availableProcessors()) finally held.clear()
     (index.seal(), covered)
   }
 }

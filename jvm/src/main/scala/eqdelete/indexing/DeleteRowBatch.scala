@@ -23,41 +23,13 @@ final class DeleteRowBatch private (
     private val keys: Array[Long],
     private val runs: Array[Long],
     nullKeys: Array[Long],
-    packed: Array[Byte],
+    private val packed: Array[Byte],
     val covered: Long,
     private val orderedFor: Long = 0L) // the keys of the primitive index whose slot order each run's keys are in
   extends Serializable {
 
   /** The same rows, and `n` rows dropped as covered before them. */
   def withCovered(n: Long): DeleteRowBatch = new DeleteRowBatch(keys, runs, nullKeys, packed, n, orderedFor)
-
-  def addTo(index: DeleteKeyIndex): Unit = {
-    var start = 0
-    var at = 0 // in `packed`
-    var run = 0
-    while (run < runs.length) {
-      val (end, scope, seq) = (runs(run).toInt, runs(run + 1), runs(run + 2))
-      index match {
-        case hashed: HashedKeyIndex =>
-          var i = start
-          while (i < end) {
-            val length = KeyBytes.readLength(packed, at)
-            hashed.addPacked(keys(i), scope, packed, at + KeyBytes.LengthBytes, length, seq)
-            at += KeyBytes.LengthBytes + length
-            i += 1
-          }
-        case longs: LongKeyIndex =>
-          var i = start
-          while (i < end) {
-            longs.addBits(scope, keys(i), seq)
-            i += 1
-          }
-      }
-      start = end
-      run += 3
-    }
-    addNullKeysTo(index)
-  }
 
   private def addNullKeysTo(index: DeleteKeyIndex): Unit = {
     var i = 0
@@ -70,12 +42,19 @@ final class DeleteRowBatch private (
 
 object DeleteRowBatch {
   /**
+   * Adds `batches` to `index` (the table `DeleteKeyIndex.forKeyTypes` made for them) in one pass
+   * over its table, on up to `threads` threads where it is primitive.
+   */
+  def addAll(batches: Seq[DeleteRowBatch], index: DeleteKeyIndex, threads: Int): Unit = index match {
+    case longs: LongKeyIndex => addInSlotOrder(batches, longs, threads)
+    case hashed: HashedKeyIndex => addInSlotOrder(batches, hashed)
+  }
+
+  /**
    * Adds `batches` to a primitive index in one pass over its table, stretch by stretch: each
    * batch's runs come ordered by stretch (see `apply`). Added batch by batch, each batch walked
    * the whole table again, a cache miss a key once the table outgrows the cache: at 3x10^7 keys
    * in 30 batches, that took the driver 1.4 s (the scale benchmark's delete axis).
-   * Each run waits in the list of the stretch its next key lands in, so the pass costs the keys
-   * and the stretches, not stretches times runs (a run per delete file: Flink writes many).
    *
    * Up to `threads` threads fill the table at once, each its own region of stretches
    * (`LongKeyIndex.regions`): at 10^7 keys one thread took 0.38 s, the driver's longest wait
@@ -83,12 +62,8 @@ object DeleteRowBatch {
    * index of another size) makes it one thread, and is added with the keys before it, never left out.
    */
   def addInSlotOrder(batches: Seq[DeleteRowBatch], index: LongKeyIndex, threads: Int): Unit = {
-    val runs = for (batch <- batches; run <- batch.runs.indices by 3) yield (batch, run)
-    val keys = runs.map(_._1.keys).toArray
-    val starts = runs.map { case (batch, run) => if (run == 0) 0 else batch.runs(run - 3).toInt }.toArray
-    val ends = runs.map { case (batch, run) => batch.runs(run).toInt }.toArray
-    val scopes = runs.map { case (batch, run) => batch.runs(run + 1) }.toArray
-    val sequences = runs.map { case (batch, run) => batch.runs(run + 2) }.toArray
+    val runs = new Runs(batches)
+    import runs.{ends, keys, scopes, sequences, starts}
     val ordered = batches.forall(_.orderedFor == index.sizedFor)
     val total = keys.indices.map(r => (ends(r) - starts(r)).toLong).sum
     val regions = index.regions(if (ordered) threads else 1, total, scopes.zip(sequences).distinct.toSeq)
@@ -104,40 +79,10 @@ object DeleteRowBatch {
         lo
       }
 
-    def fill(region: LongKeyIndex.Region): Unit = {
-      val positions = keys.indices.map(firstIn(_, region.firstStretch)).toArray
-      val until = keys.indices.map(firstIn(_, region.endStretch)).toArray
-      // Per stretch, the first run waiting there, and per run the next one waiting with it (-1: none).
-      val waiting = Array.fill(region.endStretch - region.firstStretch)(-1)
-      val nextWaiting = new Array[Int](keys.length)
-      def wait(r: Int): Unit = if (positions(r) < until(r)) {
-        val at = index.stretchOf(keys(r)(positions(r)), scopes(r)) - region.firstStretch
-        nextWaiting(r) = waiting(at)
-        waiting(at) = r
-      }
-      keys.indices.foreach(wait)
-      var stretch = region.firstStretch
-      while (stretch < region.endStretch) {
-        var r = waiting(stretch - region.firstStretch)
-        while (r >= 0) {
-          val following = nextWaiting(r)
-          val runKeys = keys(r)
-          val end = until(r)
-          val scope = scopes(r)
-          val seq = sequences(r)
-          var at = positions(r)
-          // Up to the first key of a later stretch, so the run waits only ahead of this one.
-          while (at < end && index.stretchOf(runKeys(at), scope) <= stretch) {
-            region.add(scope, runKeys(at), seq)
-            at += 1
-          }
-          positions(r) = at
-          wait(r)
-          r = following
-        }
-        stretch += 1
-      }
-    }
+    def fill(region: LongKeyIndex.Region): Unit =
+      inStretchOrder(keys.indices.map(firstIn(_, region.firstStretch)).toArray, keys.indices.map(firstIn(_, region.endStretch)).toArray,
+        region.firstStretch, region.endStretch, (r, at) => index.stretchOf(keys(r)(at), scopes(r)),
+        (r, at) => region.add(scopes(r), keys(r)(at), sequences(r)))
 
     if (regions.size == 1) fill(regions.head)
     else {
@@ -153,6 +98,92 @@ object DeleteRowBatch {
     }
     index.absorb(regions)
     batches.foreach(_.addNullKeysTo(index))
+  }
+
+  /**
+   * Adds `batches` to a hashed index in one pass over its table, stretch by stretch, as the
+   * primitive index's `addInSlotOrder` (on one thread: the records grow at one end). Added batch
+   * by batch as they arrived, each task's keys walked the whole table again, 10^6 keys over 3x10^7
+   * slots, a cache miss a key: at 10^7 string keys in 10 tasks, more of the query's thread
+   * (`HashedKeyIndex.place`) than the read tasks took of theirs, while they wanted both cores.
+   */
+  def addInSlotOrder(batches: Seq[DeleteRowBatch], index: HashedKeyIndex): Unit = {
+    val runs = new Runs(batches)
+    import runs.{ends, scopes, sequences, starts, keys => hashes}
+    val packed = runs.batches.map(_.packed)
+    // Per run, where its next key's length and bytes lie in its batch's packed keys.
+    val packedAt = new Array[Int](starts.length)
+    for (r <- starts.indices if starts(r) > 0) packedAt(r) = skipKeys(packed(r), packedAt(r - 1), ends(r - 1) - starts(r - 1))
+    inStretchOrder(starts, ends, 0, HashedKeyIndex.Stretches, (r, at) => index.stretchOf(hashes(r)(at), scopes(r)), (r, at) => {
+      val from = packedAt(r)
+      val length = KeyBytes.readLength(packed(r), from)
+      index.addPacked(hashes(r)(at), scopes(r), packed(r), from + KeyBytes.LengthBytes, length, sequences(r))
+      packedAt(r) = from + KeyBytes.LengthBytes + length
+    })
+    batches.foreach(_.addNullKeysTo(index))
+  }
+
+  /** The runs of `batches`, batch by batch: per run its batch, its keys (`starts` until `ends` of them), scope and sequence number. */
+  private final class Runs(all: Seq[DeleteRowBatch]) {
+    private val runs = for (batch <- all; run <- batch.runs.indices by 3) yield (batch, run)
+    val batches: Array[DeleteRowBatch] = runs.map(_._1).toArray
+    val keys: Array[Array[Long]] = batches.map(_.keys)
+    val starts: Array[Int] = runs.map { case (batch, run) => if (run == 0) 0 else batch.runs(run - 3).toInt }.toArray
+    val ends: Array[Int] = runs.map { case (batch, run) => batch.runs(run).toInt }.toArray
+    val scopes: Array[Long] = runs.map { case (batch, run) => batch.runs(run + 1) }.toArray
+    val sequences: Array[Long] = runs.map { case (batch, run) => batch.runs(run + 2) }.toArray
+  }
+
+  /** Where the packed key `n` keys after the one at `from` starts. */
+  private def skipKeys(packed: Array[Byte], from: Int, n: Int): Int = {
+    var at = from
+    var i = 0
+    while (i < n) {
+      at += KeyBytes.LengthBytes + KeyBytes.readLength(packed, at)
+      i += 1
+    }
+    at
+  }
+
+  /**
+   * `add(r, i)` for every key i of every run r from `from(r)` until `until(r)`, stretch by stretch
+   * of a table from `firstStretch` until `endStretch`: each run's keys come ordered by
+   * `stretchAt(r, i)`. Each run waits in the list of the stretch its next key lands in, so the
+   * pass costs the keys and the stretches, not stretches times runs (a run per delete file:
+   * Flink writes many). A key out of order (batches ordered for a table of another size) is
+   * added with the keys before it, never left out.
+   */
+  private def inStretchOrder(from: Array[Int], until: Array[Int], firstStretch: Int, endStretch: Int,
+      stretchAt: (Int, Int) => Int, add: (Int, Int) => Unit): Unit = {
+    val positions = from.clone()
+    // Per stretch, the first run waiting there, and per run the next one waiting with it (-1: none).
+    val waiting = Array.fill(endStretch - firstStretch)(-1)
+    val nextWaiting = new Array[Int](from.length)
+    def wait(r: Int): Unit = if (positions(r) < until(r)) {
+      val at = math.max(stretchAt(r, positions(r)), firstStretch) - firstStretch
+      nextWaiting(r) = waiting(at)
+      waiting(at) = r
+    }
+    from.indices.foreach(wait)
+    var stretch = firstStretch
+    while (stretch < endStretch) {
+      var r = waiting(stretch - firstStretch)
+      while (r >= 0) {
+        val following = nextWaiting(r)
+        val end = until(r)
+        var at = positions(r)
+        // Up to the first key of a later stretch, so the run waits only ahead of this one.
+        while (at < end && stretchAt(r, at) <= stretch) {
+          add(r, at)
+          at += 1
+        }
+        positions(r) = at
+        wait(r)
+        r = following
+      }
+      stretch += 1
+    }
+    require(positions.indices.forall(r => positions(r) >= until(r)), "a run's keys were not all added")
   }
 
   /**

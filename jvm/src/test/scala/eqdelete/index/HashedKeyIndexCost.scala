@@ -22,6 +22,7 @@ object HashedKeyIndexCost {
     val n = args.headOption.map(_.toInt).getOrElse(10000000)
     val rounds = 5
     val (builds, orderedBuilds, probes, pairs) = (new Array[Double](rounds), new Array[Double](rounds), new Array[Double](rounds), new Array[Double](rounds))
+    val (sortedProbes, sortedPairs) = (new Array[Double](rounds), new Array[Double](rounds))
     // The delete keys as a task ships them: hashes, and each key packed after its length.
     val hashes = new Array[Long](n)
     val packed = new java.io.ByteArrayOutputStream()
@@ -76,6 +77,18 @@ object HashedKeyIndexCost {
       probe(ordered, data, 0, n / 2)
       half.join()
       pairs(round) = (System.nanoTime() - started) / 1e9
+
+      started = System.nanoTime()
+      val sortedFound = probeInSlotOrder(ordered, data, 0, n, n)
+      sortedProbes(round) = (System.nanoTime() - started) / 1e9
+      require(sortedFound == deleted, s"$sortedFound keys found in slot order, $deleted one by one")
+
+      started = System.nanoTime()
+      val other = new Thread(() => probeInSlotOrder(ordered, data, n / 2, n, n))
+      other.start()
+      probeInSlotOrder(ordered, data, 0, n / 2, n)
+      other.join()
+      sortedPairs(round) = (System.nanoTime() - started) / 1e9
     }
     def median(xs: Array[Double]) = xs.sorted.apply(xs.length / 2)
     println(f"HashedKeyIndex, $n%,d string delete keys, $n%,d probes ($deleted%,d deleted), median of $rounds rounds:")
@@ -83,6 +96,9 @@ object HashedKeyIndexCost {
     println(f"  build, keys in slot order (one thread, the ordering on the tasks not included): ${median(orderedBuilds)}%.3f s")
     println(f"  probe (one thread):  ${median(probes)}%.3f s  (${median(probes) * 1e9 / n}%.0f ns a key)")
     println(f"  probe (two threads): ${median(pairs)}%.3f s")
+    println(f"  probe by data file of $FileRows%,d keys in slot order (hashing and ordering included; one thread): " +
+      f"${median(sortedProbes)}%.3f s  (${median(sortedProbes) * 1e9 / n}%.0f ns a key)")
+    println(f"  probe by data file in slot order (two threads): ${median(sortedPairs)}%.3f s")
     println(f"  index: ${bytes / 1e6}%.0f MB")
   }
 
@@ -111,6 +127,44 @@ object HashedKeyIndexCost {
         if (index.newest(Global, hash, key) != DeleteKeyIndex.NoDelete) found += 1
       }
       i += 1
+    }
+    found
+  }
+
+  /** Rows of a data file, as the scale benchmark's tables have them. */
+  private val FileRows = 1000000
+
+  /**
+   * The probe a partitioned plan would make (PERFORMANCE.md): per data file, every key hashed,
+   * the file's positions ordered by the key's home slot (`HashedKeyIndex.insertOrder`, as the
+   * read tasks order delete keys), then looked up in that order, so the lookups walk the table
+   * front to back where one by one each missed the cache; the deleted positions set in a bit
+   * set per file, as they would be handed to the scan. Returns how many were found.
+   */
+  private def probeInSlotOrder(index: HashedKeyIndex, data: OffHeapStrings, from: Int, until: Int, indexKeys: Long): Long = {
+    val key = new KeyBytes
+    var found = 0L
+    var start = from
+    while (start < until) {
+      val end = math.min(until, start + FileRows)
+      val hashes = new Array[Long](end - start)
+      var i = 0
+      while (i < hashes.length) { hashes(i) = KeyHash.ofLong(KeyHash.Seed, data(start + i).hashCode()); i += 1 }
+      val order = HashedKeyIndex.insertOrder(hashes, 0, hashes.length, Global, indexKeys)
+      val deleted = new java.util.BitSet(hashes.length)
+      i = 0
+      while (i < order.length) {
+        val position = order(i)
+        val hash = hashes(position)
+        if (index.mightContain(hash)) {
+          key.reset()
+          key.putUTF8String(data(start + position))
+          if (index.newest(Global, hash, key) != DeleteKeyIndex.NoDelete) deleted.set(position)
+        }
+        i += 1
+      }
+      found += deleted.cardinality()
+      start = end
     }
     found
   }

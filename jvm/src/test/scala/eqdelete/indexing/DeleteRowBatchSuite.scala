@@ -62,7 +62,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
     val batch = shipped(DeleteRowBatch(deletes.iterator.map { case (key, scope, seq) => InternalRow.fromSeq(key ++ Seq(scope, seq)) },
       types, primitive = false, indexKeys = deletes.size))
     val fromBatch = new HashedKeyIndex(types, deletes.size)
-    batch.addTo(fromBatch)
+    DeleteRowBatch.addAll(Seq(batch), fromBatch, threads = 1)
     val oneByOne = new HashedKeyIndex(types, deletes.size)
     deletes.foreach { case (key, scope, seq) => oneByOne.add(scope, key.toArray, seq) }
     Seq(fromBatch, oneByOne).foreach(_.seal())
@@ -97,7 +97,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
         val internalRows = deletes.iterator.map { case (key, scope, seq) => InternalRow.fromSeq(key ++ Seq(scope, seq)) }
         val batch = shipped(DeleteRowBatch(internalRows, types, primitive, indexKeys = deletes.size, expectedRows = 4))
         val fromBatch = DeleteKeyIndex.forKeyTypes(types, deletes.size, newest)
-        batch.addTo(fromBatch)
+        DeleteRowBatch.addAll(Seq(batch), fromBatch, threads = 2)
         val oneByOne = DeleteKeyIndex.forKeyTypes(types, deletes.size, newest)
         deletes.foreach { case (key, scope, seq) => oneByOne.add(scope, key.toArray, seq) }
         Seq(fromBatch, oneByOne).foreach(_.seal())
@@ -109,7 +109,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
     }
   }
 
-  test("batches added in one pass over the table, stretch by stretch, build the index added batch by batch") {
+  test("primitive batches added in one pass over the table, stretch by stretch, build the index the rows give one by one") {
     val random = new Random(7)
     val scopes = Seq(Global, 0L, 1L)
     val tasks = Seq.fill(6)(Seq.fill(random.nextInt(3000)) {
@@ -127,7 +127,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
         val onePass = new LongKeyIndex(sizedFor)
         DeleteRowBatch.addInSlotOrder(batches, onePass, threads = 3)
         val byBatch = new LongKeyIndex(sizedFor)
-        batches.foreach(_.addTo(byBatch))
+        for (task <- rows; (k, scope, seq) <- task) byBatch.add(scope, Array[Any](k), seq)
         Seq(onePass, byBatch).foreach(_.seal())
         assert(onePass.distinctKeys == byBatch.distinctKeys)
         for (scope <- Seq(0L, 1L, 2L); key <- (0L until 4000L).map(k => java.lang.Long.valueOf(k)) :+ null) {
@@ -137,7 +137,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
     }
   }
 
-  test("hashed keys shipped in slot order build the index the rows give one by one, however the index is sized") {
+  test("hashed batches added in one pass over the table build the index the rows give one by one, however the tasks ordered them") {
     val random = new Random(13)
     val types = Seq(LongType, StringType)
     val scopes = Seq(Global, 0L, 3L)
@@ -150,12 +150,14 @@ class DeleteRowBatchSuite extends AnyFunSuite {
       }
     }.flatten)
     val deletes = tasks.flatten
-    Seq(deletes.size.toLong, 50L).foreach { sizedFor =>
+    // (the keys the tasks ordered for, the keys the index is sized for): as sized; out of order;
+    // a table past 65,536 slots, walked in stretches of 8.
+    Seq((deletes.size.toLong, deletes.size.toLong), (50L, deletes.size.toLong), (200000L, 200000L)).foreach { case (sizedFor, indexKeys) =>
       val batches = tasks.map(task => shipped(DeleteRowBatch(
         task.iterator.map { case (key, scope, seq) => InternalRow.fromSeq(key ++ Seq(scope, seq)) }, types,
         primitive = false, indexKeys = sizedFor)))
-      val fromBatches = new HashedKeyIndex(types, deletes.size)
-      batches.foreach(_.addTo(fromBatches))
+      val fromBatches = new HashedKeyIndex(types, indexKeys)
+      DeleteRowBatch.addInSlotOrder(batches, fromBatches)
       val oneByOne = new HashedKeyIndex(types, deletes.size)
       deletes.foreach { case (key, scope, seq) => oneByOne.add(scope, key.toArray, seq) }
       Seq(fromBatches, oneByOne).foreach(_.seal())
@@ -180,6 +182,9 @@ class DeleteRowBatchSuite extends AnyFunSuite {
     assert(big.sorted.toSeq == (0 until 5000))
     val stretches = big.map(i => HashedKeyIndex.slotOf(hashes(i), 3L, 262143) >>> 2)
     assert(stretches.toSeq == stretches.sorted.toSeq)
+    // The stretches an index of that size walks when it adds batches are the same.
+    val index = new HashedKeyIndex(Seq(LongType), 100000L)
+    assert(big.map(i => index.stretchOf(hashes(i), 3L)).toSeq == stretches.toSeq)
   }
 
   test("threads filling regions of a table past the Bloom filter's size build the index one thread builds") {
@@ -196,7 +201,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
       index.seal()
     }
     val byBatch = new LongKeyIndex(total)
-    batches.foreach(_.addTo(byBatch))
+    for (task <- tasks; (k, scope, seq) <- task) byBatch.add(scope, Array[Any](k), seq)
     byBatch.seal()
     indexes.foreach(index => assert(index.distinctKeys == byBatch.distinctKeys))
     for (k <- (0L until 1600000L by 3L).map(_ * 7919L); scope <- Seq(0L, 5L, 9L); index <- indexes) {
@@ -255,7 +260,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
       assert(files.map(_.scope).toSet.size == 3 && files.forall(f => vectorized(reader, f)))
 
       val fromColumns = new HashedKeyIndex(types, set.records)
-      shipped(DeleteRowBatch.ofHashedKeyColumns(files.iterator, reader, types, set.records, 4)).addTo(fromColumns)
+      DeleteRowBatch.addAll(Seq(shipped(DeleteRowBatch.ofHashedKeyColumns(files.iterator, reader, types, set.records, 4))), fromColumns, 1)
       val fromRows = new HashedKeyIndex(types, set.records)
       for (file <- files; row <- reader.read(file.file)) {
         fromRows.add(file.scope, types.indices.map(i => row.get(i, types(i))).toArray, file.sequenceNumber)
@@ -298,7 +303,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
 
   test("an empty task ships an empty batch") {
     val index = DeleteKeyIndex.forKeyTypes(Seq(LongType), 1, 1)
-    shipped(DeleteRowBatch(Iterator.empty, Seq(LongType), primitive = true, indexKeys = 1)).addTo(index)
+    DeleteRowBatch.addAll(Seq(shipped(DeleteRowBatch(Iterator.empty, Seq(LongType), primitive = true, indexKeys = 1))), index, 1)
     assert(index.distinctKeys == 0)
   }
 }
