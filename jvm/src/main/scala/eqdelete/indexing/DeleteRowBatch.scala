@@ -81,8 +81,20 @@ object DeleteRowBatch {
 
     def fill(region: LongKeyIndex.Region): Unit =
       inStretchOrder(keys.indices.map(firstIn(_, region.firstStretch)).toArray, keys.indices.map(firstIn(_, region.endStretch)).toArray,
-        region.firstStretch, region.endStretch, (r, at) => index.stretchOf(keys(r)(at), scopes(r)),
-        (r, at) => region.add(scopes(r), keys(r)(at), sequences(r)))
+        region.firstStretch, region.endStretch, new StretchRuns {
+          def stretchAt(r: Int, at: Int): Int = index.stretchOf(keys(r)(at), scopes(r))
+          def addThrough(r: Int, from: Int, end: Int, stretch: Int): Int = {
+            val runKeys = keys(r)
+            val scope = scopes(r)
+            val seq = sequences(r)
+            var at = from
+            while (at < end && index.stretchOf(runKeys(at), scope) <= stretch) {
+              region.add(scope, runKeys(at), seq)
+              at += 1
+            }
+            at
+          }
+        })
 
     if (regions.size == 1) fill(regions.head)
     else {
@@ -114,11 +126,24 @@ object DeleteRowBatch {
     // Per run, where its next key's length and bytes lie in its batch's packed keys.
     val packedAt = new Array[Int](starts.length)
     for (r <- starts.indices if starts(r) > 0) packedAt(r) = skipKeys(packed(r), packedAt(r - 1), ends(r - 1) - starts(r - 1))
-    inStretchOrder(starts, ends, 0, HashedKeyIndex.Stretches, (r, at) => index.stretchOf(hashes(r)(at), scopes(r)), (r, at) => {
-      val from = packedAt(r)
-      val length = KeyBytes.readLength(packed(r), from)
-      index.addPacked(hashes(r)(at), scopes(r), packed(r), from + KeyBytes.LengthBytes, length, sequences(r))
-      packedAt(r) = from + KeyBytes.LengthBytes + length
+    inStretchOrder(starts, ends, 0, HashedKeyIndex.Stretches, new StretchRuns {
+      def stretchAt(r: Int, at: Int): Int = index.stretchOf(hashes(r)(at), scopes(r))
+      def addThrough(r: Int, from: Int, end: Int, stretch: Int): Int = {
+        val runHashes = hashes(r)
+        val runPacked = packed(r)
+        val scope = scopes(r)
+        val seq = sequences(r)
+        var at = from
+        var bytesAt = packedAt(r)
+        while (at < end && index.stretchOf(runHashes(at), scope) <= stretch) {
+          val length = KeyBytes.readLength(runPacked, bytesAt)
+          index.addPacked(runHashes(at), scope, runPacked, bytesAt + KeyBytes.LengthBytes, length, seq)
+          bytesAt += KeyBytes.LengthBytes + length
+          at += 1
+        }
+        packedAt(r) = bytesAt
+        at
+      }
     })
     batches.foreach(_.addNullKeysTo(index))
   }
@@ -145,22 +170,32 @@ object DeleteRowBatch {
     at
   }
 
+  /** Runs of keys, each ordered by the stretch of the table they go to, as `inStretchOrder` adds them. */
+  private trait StretchRuns {
+    /** The stretch key `at` of run `r` lands in. */
+    def stretchAt(r: Int, at: Int): Int
+
+    /**
+     * Adds run `r`'s keys from `from` (before `end`) while they land in `stretch` or an earlier
+     * one (a key out of order); returns the first not added.
+     */
+    def addThrough(r: Int, from: Int, end: Int, stretch: Int): Int
+  }
+
   /**
-   * `add(r, i)` for every key i of every run r from `from(r)` until `until(r)`, stretch by stretch
-   * of a table from `firstStretch` until `endStretch`: each run's keys come ordered by
-   * `stretchAt(r, i)`. Each run waits in the list of the stretch its next key lands in, so the
-   * pass costs the keys and the stretches, not stretches times runs (a run per delete file:
-   * Flink writes many). A key out of order (batches ordered for a table of another size) is
-   * added with the keys before it, never left out.
+   * Every key of every run r from `from(r)` until `until(r)`, added stretch by stretch of a table
+   * from `firstStretch` until `endStretch`. Each run waits in the list of the stretch its next
+   * key lands in, so the pass costs the keys and the stretches, not stretches times runs (a run
+   * per delete file: Flink writes many). A key out of order (batches ordered for a table of
+   * another size) is added with the keys before it, never left out.
    */
-  private def inStretchOrder(from: Array[Int], until: Array[Int], firstStretch: Int, endStretch: Int,
-      stretchAt: (Int, Int) => Int, add: (Int, Int) => Unit): Unit = {
+  private def inStretchOrder(from: Array[Int], until: Array[Int], firstStretch: Int, endStretch: Int, runs: StretchRuns): Unit = {
     val positions = from.clone()
     // Per stretch, the first run waiting there, and per run the next one waiting with it (-1: none).
     val waiting = Array.fill(endStretch - firstStretch)(-1)
     val nextWaiting = new Array[Int](from.length)
     def wait(r: Int): Unit = if (positions(r) < until(r)) {
-      val at = math.max(stretchAt(r, positions(r)), firstStretch) - firstStretch
+      val at = math.max(runs.stretchAt(r, positions(r)), firstStretch) - firstStretch
       nextWaiting(r) = waiting(at)
       waiting(at) = r
     }
@@ -170,14 +205,8 @@ object DeleteRowBatch {
       var r = waiting(stretch - firstStretch)
       while (r >= 0) {
         val following = nextWaiting(r)
-        val end = until(r)
-        var at = positions(r)
         // Up to the first key of a later stretch, so the run waits only ahead of this one.
-        while (at < end && stretchAt(r, at) <= stretch) {
-          add(r, at)
-          at += 1
-        }
-        positions(r) = at
+        positions(r) = runs.addThrough(r, positions(r), until(r), stretch)
         wait(r)
         r = following
       }
