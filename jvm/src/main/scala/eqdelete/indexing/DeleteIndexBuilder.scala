@@ -12,8 +12,8 @@ import org.apache.spark.broadcast.Broadcast
  * Builds the filter strategy's index of one equality set with bounded driver memory: Spark
  * tasks read the delete files and each ships its rows in a compact [[DeleteRowBatch]] (8 bytes
  * a row for one integral key), never as the boxed rows a `collect()` would hold several times
- * over. The query's thread adds a hashed index's batches as they arrive, while later tasks still
- * read; a primitive index's once all have arrived, in one pass over its table.
+ * over. The query's thread keeps the batches and, once all have arrived, adds them in one pass
+ * over the index's table.
  *
  * A key bitmap (`cost.IndexKind.KeyBitmap`) is built from parts the tasks make of their own
  * keys, ORed on the driver.
@@ -21,10 +21,10 @@ import org.apache.spark.broadcast.Broadcast
  * Rows covered by a single-column set's index (`coverers`, see `cost.Covering`) are dropped in
  * the tasks, before they are shipped, and counted.
  *
- * Running out of memory while adding a batch is caught (on the query's thread, never Spark's
- * scheduler thread, where it would stop the SparkContext), the job cancelled, and reported as
- * [[FilterIndexMemoryException]];
- * keys that outgrow one index (2 GB of packed keys) as [[FilterIndexCapacityException]].
+ * Running out of memory while taking or adding the batches is caught (on the query's thread,
+ * never Spark's scheduler thread, where it would stop the SparkContext), the job cancelled if
+ * it still runs, and reported as [[FilterIndexMemoryException]]; keys that outgrow one index
+ * (2 GB of packed keys) as [[FilterIndexCapacityException]], once every delete file is read.
  */
 object DeleteIndexBuilder {
 
@@ -101,9 +101,9 @@ object DeleteIndexBuilder {
     }
     // Each task's batch is handed over as its result arrives and taken here, on the query's
     // thread: adding on Spark's scheduler thread (where result handlers run) would hold up the
-    // launch of the next tasks for as long as it takes. It is kept (less than the broadcast copy
-    // of the index that follows) and all are added in one pass over the table once every task is
-    // done: added as they came, each walked the whole table again, a cache miss a key, while the
+    // launch of the next tasks for as long as it takes. It is kept (less than the index's own
+    // size, which the driver budget counts twice, for its broadcast copy) and all are added in
+    // one pass over the table once every task is done: added as they came, each walked the whole table again, a cache miss a key, while the
     // read tasks wanted the cores (at 10^7 string keys, more CPU than those tasks took).
     val arrived = new java.util.concurrent.LinkedBlockingQueue[DeleteRowBatch]()
     val held = scala.collection.mutable.ArrayBuffer[DeleteRowBatch]()
@@ -120,7 +120,7 @@ object DeleteIndexBuilder {
         held += batch
       }
     } catch {
-      case e: OutOfMemoryError =>
+      case e: Throwable => // out of memory, or the query's thread interrupted: the job stops with it
         held.clear() // let the collector have them back before anything else needs memory
         job.cancel()
         throw e

@@ -25,7 +25,7 @@ final class DeleteRowBatch private (
     nullKeys: Array[Long],
     private val packed: Array[Byte],
     val covered: Long,
-    private val orderedFor: Long = 0L) // the keys of the primitive index whose slot order each run's keys are in
+    private val orderedFor: Long = 0L) // the keys of the primitive index whose slot order each run's keys are in (0: hashed, never split into regions)
   extends Serializable {
 
   /** The same rows, and `n` rows dropped as covered before them. */
@@ -48,6 +48,7 @@ object DeleteRowBatch {
   def addAll(batches: Seq[DeleteRowBatch], index: DeleteKeyIndex, threads: Int): Unit = index match {
     case longs: LongKeyIndex => addInSlotOrder(batches, longs, threads)
     case hashed: HashedKeyIndex => addInSlotOrder(batches, hashed)
+    case other => throw new IllegalArgumentException(s"no delete row batches are added to $other")
   }
 
   /**
@@ -177,7 +178,7 @@ object DeleteRowBatch {
 
     /**
      * Adds run `r`'s keys from `from` (before `end`) while they land in `stretch` or an earlier
-     * one (a key out of order); returns the first not added.
+     * one (a key out of order); returns the first not added, where the run's next call starts.
      */
     def addThrough(r: Int, from: Int, end: Int, stretch: Int): Int
   }

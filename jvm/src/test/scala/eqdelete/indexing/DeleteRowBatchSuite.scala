@@ -151,8 +151,10 @@ class DeleteRowBatchSuite extends AnyFunSuite {
     }.flatten)
     val deletes = tasks.flatten
     // (the keys the tasks ordered for, the keys the index is sized for): as sized; out of order;
-    // a table past 65,536 slots, walked in stretches of 8.
-    Seq((deletes.size.toLong, deletes.size.toLong), (50L, deletes.size.toLong), (200000L, 200000L)).foreach { case (sizedFor, indexKeys) =>
+    // a table past 65,536 slots, walked in stretches of 8, in order and out of it; a table that
+    // grows while the batches are added.
+    Seq((deletes.size.toLong, deletes.size.toLong), (50L, deletes.size.toLong), (200000L, 200000L),
+        (deletes.size.toLong, 200000L), (deletes.size.toLong, 50L)).foreach { case (sizedFor, indexKeys) =>
       val batches = tasks.map(task => shipped(DeleteRowBatch(
         task.iterator.map { case (key, scope, seq) => InternalRow.fromSeq(key ++ Seq(scope, seq)) }, types,
         primitive = false, indexKeys = sizedFor)))
