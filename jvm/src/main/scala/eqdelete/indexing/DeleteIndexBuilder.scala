@@ -103,8 +103,9 @@ object DeleteIndexBuilder {
     // thread: adding on Spark's scheduler thread (where result handlers run) would hold up the
     // launch of the next tasks for as long as it takes. It is kept (less than the index's own
     // size, which the driver budget counts twice, for its broadcast copy) and all are added in
-    // one pass over the table once every task is done: added as they came, each walked the whole table again, a cache miss a key, while the
-    // read tasks wanted the cores (at 10^7 string keys, more CPU than those tasks took).
+    // one pass over the table once every task is done: added as they came, each walked the whole
+    // table again, a cache miss a key, while the read tasks wanted the cores (at 10^7 string
+    // keys, more CPU than those tasks took).
     val arrived = new java.util.concurrent.LinkedBlockingQueue[DeleteRowBatch]()
     val held = scala.collection.mutable.ArrayBuffer[DeleteRowBatch]()
     var covered = 0L

@@ -25,7 +25,9 @@ final class DeleteRowBatch private (
     nullKeys: Array[Long],
     private val packed: Array[Byte],
     val covered: Long,
-    private val orderedFor: Long = 0L) // the keys of the primitive index whose slot order each run's keys are in (0: hashed, never split into regions)
+    // The keys of the primitive index whose slot order each run's keys are in (0 for hashed
+    // keys: their table is filled on one thread, never split into regions).
+    private val orderedFor: Long = 0L)
   extends Serializable {
 
   /** The same rows, and `n` rows dropped as covered before them. */
