@@ -68,17 +68,22 @@ object KeyBitmapIndex {
   }
 
   /**
-   * The keys one read task found: a bitmap of their own range, from a multiple of 64 on (so the
-   * driver ORs it word by word), or, where they are sparser than 64 bits a key, the keys
-   * themselves, whichever ships fewer bytes; and whether a NULL key was among them.
+   * The keys one read task found, in whichever of three forms ships fewest bytes: a bitmap of
+   * their own range, from a multiple of 64 on (so the driver ORs it word by word); the same keys
+   * ascending, each as its distance from the one before (from `first` for the first), in 7-bit
+   * groups, low first, the high bit set on all but a distance's last (where a task's keys are
+   * spread over the whole range, its bitmap is mostly empty words: at 3x10^7 delete keys over
+   * 6x10^7 values, 10^6 keys a task shipped a 7.5 MB bitmap, 226 MB a query, where their
+   * distances take ~1 MB); or, where they are sparser than 64 bits a key, the keys themselves.
+   * And whether a NULL key was among them.
    */
-  final class Part private (val first: Long, val words: Array[Long], val keys: Array[Long], val nullDeleted: Boolean)
-    extends Serializable
+  final class Part private[KeyBitmapIndex] (val first: Long, val words: Array[Long], val distances: Array[Byte],
+      val keys: Array[Long], val nullDeleted: Boolean) extends Serializable
 
   object Part {
     /** The part of `keys(0 until n)`. */
     def of(keys: Array[Long], n: Int, nullDeleted: Boolean): Part = {
-      if (n == 0) return new Part(0L, Array.emptyLongArray, Array.emptyLongArray, nullDeleted)
+      if (n == 0) return new Part(0L, Array.emptyLongArray, Array.emptyByteArray, Array.emptyLongArray, nullDeleted)
       var (min, max) = (keys(0), keys(0))
       var i = 1
       while (i < n) {
@@ -89,16 +94,50 @@ object KeyBitmapIndex {
       val first = min & ~63L // floor to a multiple of 64, also for negative keys
       val wordCount = ((max - first) >>> 6) + 1 // as unsigned: exact for any two longs
       if (java.lang.Long.compareUnsigned(wordCount, n.toLong) > 0) {
-        new Part(0L, Array.emptyLongArray, java.util.Arrays.copyOf(keys, n), nullDeleted)
-      } else {
-        val words = new Array[Long](wordCount.toInt)
-        i = 0
-        while (i < n) {
-          setBit(words, first, keys(i))
-          i += 1
-        }
-        new Part(first, words, Array.emptyLongArray, nullDeleted)
+        return new Part(0L, Array.emptyLongArray, Array.emptyByteArray, java.util.Arrays.copyOf(keys, n), nullDeleted)
       }
+      val words = new Array[Long](wordCount.toInt)
+      i = 0
+      while (i < n) {
+        setBit(words, first, keys(i))
+        i += 1
+      }
+      val distances = distancesOf(words, first, math.min(8L * words.length, Int.MaxValue - 8L).toInt)
+      if (distances == null) new Part(first, words, Array.emptyByteArray, Array.emptyLongArray, nullDeleted)
+      else new Part(first, Array.emptyLongArray, distances, Array.emptyLongArray, nullDeleted)
+    }
+
+    /**
+     * The keys of `words` (a bitmap from `first` on) as distances, in one pass, or null when
+     * they take `limit` bytes or more.
+     */
+    private def distancesOf(words: Array[Long], first: Long, limit: Int): Array[Byte] = {
+      var into = new Array[Byte](math.min(limit, 1024 + words.length / 4))
+      var (at, previous) = (0, first)
+      var i = 0
+      while (i < words.length) {
+        var word = words(i)
+        while (word != 0) {
+          val key = first + 64L * i + java.lang.Long.numberOfTrailingZeros(word)
+          var distance = key - previous
+          val bytes = math.max(1, (70 - java.lang.Long.numberOfLeadingZeros(distance)) / 7) // 7 bits a byte
+          if (at + bytes > into.length) {
+            if (at + bytes >= limit) return null
+            into = java.util.Arrays.copyOf(into, math.min(limit, math.max(at + bytes, 2 * into.length)))
+          }
+          while ((distance & ~0x7FL) != 0) {
+            into(at) = ((distance & 0x7F) | 0x80).toByte
+            distance >>>= 7
+            at += 1
+          }
+          into(at) = distance.toByte
+          at += 1
+          previous = key
+          word &= word - 1
+        }
+        i += 1
+      }
+      if (at >= limit) null else java.util.Arrays.copyOf(into, at)
     }
   }
 
@@ -129,6 +168,23 @@ object KeyBitmapIndex {
           words((at + i).toInt) |= part.words(i)
           i += 1
         }
+      }
+      // Distances: 7 bits a byte, low first, the high bit set on all but a distance's last.
+      var at = 0
+      var key = part.first
+      while (at < part.distances.length) {
+        var distance = 0L
+        var shift = 0
+        var byte = 0x80
+        while ((byte & 0x80) != 0) {
+          byte = part.distances(at)
+          distance |= (byte & 0x7FL) << shift
+          shift += 7
+          at += 1
+        }
+        key += distance
+        if (!inRange(key)) throw outside(key)
+        setBit(words, first, key)
       }
       part.keys.foreach { key =>
         if (!inRange(key)) throw outside(key)

@@ -19,10 +19,16 @@ class KeyBitmapIndexSuite extends AnyFunSuite {
         (Long.MaxValue - 3000, Long.MaxValue))) {
       val span = (upper - lower).toInt + 1
       val keys = (Seq(lower, upper) ++ Seq.fill(span / 3)(lower + random.nextInt(span))).distinct
-      // Tasks of a contiguous stretch each (bitmaps), and of keys spread thinly (kept as keys).
-      val (dense, sparse) = keys.partition(k => (k - lower) < span / 2)
-      val parts = dense.grouped(400).map(part(_)).toSeq ++ sparse.grouped(3).map(part(_))
-      if (span > 1000) assert(parts.exists(_.words.nonEmpty) && parts.exists(_.keys.nonEmpty), s"$lower .. $upper: both kinds of part")
+      // Tasks of a contiguous stretch each (bitmaps), of keys spread over half the range (their
+      // distances) and of a few keys spread thinly (kept as keys).
+      val (dense, spread) = keys.partition(k => (k - lower) < span / 2)
+      val (thin, rest) = spread.splitAt(spread.size / 2)
+      val parts = dense.grouped(400).map(part(_)).toSeq ++ rest.sortBy(-_).grouped(rest.size / 2 + 1).map(part(_)) ++
+        thin.grouped(3).map(part(_))
+      if (span > 1000) {
+        assert(parts.exists(_.words.nonEmpty) && parts.exists(_.distances.nonEmpty) && parts.exists(_.keys.nonEmpty),
+          s"$lower .. $upper: all three kinds of part")
+      }
       val index = KeyBitmapIndex.of(lower, upper, Oldest, parts, "(k)")
       val expected = keys.toSet
       val probes = (lower - 130 to lower + 200).filter(_ <= upper) ++ (upper - 200 to upper + 130).filter(_ >= lower) ++
@@ -35,17 +41,32 @@ class KeyBitmapIndexSuite extends AnyFunSuite {
     }
   }
 
-  test("a task ships a bitmap of its keys' range, or the keys where they are sparser than 64 bits a key") {
+  test("a task ships a bitmap of its keys' range, their distances where fewer bytes, or the keys where sparser than 64 bits a key") {
+    def kinds(p: KeyBitmapIndex.Part) = Seq(p.words.nonEmpty, p.distances.nonEmpty, p.keys.nonEmpty)
     val dense = part(0L until 10000L by 3)
-    assert(dense.keys.isEmpty && dense.words.length == 157 && dense.first == 0)
-    val shifted = part(Seq(-70L, -3L))
-    assert(shifted.keys.isEmpty && shifted.first == -128L && shifted.words.length == 2)
+    assert(kinds(dense) == Seq(true, false, false) && dense.words.length == 157 && dense.first == 0)
+    val shifted = part((-640L until 0L by 2).reverse)
+    assert(kinds(shifted) == Seq(true, false, false) && shifted.first == -640L && shifted.words.length == 10)
+    // One key in 60 over the range, in any order: one byte a key, where the bitmap takes about 8.
+    val spread = part(scala.util.Random.shuffle((64L until 600064L by 60).toList))
+    assert(kinds(spread) == Seq(false, true, false) && spread.first == 64L && spread.distances.length == 10000)
+    // Distances past 7 bits take more bytes: 128 is two, 2^14 three, the first key's from `first`.
+    val near = (-30L until 59970L by 30).toList
+    val far = part(near ++ Seq(59940L + 128, 59940L + 128 + 16384))
+    assert(kinds(far) == Seq(false, true, false) && far.first == -64L && far.distances.length == 2000 + 2 + 3)
     val sparse = part(Seq(5L, 1000000L, 77L))
-    assert(sparse.words.isEmpty && sparse.keys.toSeq == Seq(5L, 1000000L, 77L))
+    assert(kinds(sparse) == Seq(false, false, true) && sparse.keys.toSeq == Seq(5L, 1000000L, 77L))
     val wide = part(Seq(Long.MinValue, Long.MaxValue))
-    assert(wide.words.isEmpty && wide.keys.length == 2)
+    assert(kinds(wide) == Seq(false, false, true) && wide.keys.length == 2)
     val empty = part(Nil, nulls = true)
-    assert(empty.words.isEmpty && empty.keys.isEmpty && empty.nullDeleted)
+    assert(kinds(empty) == Seq(false, false, false) && empty.nullDeleted)
+    for (p <- Seq(dense, shifted, spread, far)) {
+      val index = KeyBitmapIndex.of(-1000L, 1000000L, Oldest, Seq(p), "(k)")
+      assert(index.distinctKeys == Seq(3334, 320, 10000, 2002)(Seq(dense, shifted, spread, far).indexOf(p)))
+    }
+    val index = KeyBitmapIndex.of(-64L, 80000L, Oldest, Seq(far), "(k)")
+    val farKeys = (near ++ Seq(60068L, 76452L)).toSet
+    (-64L to 80000L).foreach(k => assert(present(index, k) == farKeys.contains(k), s"key $k"))
   }
 
   test("newest is the oldest delete file's sequence number for a key present, NULL only where a task saw one") {
@@ -85,8 +106,10 @@ class KeyBitmapIndexSuite extends AnyFunSuite {
       val shipped = serializer.deserialize[KeyBitmapIndex](serializer.serialize(index))
       (0L until 5000L).foreach(k => assert(present(shipped, k) == keys.contains(k), s"$k after $serializer"))
       assert(shipped.newestOf(0, Array[Any](null)) == Oldest && shipped.distinctKeys == index.distinctKeys)
-      val parts = serializer.deserialize[KeyBitmapIndex.Part](serializer.serialize(part(Seq(1L, 2L))))
-      assert(parts.words.toSeq == Seq(6L))
+      val words = serializer.deserialize[KeyBitmapIndex.Part](serializer.serialize(part(0L until 128L)))
+      assert(words.words.toSeq == Seq(-1L, -1L))
+      val distances = serializer.deserialize[KeyBitmapIndex.Part](serializer.serialize(part(Seq(1L, 2L))))
+      assert(distances.distances.toSeq == Seq[Byte](1, 1))
     }
   }
 

@@ -293,9 +293,10 @@ class DeleteRowBatchSuite extends AnyFunSuite {
     iceberg.refresh()
     val set = DeletePlanner.plan(iceberg, iceberg.currentSnapshot().snapshotId(), iceberg.schema()).get.deleteSets.head
     val reader = new DeleteRowReader(iceberg.io(), iceberg.schema(), set.equalityIds)
-    // One task a file: the dense one and the one-key one ship a bitmap (the latter with the NULL), the sparse one its keys.
+    // One task a file: the dense one ships a bitmap, the one-key one its distance (with the NULL), the sparse one its keys.
     val parts = set.files.map(f => DeleteRowBatch.bitmapPart(Iterator(TaskFile(f.file, f.scope.toLong, f.sequenceNumber)), reader, LongType, 4))
-    assert(parts.count(_.words.nonEmpty) == 2 && parts.count(_.keys.nonEmpty) == 1 && parts.count(_.nullDeleted) == 1)
+    assert(parts.count(_.words.nonEmpty) == 1 && parts.count(_.distances.nonEmpty) == 1 && parts.count(_.keys.nonEmpty) == 1)
+    assert(parts.count(_.nullDeleted) == 1)
     val index = KeyBitmapIndex.of(0, 299, set.files.map(_.sequenceNumber).min, parts, set.describeKeys)
     (-5L until 310L).foreach { k =>
       assert((index.newestOf(0, Array[Any](k)) != DeleteKeyIndex.NoDelete) == (dense ++ sparse :+ 201L).contains(k), s"key $k")
