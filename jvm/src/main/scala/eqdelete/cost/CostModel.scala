@@ -37,6 +37,14 @@ object CostModel {
   /** Delete rows one task reads, at most (for many small files: at least one task per core). */
   val RowsPerReadTask = 1000000L
 
+  /**
+   * The same for a key bitmap's tasks, whose own cost grows with their keys' range too: each
+   * task's part is a bitmap of its keys' range, walked again for their distances, and a delete
+   * file's keys usually spread over the whole range. At 3x10^7 keys over 6x10^7 values in 30
+   * files (the scale benchmark, 2 cores), 30 tasks took 0.85-1.24 s and 8 took 0.71-0.98 s.
+   */
+  val BitmapRowsPerReadTask = 4000000L
+
   def plan(deletes: ScanDeletes, readSchema: Schema, settings: CostSettings): ScanRewritePlan = {
     val strategyKey = EqDeleteConf.STRATEGY.key
     lazy val indexes = indexedSets(deletes, readSchema, settings)
@@ -141,7 +149,11 @@ object CostModel {
     deletes.deleteSets.map { set =>
       val types = keyTypes(set, readSchema)
       val kind = IndexKind.of(set, types, deletes.dataFileScopes.newestSequenceNumber)
-      IndexedSet(set, types, read(set.files, settings), IndexKind.estimatedBytes(kind, set, types), kind = kind)
+      val rowsPerTask = kind match {
+        case _: IndexKind.KeyBitmap => BitmapRowsPerReadTask
+        case IndexKind.Table => RowsPerReadTask
+      }
+      IndexedSet(set, types, read(set.files, settings, rowsPerTask), IndexKind.estimatedBytes(kind, set, types), kind = kind)
     }
 
   /** The single-column sets among `candidates` that key on a column of the multi-column `set`. */
@@ -162,10 +174,10 @@ object CostModel {
       deletes.assignmentMayMiss.isDefined) ScanLayout.OneScan
     else ScanLayout.Union
 
-  /** At least one task per ~1M delete rows and, for many small files, one per core; never more than files. */
-  def read(files: Seq[EqualityDeleteRef], settings: CostSettings): DeleteRead = {
+  /** At least one task per `rowsPerTask` delete rows and, for many small files, one per core; never more than files. */
+  def read(files: Seq[EqualityDeleteRef], settings: CostSettings, rowsPerTask: Long = RowsPerReadTask): DeleteRead = {
     val records = files.map(_.file.recordCount()).sum
-    val byRows = (records + RowsPerReadTask - 1) / RowsPerReadTask
+    val byRows = (records + rowsPerTask - 1) / rowsPerTask
     val tasks = math.max(1L, math.min(files.size.toLong, math.max(byRows, settings.parallelism.toLong)))
     DeleteRead(files, tasks.toInt)
   }

@@ -134,7 +134,7 @@ class CostModelSuite extends AnyFunSuite {
     }
   }
 
-  test("read tasks: one per ~1M delete rows, at least one per core for many files, never more than files") {
+  test("read tasks: one per ~1M delete rows (4M for a key bitmap), at least one per core for many files, never more than files") {
     val cases = Seq(
       (Seq.fill(10)(350000L), 2, 4), // 3.5M rows in 10 files
       (Seq.fill(100)(10L), 8, 8),    // many small files: one per core
@@ -144,6 +144,11 @@ class CostModelSuite extends AnyFunSuite {
       val read = CostModel.read(records.map(r => deleteFile(r, 0)), settings(parallelism = parallelism))
       assert(read.tasks == tasks, s"$records on $parallelism cores")
     }
+    // A key bitmap's tasks read up to 4M rows each: 3x10^7 rows in 30 files on 2 cores, 8 tasks.
+    val spread = (0 until 30).map(i => deleteFile(1000000L, -1, bounds = Some((0L, 59999999L))))
+    val bitmap = CostModel.plan(scanDeletes(spread, newestData = 0L), schema, settings("filter")).asInstanceOf[ScanRewritePlan.Filter]
+    assert(bitmap.indexes.head.kind.isInstanceOf[IndexKind.KeyBitmap] && bitmap.indexes.head.read.tasks == 8)
+    assert(CostModel.read(spread, settings(parallelism = 2)).tasks == 30)
   }
 
   test("every equality set gets its own index, sized by its key types") {
