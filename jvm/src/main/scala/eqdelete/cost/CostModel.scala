@@ -174,11 +174,17 @@ object CostModel {
       deletes.assignmentMayMiss.isDefined) ScanLayout.OneScan
     else ScanLayout.Union
 
-  /** At least one task per `rowsPerTask` delete rows and, for many small files, one per core; never more than files. */
+  /**
+   * At least one task per `rowsPerTask` delete rows and, for many small files, one per core, in
+   * whole waves of the cores (3 tasks on 2 cores take two tasks' time, 4 the same); never more
+   * than files.
+   */
   def read(files: Seq[EqualityDeleteRef], settings: CostSettings, rowsPerTask: Long = RowsPerReadTask): DeleteRead = {
     val records = files.map(_.file.recordCount()).sum
     val byRows = (records + rowsPerTask - 1) / rowsPerTask
-    val tasks = math.max(1L, math.min(files.size.toLong, math.max(byRows, settings.parallelism.toLong)))
+    val cores = math.max(1L, settings.parallelism.toLong)
+    val waves = (math.max(byRows, cores) + cores - 1) / cores
+    val tasks = math.max(1L, math.min(files.size.toLong, waves * cores))
     DeleteRead(files, tasks.toInt)
   }
 

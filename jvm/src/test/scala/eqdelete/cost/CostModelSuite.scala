@@ -139,7 +139,10 @@ class CostModelSuite extends AnyFunSuite {
       (Seq.fill(10)(350000L), 2, 4), // 3.5M rows in 10 files
       (Seq.fill(100)(10L), 8, 8),    // many small files: one per core
       (Seq(5000000L), 8, 1),         // one file: one task
-      (Seq.fill(3)(10L), 8, 3))      // fewer files than cores
+      (Seq.fill(3)(10L), 8, 3),      // fewer files than cores
+      (Seq.fill(20)(250000L), 4, 8),  // 5M rows: 5 tasks' worth, in whole waves of 4 cores
+      (Seq.fill(10)(300000L), 2, 4),  // 3M rows on 2 cores: 4, not 3
+      (Seq.fill(10)(1000000L), 4, 10)) // 12 in whole waves, but only 10 files
     cases.foreach { case (records, parallelism, tasks) =>
       val read = CostModel.read(records.map(r => deleteFile(r, 0)), settings(parallelism = parallelism))
       assert(read.tasks == tasks, s"$records on $parallelism cores")
