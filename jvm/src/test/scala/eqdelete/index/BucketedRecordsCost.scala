@@ -68,37 +68,10 @@ object BucketedRecordsCost {
 
   def main(args: Array[String]): Unit = {
     val n = args.headOption.map(_.toInt).getOrElse(10000000)
-    val hashes = new Array[Long](n)
-    val packed = new java.io.ByteArrayOutputStream()
-    val key = new KeyBytes
-    for (i <- 0 until n) {
-      val s = UTF8String.fromString(s"key-${2L * i + 1}")
-      hashes(i) = KeyHash.of(Array[Any](s))
-      KeyBytes.pack(Array(org.apache.spark.sql.types.StringType), Array[Any](s), key)
-      val length = new Array[Byte](KeyBytes.LengthBytes)
-      KeyBytes.writeLength(length, 0, key.length)
-      packed.write(length)
-      packed.write(key.bytes, 0, key.length)
-    }
-    val keys = packed.toByteArray
-    val strs = (0 until n).map(i => s"key-$i".getBytes("UTF-8"))
-    val offs = strs.scanLeft(0)(_ + _.length).toArray
-    val address = Platform.allocateMemory(offs.last.toLong)
-    strs.zipWithIndex.foreach { case (b, i) => Platform.copyMemory(b, Platform.BYTE_ARRAY_OFFSET, null, address + offs(i), b.length) }
-    def data(i: Int) = UTF8String.fromAddress(null, address + offs(i), offs(i + 1) - offs(i))
-    def probe(l: Layout, from: Int, until: Int): Long = {
-      val k = new KeyBytes
-      var found = 0L
-      var i = from
-      while (i < until) {
-        val s = data(i)
-        val hash = KeyHash.ofLong(KeyHash.Seed, s.hashCode())
-        k.reset(); k.putUTF8String(s)
-        if (l.find(hash, Global, k) != DeleteKeyIndex.NoDelete) found += 1
-        i += 1
-      }
-      found
-    }
+    val (hashes, keys) = HashedKeyIndexCost.deleteKeys(n)
+    val data = HashedKeyIndexCost.dataKeys(n)
+    def probe(l: Layout, from: Int, until: Int): Long =
+      HashedKeyIndexCost.probeWith(data, from, until, _ => true, l.find(_, Global, _))
     for (bucketsLog <- Seq(20, 21, 22, 23)) {
       val buckets = 1 << bucketsLog
       val t = new Array[Double](5); val t2 = new Array[Double](5); val tb = new Array[Double](5)

@@ -23,21 +23,8 @@ object HashedKeyIndexCost {
     val rounds = 5
     val (builds, orderedBuilds, probes, pairs) = (new Array[Double](rounds), new Array[Double](rounds), new Array[Double](rounds), new Array[Double](rounds))
     val (sortedProbes, sortedPairs) = (new Array[Double](rounds), new Array[Double](rounds))
-    // The delete keys as a task ships them: hashes, and each key packed after its length.
-    val hashes = new Array[Long](n)
-    val packed = new java.io.ByteArrayOutputStream()
-    val key = new KeyBytes
-    for (i <- 0 until n) {
-      val s = UTF8String.fromString(s"key-${2L * i + 1}")
-      hashes(i) = KeyHash.of(Array[Any](s))
-      KeyBytes.pack(Array(org.apache.spark.sql.types.StringType), Array[Any](s), key)
-      val length = new Array[Byte](KeyBytes.LengthBytes)
-      KeyBytes.writeLength(length, 0, key.length)
-      packed.write(length)
-      packed.write(key.bytes, 0, key.length)
-    }
-    val keys = packed.toByteArray
-    val data = OffHeapStrings((0 until n).map(i => s"key-$i"))
+    val (hashes, keys) = deleteKeys(n)
+    val data = dataKeys(n)
     var deleted = 0L
     var bytes = 0L
     for (round <- 0 until rounds) {
@@ -102,6 +89,26 @@ object HashedKeyIndexCost {
     println(f"  index: ${bytes / 1e6}%.0f MB")
   }
 
+  /** The delete keys key-1, key-3, ... as a task ships them: hashes, and each key packed after its length. */
+  private[index] def deleteKeys(n: Int): (Array[Long], Array[Byte]) = {
+    val hashes = new Array[Long](n)
+    val packed = new java.io.ByteArrayOutputStream()
+    val key = new KeyBytes
+    for (i <- 0 until n) {
+      val s = UTF8String.fromString(s"key-${2L * i + 1}")
+      hashes(i) = KeyHash.of(Array[Any](s))
+      KeyBytes.pack(Array(org.apache.spark.sql.types.StringType), Array[Any](s), key)
+      val length = new Array[Byte](KeyBytes.LengthBytes)
+      KeyBytes.writeLength(length, 0, key.length)
+      packed.write(length)
+      packed.write(key.bytes, 0, key.length)
+    }
+    (hashes, packed.toByteArray)
+  }
+
+  /** The data keys key-0 .. key-(n-1), off the heap. */
+  private[index] def dataKeys(n: Int): OffHeapStrings = OffHeapStrings((0 until n).map(i => s"key-$i"))
+
   private def add(index: HashedKeyIndex, hashes: Array[Long], keys: Array[Byte]): HashedKeyIndex = {
     var (i, at) = (0, 0)
     while (i < hashes.length) {
@@ -114,17 +121,25 @@ object HashedKeyIndexCost {
   }
 
   /** As the generated filter probes: hash, Bloom filter, and only then the key packed and looked up. */
-  private def probe(index: HashedKeyIndex, data: OffHeapStrings, from: Int, until: Int): Long = {
+  private def probe(index: HashedKeyIndex, data: OffHeapStrings, from: Int, until: Int): Long =
+    probeWith(data, from, until, index.mightContain, index.newest(Global, _, _))
+
+  /**
+   * How many of the data keys `from` until `until` `newest` finds a delete of, each hashed,
+   * checked with `mightContain`, and only then packed, as the generated filter does.
+   */
+  private[index] def probeWith(data: OffHeapStrings, from: Int, until: Int, mightContain: Long => Boolean,
+      newest: (Long, KeyBytes) => Long): Long = {
     val key = new KeyBytes
     var found = 0L
     var i = from
     while (i < until) {
       val s = data(i)
       val hash = KeyHash.ofLong(KeyHash.Seed, s.hashCode())
-      if (index.mightContain(hash)) {
+      if (mightContain(hash)) {
         key.reset()
         key.putUTF8String(s)
-        if (index.newest(Global, hash, key) != DeleteKeyIndex.NoDelete) found += 1
+        if (newest(hash, key) != DeleteKeyIndex.NoDelete) found += 1
       }
       i += 1
     }
@@ -170,7 +185,7 @@ object HashedKeyIndexCost {
   }
 
   /** Strings in one off-heap buffer, read as UTF8Strings pointing into it (a column vector's way). */
-  private final class OffHeapStrings(address: Long, offsets: Array[Int]) {
+  private[index] final class OffHeapStrings(address: Long, offsets: Array[Int]) {
     def apply(i: Int): UTF8String = UTF8String.fromAddress(null, address + offsets(i), offsets(i + 1) - offsets(i))
   }
 
