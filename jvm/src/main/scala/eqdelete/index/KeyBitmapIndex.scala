@@ -77,7 +77,7 @@ object KeyBitmapIndex {
    * distances take ~1 MB); or, where they are sparser than 64 bits a key, the keys themselves.
    * And whether a NULL key was among them.
    */
-  final class Part private[KeyBitmapIndex] (val first: Long, val words: Array[Long], val distances: Array[Byte],
+  final class Part private (val first: Long, val words: Array[Long], val distances: Array[Byte],
       val keys: Array[Long], val nullDeleted: Boolean) extends Serializable
 
   object Part {
