@@ -68,14 +68,15 @@ object KeyBitmapIndex {
   }
 
   /**
-   * The keys one read task found, in whichever of three forms ships fewest bytes: a bitmap of
-   * their own range, from a multiple of 64 on (so the driver ORs it word by word); the same keys
-   * ascending, each as its distance from the one before (from `first` for the first), in 7-bit
-   * groups, low first, the high bit set on all but a distance's last (where a task's keys are
-   * spread over the whole range, its bitmap is mostly empty words: at 3x10^7 delete keys over
-   * 6x10^7 values, 10^6 keys a task shipped a 7.5 MB bitmap, 226 MB a query, where their
-   * distances take ~1 MB); or, where they are sparser than 64 bits a key, the keys themselves.
-   * And whether a NULL key was among them.
+   * The keys one read task found: where they are sparser than 64 bits a key, the keys themselves,
+   * as read; else a bitmap of their own range, from a multiple of 64 on (so the driver ORs it
+   * word by word), or, where fewer bytes, the same keys ascending, each as its distance from the
+   * one before (from `first` for the first), in 7-bit groups, low first, the high bit set on all
+   * but a distance's last (where a task's keys are spread over the whole range, its bitmap is
+   * mostly empty words: at 3x10^7 delete keys over 6x10^7 values, 10^6 keys a task shipped a
+   * 7.5 MB bitmap, 226 MB a query, where their distances take ~1 MB). Sparser keys are not
+   * sorted for their distances: the bitmap walk orders them for free. And whether a NULL key
+   * was among them.
    */
   final class Part private (val first: Long, val words: Array[Long], val distances: Array[Byte],
       val keys: Array[Long], val nullDeleted: Boolean) extends Serializable
@@ -123,7 +124,7 @@ object KeyBitmapIndex {
           val bytes = math.max(1, (70 - java.lang.Long.numberOfLeadingZeros(distance)) / 7) // 7 bits a byte
           if (at + bytes > into.length) {
             if (at + bytes >= limit) return null
-            into = java.util.Arrays.copyOf(into, math.min(limit, math.max(at + bytes, 2 * into.length)))
+            into = java.util.Arrays.copyOf(into, math.min(limit.toLong, math.max(at + bytes, 2L * into.length)).toInt)
           }
           while ((distance & ~0x7FL) != 0) {
             into(at) = ((distance & 0x7F) | 0x80).toByte

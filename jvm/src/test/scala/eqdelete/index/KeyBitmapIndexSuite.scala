@@ -54,6 +54,9 @@ class KeyBitmapIndexSuite extends AnyFunSuite {
     val near = (-30L until 59970L by 30).toList
     val far = part(near ++ Seq(59940L + 128, 59940L + 128 + 16384))
     assert(kinds(far) == Seq(false, true, false) && far.first == -64L && far.distances.length == 2000 + 2 + 3)
+    // A tie: 8 keys in one word take 8 bytes as distances too; the bitmap wins.
+    val tie = part(0L until 8L)
+    assert(kinds(tie) == Seq(true, false, false) && tie.words.toSeq == Seq(255L))
     val sparse = part(Seq(5L, 1000000L, 77L))
     assert(kinds(sparse) == Seq(false, false, true) && sparse.keys.toSeq == Seq(5L, 1000000L, 77L))
     val wide = part(Seq(Long.MinValue, Long.MaxValue))
@@ -91,10 +94,14 @@ class KeyBitmapIndexSuite extends AnyFunSuite {
   }
 
   test("a key outside the bounds the delete files' metadata states fails, naming the key, the set and the bounds") {
-    Seq(part(Seq(10L, 100L)), part(Seq(10L, 5000000L)), part(Seq(-1L, 10L))).foreach { outside =>
+    // Every form: distances, keys, and bitmaps (dense keys) reaching past either bound.
+    val bitmaps = Seq(part(90L until 110L), part(-10L until 10L))
+    assert(bitmaps.forall(p => p.words.nonEmpty && p.distances.isEmpty))
+    val outsides = Seq(part(Seq(10L, 100L)), part(Seq(10L, 5000000L)), part(Seq(-1L, 10L))) ++ bitmaps
+    outsides.zip(Seq("100", "5000000", "-1", "109", "-10")).foreach { case (outside, key) =>
       val error = intercept[IllegalStateException](KeyBitmapIndex.of(0, 99, Oldest, Seq(part(Seq(1L)), outside), "(id)"))
       assert(error.getMessage.contains("(id)") && error.getMessage.contains("0 .. 99"), error.getMessage)
-      assert(Seq("100", "5000000", "-1").exists(error.getMessage.contains))
+      assert(error.getMessage.contains(s"holds key $key,"), error.getMessage)
     }
   }
 
