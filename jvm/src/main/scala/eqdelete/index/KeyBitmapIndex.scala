@@ -153,17 +153,16 @@ object KeyBitmapIndex {
     val wordCount = ((upper - first) >>> 6) + 1
     require(java.lang.Long.compareUnsigned(wordCount, MaxWords) <= 0, s"key range $lower .. $upper is too wide for one bitmap")
     val words = new Array[Long](wordCount.toInt)
-    def outside(key: Long) = new IllegalStateException(
+    // A key within the bounds, else the query fails naming it.
+    def checked(key: Long): Long = if (key >= lower && key <= upper) key else throw new IllegalStateException(
       s"eqdelete: a delete row of $describe holds key $key, outside the bounds $lower .. $upper its delete files' metadata states")
-    def inRange(key: Long): Boolean = key >= lower && key <= upper
+    def add(key: Long): Unit = setBit(words, first, checked(key))
     parts.foreach { part =>
       if (part.words.nonEmpty) {
         val at = (part.first - first) >> 6 // both multiples of 64: whole words apart
         // A part's range spans its own keys only: its first and last set bits are keys.
-        val lowest = part.first + java.lang.Long.numberOfTrailingZeros(part.words.head)
-        val highest = part.first + 64L * (part.words.length - 1) + 63 - java.lang.Long.numberOfLeadingZeros(part.words.last)
-        if (!inRange(lowest)) throw outside(lowest)
-        if (!inRange(highest)) throw outside(highest)
+        checked(part.first + java.lang.Long.numberOfTrailingZeros(part.words.head))
+        checked(part.first + 64L * (part.words.length - 1) + 63 - java.lang.Long.numberOfLeadingZeros(part.words.last))
         var i = 0
         while (i < part.words.length) {
           words((at + i).toInt) |= part.words(i)
@@ -184,13 +183,9 @@ object KeyBitmapIndex {
           at += 1
         }
         key += distance
-        if (!inRange(key)) throw outside(key)
-        setBit(words, first, key)
+        add(key)
       }
-      part.keys.foreach { key =>
-        if (!inRange(key)) throw outside(key)
-        setBit(words, first, key)
-      }
+      part.keys.foreach(add)
     }
     new KeyBitmapIndex(first, words, oldestSequenceNumber, parts.exists(_.nullDeleted))
   }
