@@ -65,7 +65,7 @@ object DeleteIndexBuilder {
       Iterator(DeleteRowBatch.bitmapPart(files, reader, keyType, rowsPerTask))
     }
     val shipped = JobDescription.during(context, s"eqdelete: ${indexed.describe}") {
-      context.runJob(parts, (rows: Iterator[KeyBitmapIndex.Part]) => rows.next())
+      TaskResultHandover.collect(context, parts)
     }
     KeyBitmapIndex.of(bitmap.lower, bitmap.upper, bitmap.oldestSequenceNumber, shipped.toSeq, indexed.set.describeKeys)
   }
@@ -111,8 +111,7 @@ object DeleteIndexBuilder {
     val held = scala.collection.mutable.ArrayBuffer[DeleteRowBatch]()
     var covered = 0L
     val job = JobDescription.during(context, s"eqdelete: ${indexed.describe}") {
-      context.submitJob(batches, (rows: Iterator[DeleteRowBatch]) => rows.next(), 0 until batches.getNumPartitions,
-        (_: Int, batch: DeleteRowBatch) => arrived.put(batch), ())
+      TaskResultHandover.submit(context, batches)((_, batch) => arrived.put(batch))
     }
     // Spark hands over every result before it marks the job complete.
     try while (!job.isCompleted || !arrived.isEmpty) {
