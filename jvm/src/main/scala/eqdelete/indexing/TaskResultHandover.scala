@@ -37,8 +37,9 @@ object TaskResultHandover {
     if (!context.isLocal) return context.submitJob(rdd, (rows: Iterator[T]) => rows.next(), partitions, handle, ())
     val job = jobs.incrementAndGet()
     live.put(job, new ConcurrentHashMap[Int, AnyRef]())
-    val action = context.submitJob(rdd, (rows: Iterator[T]) => park[T](job, TaskContext.getPartitionId(), rows.next()),
-      partitions, (partition: Int, _: T) => handle(partition, take[T](job, partition)), ())
+    val action = try context.submitJob(rdd, (rows: Iterator[T]) => park[T](job, TaskContext.getPartitionId(), rows.next()),
+      partitions, (partition: Int, shipped: T) => handle(partition, if (shipped != null) shipped else take[T](job, partition)), ())
+    catch { case e: Throwable => live.remove(job); throw e }
     action.onComplete(_ => live.remove(job))(sameThread)
     action
   }
@@ -50,19 +51,26 @@ object TaskResultHandover {
     results
   }
 
-  /** Jobs whose results may still be parked: none once every job has ended (for tests). */
+  /**
+   * Jobs whose results may still be parked: none once every job has ended (for tests; a job's
+   * end reaches its clean-up just after it reaches `get()`).
+   */
   private[indexing] def liveJobs: Int = live.size()
 
-  /** What the task ships instead of its result: nothing. */
-  private def park[T](job: Long, partition: Int, result: T): T = {
-    live.computeIfPresent(job, (_, results) => { results.put(partition, result.asInstanceOf[AnyRef]); results })
-    null.asInstanceOf[T]
+  /**
+   * What the task ships: nothing, once its result is parked; the result itself where its job is
+   * not here (this class loaded again for the task, as `spark.executor.userClassPathFirst` may),
+   * or no longer (Spark ignores a result of a job that has ended).
+   */
+  private[indexing] def park[T](job: Long, partition: Int, result: T): T = {
+    val parkedIn = live.computeIfPresent(job, (_, results) => { results.put(partition, result.asInstanceOf[AnyRef]); results })
+    if (parkedIn == null) result else null.asInstanceOf[T]
   }
 
   private def take[T](job: Long, partition: Int): T = {
     val results = live.get(job)
     val result = if (results == null) null else results.remove(partition)
-    // A local task runs in this JVM and parks before it reports success: never missing.
+    // A task that shipped nothing parked its result before it reported success: never missing.
     require(result != null, s"eqdelete: no result parked for partition $partition of handover job $job")
     result.asInstanceOf[T]
   }
