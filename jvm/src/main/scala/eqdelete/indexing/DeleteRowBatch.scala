@@ -123,6 +123,7 @@ object DeleteRowBatch {
    * (`HashedKeyIndex.place`) than the read tasks took of theirs, while they wanted both cores.
    */
   def addInSlotOrder(batches: Seq[DeleteRowBatch], index: HashedKeyIndex): Unit = {
+    index.reserveRecords(batches.map(_.keys.length.toLong).sum, batches.map(_.packed.length.toLong).sum)
     val runs = new Runs(batches)
     import runs.{ends, scopes, sequences, starts, keys => hashes}
     val packed = runs.batches.map(_.packed)

@@ -50,7 +50,10 @@ object HashedKeyIndexCost {
         i += 1
       }
       started = System.nanoTime()
-      val ordered = add(new HashedKeyIndex(Seq(org.apache.spark.sql.types.StringType), n), orderedHashes, orderedKeys).seal()
+      // As the driver adds the tasks' batches: their records allocated exactly, then added.
+      val sized = new HashedKeyIndex(Seq(org.apache.spark.sql.types.StringType), n)
+      sized.reserveRecords(n, orderedKeys.length)
+      val ordered = add(sized, orderedHashes, orderedKeys).seal()
       orderedBuilds(round) = (System.nanoTime() - started) / 1e9
       bytes = ordered.retainedBytes
 

@@ -170,6 +170,18 @@ class DeleteRowBatchSuite extends AnyFunSuite {
     }
   }
 
+  test("hashed batches' records are allocated as exactly as the batches count them, not by the estimate for strings") {
+    val types = Seq(StringType)
+    val keys = (0 until 5000).map(k => UTF8String.fromString("k" * (k % 7) + k))
+    val batch = shipped(DeleteRowBatch(keys.iterator.map(k => InternalRow(k, Global, 2L)), types, primitive = false, indexKeys = 5000))
+    val index = new HashedKeyIndex(types, 5000)
+    val slotsOnly = index.retainedBytes // no record is allocated before the first key
+    DeleteRowBatch.addInSlotOrder(Seq(batch), index)
+    // A record: hash, scope, seq (24 bytes), its packed length (4), then the packed string: a non-NULL tag, its length, its bytes.
+    assert(index.retainedBytes - slotsOnly == keys.map(k => 24L + 4 + 1 + 4 + k.numBytes).sum)
+    assert(index.seal().distinctKeys == 5000 && index.newestOf(Global, Array[Any](keys(4321))) == 2L)
+  }
+
   test("the hashed insert order is a permutation walking the table's slots front to back") {
     val random = new Random(17)
     val hashes = Array.fill(5000)(random.nextLong())
