@@ -68,20 +68,29 @@ object KeyBitmapIndex {
   }
 
   /**
-   * The keys one read task found: where they are sparser than 64 bits a key, the keys themselves,
-   * as read; else a bitmap of their own range, from a multiple of 64 on (so the driver ORs it
-   * word by word), or, where fewer bytes, the same keys ascending, each as its distance from the
-   * one before (from `first` for the first), in 7-bit groups, low first, the high bit set on all
-   * but a distance's last (where a task's keys are spread over the whole range, its bitmap is
-   * mostly empty words: at 3x10^7 delete keys over 6x10^7 values, 10^6 keys a task shipped a
-   * 7.5 MB bitmap, 226 MB a query, where their distances take ~1 MB). Sparser keys are not
-   * sorted for their distances: the bitmap walk orders them for free. And whether a NULL key
-   * was among them.
+   * The keys one read task found: a bitmap of their own range, from a multiple of 64 on (so the
+   * driver ORs it word by word), or, where fewer bytes, the same keys ascending, each as its
+   * distance from the one before (from `first` for the first), in 7-bit groups, low first, the
+   * high bit set on all but a distance's last (where a task's keys are spread over the whole
+   * range, its bitmap is mostly empty words: at 3x10^7 delete keys over 6x10^7 values, 10^6 keys
+   * a task shipped a 7.5 MB bitmap, 226 MB a query, where their distances take ~1 MB). Keys
+   * sparser than 64 bits a key ship as distances where a bitmap of their range (walked once, in
+   * place of sorting them) is at most `SparseWalkWordsPerKey` words a key and the distances take
+   * fewer bytes than the keys; else the keys themselves, as read. And whether a NULL key was
+   * among them.
    */
   final class Part private (val first: Long, val words: Array[Long], val distances: Array[Byte],
       val keys: Array[Long], val nullDeleted: Boolean) extends Serializable
 
   object Part {
+    /**
+     * Up to how many bitmap words a key a task's sparse keys are still walked in a bitmap of their
+     * range for their distances (16 bytes a key at most, for a moment): at 10^8 data rows under
+     * 10^7 delete rows, 2.5M keys a task over 2x10^8 values shipped 20 MB of keys each, where
+     * their distances take ~3 MB.
+     */
+    private val SparseWalkWordsPerKey = 2L
+
     /** The part of `keys(0 until n)`. */
     def of(keys: Array[Long], n: Int, nullDeleted: Boolean): Part = {
       if (n == 0) return new Part(0L, Array.emptyLongArray, Array.emptyByteArray, Array.emptyLongArray, nullDeleted)
@@ -94,18 +103,20 @@ object KeyBitmapIndex {
       }
       val first = min & ~63L // floor to a multiple of 64, also for negative keys
       val wordCount = ((max - first) >>> 6) + 1 // as unsigned: exact for any two longs
-      if (java.lang.Long.compareUnsigned(wordCount, n.toLong) > 0) {
-        return new Part(0L, Array.emptyLongArray, Array.emptyByteArray, java.util.Arrays.copyOf(keys, n), nullDeleted)
-      }
+      def asRead = new Part(0L, Array.emptyLongArray, Array.emptyByteArray, java.util.Arrays.copyOf(keys, n), nullDeleted)
+      val sparse = java.lang.Long.compareUnsigned(wordCount, n.toLong) > 0
+      if (sparse && java.lang.Long.compareUnsigned(wordCount, SparseWalkWordsPerKey * n) > 0) return asRead
       val words = new Array[Long](wordCount.toInt)
       i = 0
       while (i < n) {
         setBit(words, first, keys(i))
         i += 1
       }
-      val distances = distancesOf(words, first, math.min(8L * words.length, Int.MaxValue - 8L).toInt)
-      if (distances == null) new Part(first, words, Array.emptyByteArray, Array.emptyLongArray, nullDeleted)
-      else new Part(first, Array.emptyLongArray, distances, Array.emptyLongArray, nullDeleted)
+      // Fewer bytes than the bitmap, or for sparse keys than the keys themselves.
+      val distances = distancesOf(words, first, math.min(8L * (if (sparse) n else words.length), Int.MaxValue - 8L).toInt)
+      if (distances != null) new Part(first, Array.emptyLongArray, distances, Array.emptyLongArray, nullDeleted)
+      else if (sparse) asRead
+      else new Part(first, words, Array.emptyByteArray, Array.emptyLongArray, nullDeleted)
     }
 
     /**

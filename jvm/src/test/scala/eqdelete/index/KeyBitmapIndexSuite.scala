@@ -41,7 +41,7 @@ class KeyBitmapIndexSuite extends AnyFunSuite {
     }
   }
 
-  test("a task ships a bitmap of its keys' range, their distances where fewer bytes, or the keys where sparser than 64 bits a key") {
+  test("a task ships a bitmap of its keys' range, their distances where fewer bytes, or the keys where sparser than 128 bits a key") {
     def kinds(p: KeyBitmapIndex.Part) = Seq(p.words.nonEmpty, p.distances.nonEmpty, p.keys.nonEmpty)
     val dense = part(0L until 10000L by 3)
     assert(kinds(dense) == Seq(true, false, false) && dense.words.length == 157 && dense.first == 0)
@@ -57,6 +57,14 @@ class KeyBitmapIndexSuite extends AnyFunSuite {
     // A tie: 8 keys in one word take 8 bytes as distances too; the bitmap wins.
     val tie = part(0L until 8L)
     assert(kinds(tie) == Seq(true, false, false) && tie.words.toSeq == Seq(255L))
+    // One key in 100 (sparser than 64 bits a key, within 128): walked in a bitmap, shipped as distances.
+    val walked = part(scala.util.Random.shuffle((7L until 1000007L by 100).toList))
+    assert(kinds(walked) == Seq(false, true, false) && walked.first == 0L && walked.distances.length == 10000)
+    val walkedIndex = KeyBitmapIndex.of(0L, 1000006L, Oldest, Seq(walked), "(k)")
+    assert(walkedIndex.distinctKeys == 10000 && (0L to 1000010L).forall(k => present(walkedIndex, k) == (k >= 7 && k < 1000007 && (k - 7) % 100 == 0)))
+    // One key in 200: past two bitmap words a key, the keys as read.
+    val spaced = part((7L until 2000007L by 200).toList)
+    assert(kinds(spaced) == Seq(false, false, true) && spaced.keys.length == 10000)
     val sparse = part(Seq(5L, 1000000L, 77L))
     assert(kinds(sparse) == Seq(false, false, true) && sparse.keys.toSeq == Seq(5L, 1000000L, 77L))
     val wide = part(Seq(Long.MinValue, Long.MaxValue))
