@@ -74,10 +74,10 @@ object KeyBitmapIndex {
    * high bit set on all but a distance's last (where a task's keys are spread over the whole
    * range, its bitmap is mostly empty words: at 3x10^7 delete keys over 6x10^7 values, 10^6 keys
    * a task shipped a 7.5 MB bitmap, 226 MB a query, where their distances take ~1 MB). Keys
-   * sparser than 64 bits a key ship as distances where a bitmap of their range (walked once, in
-   * place of sorting them) is at most `SparseWalkWordsPerKey` words a key and the distances take
-   * fewer bytes than the keys; else the keys themselves, as read. And whether a NULL key was
-   * among them.
+   * sparser than 64 bits a key are walked in a bitmap of their range too (in place of sorting
+   * them) up to `SparseWalkWordsPerKey` words a key, and ship as distances: over at most 128
+   * values a key, ~1-2 bytes a key, never more than the bitmap. Sparser still, the keys
+   * themselves, as read. And whether a NULL key was among them.
    */
   final class Part private (val first: Long, val words: Array[Long], val distances: Array[Byte],
       val keys: Array[Long], val nullDeleted: Boolean) extends Serializable
@@ -103,20 +103,18 @@ object KeyBitmapIndex {
       }
       val first = min & ~63L // floor to a multiple of 64, also for negative keys
       val wordCount = ((max - first) >>> 6) + 1 // as unsigned: exact for any two longs
-      def asRead = new Part(0L, Array.emptyLongArray, Array.emptyByteArray, java.util.Arrays.copyOf(keys, n), nullDeleted)
-      val sparse = java.lang.Long.compareUnsigned(wordCount, n.toLong) > 0
-      if (sparse && java.lang.Long.compareUnsigned(wordCount, SparseWalkWordsPerKey * n) > 0) return asRead
+      if (java.lang.Long.compareUnsigned(wordCount, SparseWalkWordsPerKey * n) > 0) {
+        return new Part(0L, Array.emptyLongArray, Array.emptyByteArray, java.util.Arrays.copyOf(keys, n), nullDeleted)
+      }
       val words = new Array[Long](wordCount.toInt)
       i = 0
       while (i < n) {
         setBit(words, first, keys(i))
         i += 1
       }
-      // Fewer bytes than the bitmap, or for sparse keys than the keys themselves.
-      val distances = distancesOf(words, first, math.min(8L * (if (sparse) n else words.length), Int.MaxValue - 8L).toInt)
-      if (distances != null) new Part(first, Array.emptyLongArray, distances, Array.emptyLongArray, nullDeleted)
-      else if (sparse) asRead
-      else new Part(first, words, Array.emptyByteArray, Array.emptyLongArray, nullDeleted)
+      val distances = distancesOf(words, first, math.min(8L * words.length, Int.MaxValue - 8L).toInt)
+      if (distances == null) new Part(first, words, Array.emptyByteArray, Array.emptyLongArray, nullDeleted)
+      else new Part(first, Array.emptyLongArray, distances, Array.emptyLongArray, nullDeleted)
     }
 
     /**
