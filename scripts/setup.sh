@@ -90,7 +90,7 @@ if [ -n "$stale" ]; then
   touch "${jars[@]}"
 fi
 
-# 5. Flink, for the tests' real producer (python/eqdelete/tools/flink.py, tests/test_flink.py): a
+# 5. Flink, for the tests' real producer (python/eqdelete/tools/flink.py, tests/lakehouse/test_flink_tables.py): a
 #    virtualenv with the pinned apache-flink, and the pinned jars (Iceberg's Flink runtime, Hadoop's
 #    client for the Hadoop catalog) by Maven coordinates. The marker holds the installed pin, so a
 #    changed pin reinstalls and an unchanged one does nothing.

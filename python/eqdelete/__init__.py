@@ -15,7 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from eqdelete._remote import ExtensionNotLoadedError
 from eqdelete.compare import Comparison, NoEqualityDeletesError, ResultsDifferError, compare
-from eqdelete.config import STRATEGIES, configure, session
+from eqdelete.config import STRATEGIES, RemoteSessionWarning, configure, session
 from eqdelete.decisions import Decision, decisions, last_decisions
 from eqdelete.deletes import Commit, write_equality_deletes
 from eqdelete.maintain import MaintainRound, MaintainSummary, maintain, maintain_round
@@ -37,6 +37,7 @@ __all__ = [
     "MaintainRound",
     "MaintainSummary",
     "NoEqualityDeletesError",
+    "RemoteSessionWarning",
     "ResolveConflictError",
     "ResolveResult",
     "ResultsDifferError",

@@ -15,8 +15,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import eqdelete
+from eqdelete import RemoteSessionWarning
 from eqdelete.tools.cdc import CdcSpec, generate
-from eqdelete.config import RemoteSessionWarning
 
 from connect_cases import QUERY, STRATEGIES, fingerprint_sql, spec
 
@@ -206,7 +206,7 @@ LOCAL_SERVER_JOB = """
 import sys, warnings
 from pyspark.sql import SparkSession
 import eqdelete
-from eqdelete.config import RemoteSessionWarning
+from eqdelete import RemoteSessionWarning
 
 warnings.simplefilter("error", RemoteSessionWarning)
 how, warehouse = sys.argv[1:]
