@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from eqdelete._remote import ExtensionNotLoadedError
 from eqdelete.compare import Comparison, NoEqualityDeletesError, ResultsDifferError, compare
 from eqdelete.config import STRATEGIES, RemoteSessionWarning, configure, session
 from eqdelete.decisions import Decision, decisions, last_decisions
 from eqdelete.deletes import Commit, write_equality_deletes
+from eqdelete.errors import CommitOutcomeUnknownError, ExtensionNotLoadedError, ResolveConflictError, ResolveFailedError
 from eqdelete.maintain import MaintainRound, MaintainSummary, maintain, maintain_round
-from eqdelete.resolve import ResolveConflictError, ResolveResult, resolve_equality_deletes
+from eqdelete.resolve import ResolveResult, resolve_equality_deletes
 from eqdelete.summary import TableSummary, summarize
 from eqdelete.toggles import get_strategy, set_enabled, set_strategy, use_conf, use_strategy
 
@@ -31,6 +31,7 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 __all__ = [
     "STRATEGIES",
     "Commit",
+    "CommitOutcomeUnknownError",
     "Comparison",
     "Decision",
     "ExtensionNotLoadedError",
@@ -39,6 +40,7 @@ __all__ = [
     "NoEqualityDeletesError",
     "RemoteSessionWarning",
     "ResolveConflictError",
+    "ResolveFailedError",
     "ResolveResult",
     "ResultsDifferError",
     "TableSummary",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from pyspark.sql import DataFrame, SparkSession
+
+from eqdelete.errors import from_jvm
 
 
 def _jvm(spark: SparkSession) -> Any:
@@ -116,25 +118,31 @@ def forget_kept_deletes(spark: SparkSession) -> None:
     _jvm(spark).eqdelete.planning.PlanningTime.forgetKeptDeletes()
 
 
-def resolve_equality_deletes(spark: SparkSession, table: str, where: str | None, dry_run: bool) -> dict[str, Any]:
-    """Run eqdelete's resolve on the JVM; its result as a dict (see eqdelete.resolve)."""
+def _calling(call: Callable[[], Any]) -> Any:
+    """``call()``, with eqdelete's own JVM exceptions raised as their Python errors (one line each),
+    not as a Py4JJavaError carrying a JVM stack trace."""
     from py4j.protocol import Py4JJavaError
 
-    resolver = _jvm(spark).eqdelete.resolve.ResolveEqualityDeletes
     try:
-        return dict(resolver.run(_jsession(spark), table, where, dry_run).asJava().items())
+        return call()
     except Py4JJavaError as error:
         cause = error.java_exception
-        if cause.getClass().getName().endswith("ResolveConflictException"):
-            from eqdelete.resolve import ResolveConflictError
-
-            raise ResolveConflictError(str(cause.getMessage())) from None
+        known = from_jvm(str(cause.getClass().getName()), str(cause.getMessage()))
+        if known is not None:
+            raise known from None
         raise
+
+
+def resolve_equality_deletes(spark: SparkSession, table: str, where: str | None, dry_run: bool) -> dict[str, Any]:
+    """Run eqdelete's resolve on the JVM; its result as a dict (see eqdelete.resolve)."""
+    resolver = _jvm(spark).eqdelete.resolve.ResolveEqualityDeletes
+    return _calling(lambda: dict(resolver.run(_jsession(spark), table, where, dry_run).asJava().items()))
 
 
 def maintain_round(spark: SparkSession, table: str) -> dict[str, Any]:
     """Run one round of eqdelete's maintain on the JVM; its result as a dict (see eqdelete.maintain)."""
-    return dict(_jvm(spark).eqdelete.maintain.MaintainRound.run(_jsession(spark), table).asJava().items())
+    rounds = _jvm(spark).eqdelete.maintain.MaintainRound
+    return _calling(lambda: dict(rounds.run(_jsession(spark), table).asJava().items()))
 
 
 def active_stage_progress(spark: SparkSession) -> list[tuple[int, str, int, int]]:

@@ -17,6 +17,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from eqdelete import _jvm
+from eqdelete.errors import ExtensionNotLoadedError, from_message
 
 
 def is_remote(session_or_frame: SparkSession | DataFrame) -> bool:
@@ -44,10 +45,6 @@ def temp_view(frame: DataFrame) -> Iterator[str]:
 def rows(spark: SparkSession, sql: str) -> list[dict[str, Any]]:
     """The rows of ``sql`` as dicts."""
     return [row.asDict() for row in spark.sql(sql).collect()]
-
-
-class ExtensionNotLoadedError(RuntimeError):
-    """The session has no eqdelete: its SQL functions and rule are not there."""
 
 
 def function_rows(spark: SparkSession, sql: str) -> list[dict[str, Any]]:
@@ -92,5 +89,12 @@ def call(spark: SparkSession, procedure: str, **arguments: str | bool | Sequence
     """``CALL procedure(name => value, ...)`` of a procedure returning one row; None arguments
     are left out (the procedure's default)."""
     named = ", ".join(f"{name} => {_argument(value)}" for name, value in arguments.items() if value is not None)
-    [row] = rows(spark, f"CALL {procedure}({named})")
+    try:
+        [row] = rows(spark, f"CALL {procedure}({named})")
+    except Exception as error:
+        # The server sends the JVM exception's message: eqdelete's own errors are told by it.
+        known = from_message(str(error))
+        if known is not None:
+            raise known from None
+        raise
     return row

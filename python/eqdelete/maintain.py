@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 
 from eqdelete import _jvm, _remote
 from eqdelete.config import PROCEDURE_CATALOG
+from eqdelete.errors import CommitOutcomeUnknownError
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,9 @@ class MaintainRound:
     was. ``compaction_conflicted`` says the compaction of position delete files lost to a
     concurrent commit (the next round tries again); ``last_conflict`` is the last conflict's message. ``equality_delete_files_live`` and ``lag_seconds`` describe the table after the
     round: the equality delete files still live (those the writer committed meanwhile) and the age
-    of the oldest of them, from its commit (0 when none is live).
+    of the oldest of them, from its commit (0 when none is live). ``commit_note`` says what the
+    client saw of a commit that landed although its answer was lost, or of a compaction whose
+    outcome is unknown (None when neither happened).
     """
 
     table: str
@@ -54,6 +57,7 @@ class MaintainRound:
     equality_delete_files_live: int
     lag_seconds: float
     seconds: float
+    commit_note: Optional[str] = None
 
     @property
     def committed(self) -> bool:
@@ -80,6 +84,8 @@ class MaintainRound:
         conflicts = f"; {self.conflicts} conflict(s), retried" if self.conflicts and self.committed else ""
         if self.compaction_conflicted:
             conflicts += "; the compaction conflicted, left to the next round"
+        if self.commit_note:
+            conflicts += f"; {self.commit_note}"
         return (f"{self.table}: {did}{compacted}{conflicts}; {self.equality_delete_files_live:,} equality delete file(s) "
                 f"live, lag {self.lag_seconds:.1f} s; {self.seconds:.1f} s")
 
@@ -99,19 +105,24 @@ class MaintainSummary:
     rounds_without_commit_after_conflicts: int
     last_lag_seconds: float
     seconds: float
+    unknown_outcomes: int = 0
+    last_unknown_outcome: Optional[str] = None
 
     def render(self) -> str:
+        unknown = (f", {self.unknown_outcomes} round(s) whose commit's outcome is unknown (nothing deleted)"
+                   if self.unknown_outcomes else "")
         return (f"maintained {self.table}: {self.rounds} round(s), {self.rounds_committed} committed, "
                 f"{self.rows_resolved:,} row(s) resolved, {self.conflicts} conflict(s) "
-                f"({self.rounds_without_commit_after_conflicts} round(s) left to the next after them), "
+                f"({self.rounds_without_commit_after_conflicts} round(s) left to the next after them){unknown}, "
                 f"lag {self.last_lag_seconds:.1f} s at the end; {self.seconds:.0f} s")
 
 
 def maintain_round(spark: SparkSession, table: str) -> MaintainRound:
     """Run one round on ``table``: resolve its live equality deletes (retrying after conflicts),
     compact piled-up position delete files (format v2), and report the lag. A delete file that
-    cannot be read, or a commit whose outcome is unknown, raises; a round whose every attempt
-    conflicted returns with ``committed`` False and the table as it was."""
+    cannot be read raises ``ResolveFailedError``, a commit whose outcome the table cannot show
+    ``CommitOutcomeUnknownError`` (nothing deleted: the next round settles it); a round whose every
+    attempt conflicted returns with ``committed`` False and the table as it was."""
     if not isinstance(table, str) or not table.strip():
         raise ValueError(f"table must name an Iceberg table, not {table!r}")
     if _remote.is_remote(spark):
@@ -129,11 +140,14 @@ def maintain(
     rounds: Optional[int] = None,
     stop: Optional[threading.Event] = None,
     on_round: Optional[Callable[[MaintainRound], None]] = None,
+    on_unknown: Optional[Callable[[CommitOutcomeUnknownError], None]] = None,
 ) -> MaintainSummary:
     """Keep ``table`` resolved: run a round (``maintain_round``), wait ``interval`` seconds from
     its start, and again, until ``rounds`` rounds ran (None: no limit) or ``stop`` is set, which is
     checked between rounds (a round under way finishes first). ``on_round`` gets each round's
-    result as it ends. Returns what the rounds did in all."""
+    result as it ends. A round whose commit's outcome is unknown goes to ``on_unknown`` and the
+    loop goes on (the next round starts from the table as it is, so it settles it); the summary
+    counts them. Any other error ends the loop. Returns what the rounds did in all."""
     if interval < 0:
         raise ValueError(f"interval must be zero or more seconds, not {interval}")
     if rounds is not None and rounds < 1:
@@ -141,22 +155,31 @@ def maintain(
     stop = stop or threading.Event()
     started = time.monotonic()
     done: list[MaintainRound] = []
-    while not stop.is_set() and (rounds is None or len(done) < rounds):
+    unknown: list[CommitOutcomeUnknownError] = []
+    while not stop.is_set() and (rounds is None or len(done) + len(unknown) < rounds):
         began = time.monotonic()
-        result = maintain_round(spark, table)
-        done.append(result)
-        if on_round is not None:
-            on_round(result)
-        if rounds is not None and len(done) >= rounds:
+        try:
+            result = maintain_round(spark, table)
+        except CommitOutcomeUnknownError as error:
+            unknown.append(error)
+            if on_unknown is not None:
+                on_unknown(error)
+        else:
+            done.append(result)
+            if on_round is not None:
+                on_round(result)
+        if rounds is not None and len(done) + len(unknown) >= rounds:
             break
         stop.wait(max(0.0, interval - (time.monotonic() - began)))
     return MaintainSummary(
         table=done[-1].table if done else table,
-        rounds=len(done),
+        rounds=len(done) + len(unknown),
         rounds_committed=sum(r.committed for r in done),
         rows_resolved=sum(r.rows_resolved for r in done),
         conflicts=sum(r.conflicts + r.compaction_conflicted for r in done),
         rounds_without_commit_after_conflicts=sum(r.gave_up for r in done),
         last_lag_seconds=done[-1].lag_seconds if done else 0.0,
         seconds=time.monotonic() - started,
+        unknown_outcomes=len(unknown),
+        last_unknown_outcome=str(unknown[-1]) if unknown else None,
     )

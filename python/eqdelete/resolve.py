@@ -16,10 +16,10 @@ from pyspark.sql import SparkSession
 
 from eqdelete import _jvm, _remote
 from eqdelete.config import PROCEDURE_CATALOG
+from eqdelete.errors import CommitOutcomeUnknownError, ResolveConflictError, ResolveFailedError
 
-
-class ResolveConflictError(RuntimeError):
-    """A commit made while resolving changed the files involved; nothing was committed."""
+__all__ = ["CommitOutcomeUnknownError", "ResolveConflictError", "ResolveFailedError", "ResolveResult",
+           "resolve_equality_deletes"]
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,8 @@ class ResolveResult:
     part). ``data_files_read`` counts the data files whose key columns were read to find the rows:
     those Iceberg's planning pairs with an equality delete (partition, sequence numbers, key bounds of
     data and delete files). ``delete_files_replaced`` counts the deletion vectors (and file-scoped position
-    delete files) merged into the new deletion vectors and removed.
+    delete files) merged into the new deletion vectors and removed. ``commit_note`` says what the
+    client saw of a commit that landed although its answer was lost (None when the answer came).
     """
 
     table: str
@@ -48,6 +49,7 @@ class ResolveResult:
     delete_files_replaced: int
     dry_run: bool
     seconds: float
+    commit_note: Optional[str] = None
 
     @property
     def committed(self) -> bool:
@@ -58,6 +60,8 @@ class ResolveResult:
             head = f"dry run on {self.table} (snapshot {self.starting_snapshot_id}): nothing written"
         elif self.committed:
             head = f"resolved {self.table}: snapshot {self.starting_snapshot_id} -> {self.snapshot_id}"
+            if self.commit_note:
+                head += f"; {self.commit_note}: committed, nothing to do"
         else:
             head = f"nothing to resolve in {self.table} (snapshot {self.starting_snapshot_id}): nothing committed"
         written = (f"{self.deletion_vectors_written:,} deletion vector(s)" if self.format_version >= 3
@@ -77,14 +81,8 @@ class ResolveResult:
 
 def _resolve_remote(spark: SparkSession, table: str, where: Optional[str], dry_run: bool) -> dict:
     """The run on a Spark Connect server: ``CALL eqdelete.system.resolve_equality_deletes``."""
-    try:
-        return _remote.call(spark, f"{PROCEDURE_CATALOG}.system.resolve_equality_deletes", table=table, where=where,
-                            dry_run=dry_run)
-    except Exception as error:
-        # The server sends the JVM exception's message, not its class: the conflict says so in words.
-        if "conflicts with a commit made since snapshot" in str(error):
-            raise ResolveConflictError(str(error)) from None
-        raise
+    return _remote.call(spark, f"{PROCEDURE_CATALOG}.system.resolve_equality_deletes", table=table, where=where,
+                        dry_run=dry_run)
 
 
 def resolve_equality_deletes(

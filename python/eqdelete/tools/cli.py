@@ -11,7 +11,13 @@ from typing import Any
 from eqdelete.tools.cdc import KEY_TYPES, LAYOUTS, PARTITIONINGS, CdcSpec, generate
 from eqdelete.compare import ResultsDifferError, compare
 from eqdelete.config import DEFAULT_CATALOG, DEFAULT_WAREHOUSE, session
+from eqdelete.errors import CommitOutcomeUnknownError, ResolveConflictError, ResolveFailedError
 from eqdelete.summary import summarize
+
+#: Exit codes of resolve and maintain --once beyond 0 (done), 1 (failed) and 2 (bad input): 4, a
+#: conflict left nothing committed (run it again); 5, the commit's outcome is unknown and nothing
+#: was deleted (run it again once the catalog answers).
+EXIT_CODES: dict[type, int] = {ResolveConflictError: 4, ResolveFailedError: 1, CommitOutcomeUnknownError: 5}
 
 
 def _add_session_args(parser: argparse.ArgumentParser, *, remote: bool = True) -> None:
@@ -171,15 +177,15 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _cmd_resolve(args: argparse.Namespace) -> int:
     from eqdelete._progress import spark_progress, stderr_reporter
-    from eqdelete.resolve import ResolveConflictError, resolve_equality_deletes
+    from eqdelete.resolve import resolve_equality_deletes
 
     spark = _session(args, "eqdelete resolve")
     with spark_progress(spark, stderr_reporter("eqdelete resolve"), every=args.progress_seconds):
         try:
             result = resolve_equality_deletes(spark, args.table, where=args.where, dry_run=args.dry_run)
-        except ResolveConflictError as error:
+        except (ResolveConflictError, ResolveFailedError, CommitOutcomeUnknownError) as error:
             print(str(error), file=sys.stderr)
-            return 4
+            return EXIT_CODES[type(error)]
     print(result.render())
     return 0
 
@@ -213,10 +219,15 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
         print(json.dumps({"round": len(rounds), "began_ms": began_ms, **result.as_dict()}), flush=True)  # stdout
         report(f"round {len(rounds)}: {result.render()}")
 
+    def on_unknown(error: Exception) -> None:
+        report(f"round {len(rounds) + 1}: {error}")
+
     with spark_progress(spark, report, every=args.progress_seconds):
         summary = maintain(spark, args.table, interval=args.interval, rounds=1 if args.once else args.rounds,
-                           stop=stop, on_round=on_round)
+                           stop=stop, on_round=on_round, on_unknown=on_unknown)
     report(summary.render())
+    if args.once and summary.unknown_outcomes:
+        return EXIT_CODES[CommitOutcomeUnknownError]
     return 4 if args.once and rounds and rounds[-1].gave_up else 0
 
 
@@ -533,7 +544,8 @@ def build_parser() -> argparse.ArgumentParser:
     mnt.add_argument("--table", required=True, help="the Iceberg table, catalog.namespace.table")
     mnt.add_argument("--interval", type=float, default=60.0, help="seconds from one round's start to the next's (default: %(default)s)")
     mnt.add_argument("--once", action="store_true", help="one round, then exit (for schedulers such as Airflow or cron); "
-                                                         "exit code 4 when every attempt conflicted")
+                                                         "exit code 4 when every attempt conflicted, 5 when the "
+                                                         "commit's outcome is unknown")
     mnt.add_argument("--rounds", type=int, help="stop after this many rounds (default: until stopped)")
     mnt.add_argument("--progress-seconds", type=float, default=30.0,
                      help="how often to report a long round's progress (default: %(default)s)")

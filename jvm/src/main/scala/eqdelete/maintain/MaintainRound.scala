@@ -2,10 +2,10 @@ package eqdelete.maintain
 
 import scala.jdk.CollectionConverters._
 
+import eqdelete.commit.{CommitOutcome, Failures, GuardedCommit}
 import eqdelete.resolve.ResolveEqualityDeletes
 import eqdelete.resolve.ResolveEqualityDeletes.ResolveConflictException
 
-import org.apache.iceberg.exceptions.{CommitFailedException, ValidationException}
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.eqdelete.compat.{EqDeleteConf, IcebergActions, IcebergInternals, IcebergSparkTables}
@@ -50,6 +50,8 @@ object MaintainRound extends Logging {
    *                           writer committed while it ran, or all of them if it could not commit)
    * @param lagSeconds         after the round, the age of the oldest live equality delete: how
    *                           long ago the commit that added it was made (0 when none is live)
+   * @param commitNote         what the client saw of a commit that landed although its answer was
+   *                           lost, or of a compaction whose outcome is unknown; None when neither
    */
   final case class Result(
       table: String,
@@ -68,11 +70,13 @@ object MaintainRound extends Logging {
       compactionFilesWritten: Int,
       equalityDeleteFilesLive: Int,
       lagSeconds: Double,
-      seconds: Double) {
+      seconds: Double,
+      commitNote: Option[String] = None) {
 
     def values: Seq[Any] = Seq(table, startingSnapshotId, snapshotId.map(Long.box).orNull, attempts, conflicts,
       compactionConflicted, lastConflict.orNull, equalityDeleteFilesRemoved, rowsResolved, dataFilesRead, positionDeleteFilesWritten,
-      deletionVectorsWritten, positionDeleteFilesCompacted, compactionFilesWritten, equalityDeleteFilesLive, lagSeconds, seconds)
+      deletionVectorsWritten, positionDeleteFilesCompacted, compactionFilesWritten, equalityDeleteFilesLive, lagSeconds, seconds,
+      commitNote.orNull)
 
     /** Field name to value, for Python and the SQL procedure's row. */
     def asJava: java.util.Map[String, Any] = Result.Fields.map(_._1).zip(values).toMap.asJava
@@ -86,8 +90,8 @@ object MaintainRound extends Logging {
       "rows_resolved" -> LongType, "data_files_read" -> IntegerType, "position_delete_files_written" -> IntegerType,
       "deletion_vectors_written" -> IntegerType, "position_delete_files_compacted" -> IntegerType,
       "compaction_files_written" -> IntegerType, "equality_delete_files_live" -> IntegerType, "lag_seconds" -> DoubleType,
-      "seconds" -> DoubleType)
-    val Nullable: Set[String] = Set("snapshot_id", "last_conflict")
+      "seconds" -> DoubleType, "commit_note" -> StringType)
+    val Nullable: Set[String] = Set("snapshot_id", "last_conflict", "commit_note")
   }
 
   /** The longest wait between two attempts. */
@@ -120,8 +124,8 @@ object MaintainRound extends Logging {
     }
     val table = IcebergSparkTables.load(session, tableName)
     table.refresh()
-    val (compaction, compactionConflict) =
-      if (IcebergInternals.formatVersion(table) == 2) compact(session, table, settings) else (None, None)
+    val (compaction, compactionConflict, compactionNote) =
+      if (IcebergInternals.formatVersion(table) == 2) compact(session, table, settings) else (None, None, None)
     table.refresh()
     val (live, lag) = EqualityDeleteLag.of(table, System.currentTimeMillis())
     val resolveConflicts = conflicts.result()
@@ -144,37 +148,53 @@ object MaintainRound extends Logging {
       compactionFilesWritten = compaction.map(_.added).getOrElse(0),
       equalityDeleteFilesLive = live,
       lagSeconds = lag,
-      seconds = (System.nanoTime() - started) / 1e9)
+      seconds = (System.nanoTime() - started) / 1e9,
+      commitNote = (r.flatMap(_.commitNote).toSeq ++ compactionNote).reduceOption(_ + "; " + _))
   }
 
   /**
    * Rewrites the position delete files once a reader of some data file would open at least the
-   * setting's number of them: what it did, or the conflict that left it to the next round.
+   * setting's number of them: what it did, the conflict that left it to the next round, and what
+   * the client saw if the commit landed all the same. A commit whose outcome cannot be told is
+   * reported as such, its files kept (Iceberg deletes a rewrite's files only on a known failure).
    */
   private def compact(session: SparkSession, table: org.apache.iceberg.Table,
-      settings: Settings): (Option[IcebergActions.RewrittenDeletes], Option[String]) = {
+      settings: Settings): (Option[IcebergActions.RewrittenDeletes], Option[String], Option[String]) = {
     val threshold = settings.compactPositionDeleteFiles
     val due = threshold > 0 && Option(table.currentSnapshot()).exists { s =>
       PositionDeletePileUp.mostFilesPerDataFile(table, s.snapshotId()) >= threshold
     }
-    if (!due) (None, None)
+    if (!due) (None, None, None)
     else {
-      try {
-        val rewritten = IcebergActions.rewritePositionDeletes(session, table, threshold)
-        (Some(rewritten), None)
-      } catch {
-        case e if isConflict(e) =>
-          val message = s"eqdelete: compacting the position delete files of ${table.name()} conflicts with a concurrent commit: ${e.getMessage}"
+      var rewritten: Option[IcebergActions.RewrittenDeletes] = None
+      val marker = CompactionKey -> java.util.UUID.randomUUID().toString
+      GuardedCommit.run(table, marker) { guarded =>
+        rewritten = Some(IcebergActions.rewritePositionDeletes(session, guarded, threshold, marker))
+      } match {
+        case CommitOutcome.Committed(snapshot, recovered) =>
+          val done = rewritten.getOrElse(fromSummary(table, snapshot))
+          (Some(done), None, recovered.map(why => s"the compaction's answer was lost ($why); its snapshot $snapshot was found in the table"))
+        case CommitOutcome.NothingToCommit => (rewritten, None, None)
+        case CommitOutcome.NotCommitted(e) if Failures.isConflict(e) =>
+          val message = s"eqdelete: compacting the position delete files of ${table.name()} conflicts with a concurrent commit: ${Failures.describe(e)}"
           logWarning(message)
-          (None, Some(message))
+          (None, Some(message), None)
+        case CommitOutcome.NotCommitted(e) => throw e
+        case CommitOutcome.Unknown(e, why) =>
+          val message = s"the compaction's commit has an unknown outcome (${Failures.describe(e)}; $why): nothing was deleted, the next round sees"
+          logWarning(s"eqdelete: ${table.name()}: $message")
+          (None, None, Some(message))
       }
     }
   }
 
-  /** A commit that lost to a concurrent one, anywhere in `e`'s causes (Iceberg's actions wrap it). */
-  private def isConflict(e: Throwable): Boolean =
-    Iterator.iterate(e)(_.getCause).takeWhile(_ != null).take(16).exists {
-      case _: ValidationException | _: CommitFailedException => true
-      case _ => false
-    }
+  /** What a rewrite committed as `snapshotId` did, from its summary (when its own answer was lost). */
+  private def fromSummary(table: org.apache.iceberg.Table, snapshotId: Long): IcebergActions.RewrittenDeletes = {
+    val summary = Option(table.snapshot(snapshotId)).map(_.summary().asScala.toMap).getOrElse(Map.empty[String, String])
+    def count(key: String) = summary.get(key).map(_.toInt).getOrElse(0)
+    IcebergActions.RewrittenDeletes(count("removed-position-delete-files"), count("added-position-delete-files"))
+  }
+
+  /** The snapshot summary property marking a compaction's commit. */
+  val CompactionKey = "eqdelete.compaction-id"
 }

@@ -3,11 +3,11 @@ package eqdelete.resolve
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
+import eqdelete.commit.{CommitOutcome, CommitOutcomeUnknownException, Failures, GuardedCommit}
 import eqdelete.explain.JobDescription
 import eqdelete.planning.ScanDeletes
 
 import org.apache.iceberg.{DeleteFile, FileContent, Table}
-import org.apache.iceberg.exceptions.{CommitFailedException, ValidationException}
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.analysis.EliminateSubqueryAliases
@@ -30,6 +30,11 @@ import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, IntegerTyp
  * the files written are then deleted and the table is as it was. Concurrent appends and new
  * equality deletes do not conflict (they are newer than every delete resolved). A delete file
  * that cannot be read fails the run before anything is written.
+ *
+ * A failed answer is not taken for a failed commit ([[GuardedCommit]]): a commit whose answer was
+ * lost, or that was sent again and refused because it had already moved the table, is found in
+ * the table and reported as committed; one whose outcome the table cannot show keeps every file
+ * it wrote and fails with [[CommitOutcomeUnknownException]].
  */
 object ResolveEqualityDeletes extends PredicateHelper with Logging {
 
@@ -39,6 +44,8 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
    * @param snapshotId    the snapshot committed; None when nothing was (a dry run, or nothing to resolve)
    * @param dataFilesRead the data files whose key columns were read to find the rows: those Iceberg's
    *                      planning pairs with an equality delete (partition, sequence numbers, key bounds)
+   * @param commitNote    when the client saw the commit fail although it landed (a lost answer, a 409 to
+   *                      a commit sent again), what it saw; None otherwise
    */
   final case class Result(
       table: String,
@@ -53,13 +60,14 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
       deletionVectorsWritten: Int,
       deleteFilesReplaced: Int,
       dryRun: Boolean,
-      seconds: Double) {
+      seconds: Double,
+      commitNote: Option[String] = None) {
     def committed: Boolean = snapshotId.isDefined
 
     /** The values of [[Result.Fields]], in their order. */
     def values: Seq[Any] = Seq(table, startingSnapshotId, snapshotId.map(Long.box).orNull, formatVersion,
       equalityDeleteFilesRemoved, equalityDeleteFilesKept, dataFilesRead, rowsResolved, positionDeleteFilesWritten,
-      deletionVectorsWritten, deleteFilesReplaced, dryRun, seconds)
+      deletionVectorsWritten, deleteFilesReplaced, dryRun, seconds, commitNote.orNull)
 
     /** Field name to value, for Python and the SQL procedure's row. */
     def asJava: java.util.Map[String, Any] = Result.Fields.map(_._1).zip(values).toMap.asJava
@@ -75,13 +83,20 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
       "equality_delete_files_removed" -> IntegerType, "equality_delete_files_kept" -> IntegerType,
       "data_files_read" -> IntegerType, "rows_resolved" -> LongType, "position_delete_files_written" -> IntegerType,
       "deletion_vectors_written" -> IntegerType, "delete_files_replaced" -> IntegerType, "dry_run" -> BooleanType,
-      "seconds" -> DoubleType)
-    /** None when nothing was committed. */
-    val Nullable: Set[String] = Set("snapshot_id")
+      "seconds" -> DoubleType, "commit_note" -> StringType)
+    /** None when nothing was committed; None when the commit's answer came. */
+    val Nullable: Set[String] = Set("snapshot_id", "commit_note")
   }
 
   /** A concurrent commit conflicted with the resolve, which started from `startingSnapshotId`; nothing was committed. */
   final class ResolveConflictException(message: String, val startingSnapshotId: Long, cause: Throwable)
+    extends RuntimeException(message, cause)
+
+  /**
+   * The resolve failed for another reason than a conflict (a delete file it could not read, a
+   * write to the store that failed, a catalog it could not reach); nothing was committed.
+   */
+  final class ResolveFailedException(message: String, val startingSnapshotId: Long, cause: Throwable)
     extends RuntimeException(message, cause)
 
   /**
@@ -115,7 +130,15 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
     val written = work.deletes.toSeq.flatMap { deletes =>
       JobDescription.during(session.sparkContext,
           s"eqdelete resolve ${work.table.name()}: finding and writing the rows equality deletes remove") {
-        PositionDeleteWriting.write(work.table, work.formatVersion, targets(deletes), DeletedPositions.of(session, work, deletes))
+        try {
+          PositionDeleteWriting.write(work.table, work.formatVersion, targets(deletes), DeletedPositions.of(session, work, deletes))
+        } catch {
+          // A Spark job's failure is pages long; the line that matters is its cause's. Files its
+          // tasks wrote before it failed are never committed: orphans, as after any failed write.
+          case NonFatal(e) => throw new ResolveFailedException(s"eqdelete: resolving the equality deletes of " +
+            s"${work.table.name()} failed before its commit: ${Failures.describe(e)}. Nothing was committed; the table " +
+            s"is as it was at snapshot ${work.snapshotId}.", work.snapshotId, e)
+        }
       }
     }
     new Prepared(work, written, started)
@@ -125,8 +148,9 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
   final class Prepared private[ResolveEqualityDeletes] (work: ResolveWork, written: Seq[WrittenDeletes], started: Long) {
     /** Commits them with the removals, if there is anything to commit; the outcome. */
     def commit(): Result = {
-      val snapshot = if (work.removable.isEmpty && written.isEmpty) None else Some(commitDelta(work, written))
-      result(work, snapshot, written.map(_.positions).sum, written, dryRun = false, started)
+      val committed = if (work.removable.isEmpty && written.isEmpty) None else Some(commitDelta(work, written))
+      result(work, committed.map(_._1), written.map(_.positions).sum, written, dryRun = false, started)
+        .copy(commitNote = committed.flatMap(_._2))
     }
   }
 
@@ -181,34 +205,49 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
       task.file().location() -> TargetFile(task.spec().specId(), task.file().partition(), positionDeletes)
     }.toMap
 
-  private def commitDelta(work: ResolveWork, written: Seq[WrittenDeletes]): Long = {
-    val table = work.table
-    val delta = table.newRowDelta()
-    written.flatMap(_.files).foreach(delta.addDeletes)
-    replaced(written).foreach(delta.removeDeletes)
-    work.removable.foreach(delta.removeDeletes)
-    val marker = java.util.UUID.randomUUID().toString
-    delta.set(ResolveEqualityDeletes.SummaryKey, marker)
-    delta.validateFromSnapshot(work.snapshotId)
-      .validateDataFilesExist(written.flatMap(_.referenced).distinct.map(p => p: CharSequence).asJava)
-      .validateDeletedFiles()
-    // Only a conflict deletes the files written: after any other failure the commit's state is
-    // unknown, and they may be referenced now.
-    try {
-      delta.commit()
-    } catch {
-      case e @ (_: ValidationException | _: CommitFailedException) =>
-        discard(table, written)
-        throw new ResolveConflictException(s"eqdelete: resolving the equality deletes of ${table.name()} conflicts with a " +
-          s"commit made since snapshot ${work.snapshotId}: ${e.getMessage}. Nothing was committed; run it again.", work.snapshotId, e)
+  /**
+   * Commits the written deletes and the removals in one `RowDelta` validated from the run's
+   * snapshot, through a [[GuardedCommit]]: the snapshot committed (with the failure the client saw
+   * if it landed all the same). The files written are deleted only when the commit is known not to
+   * have landed; when that cannot be known they are kept, for a landed snapshot may reference them.
+   */
+  private def commitDelta(work: ResolveWork, written: Seq[WrittenDeletes]): (Long, Option[String]) = {
+    val marker = SummaryKey -> java.util.UUID.randomUUID().toString
+    val outcome = GuardedCommit.run(work.table, marker) { table =>
+      val delta = table.newRowDelta()
+      written.flatMap(_.files).foreach(delta.addDeletes)
+      replaced(written).foreach(delta.removeDeletes)
+      work.removable.foreach(delta.removeDeletes)
+      delta.set(marker._1, marker._2)
+      delta.validateFromSnapshot(work.snapshotId)
+        .validateDataFilesExist(written.flatMap(_.referenced).distinct.map(p => p: CharSequence).asJava)
+        .validateDeletedFiles()
+        .commit()
     }
-    // The snapshot this commit made, even if another has landed on top of it since.
-    table.refresh()
-    Iterator.iterate(table.currentSnapshot())(s => Option(s.parentId()).map(id => table.snapshot(id.longValue())).orNull)
-      .takeWhile(_ != null)
-      .find(s => marker == s.summary().get(SummaryKey))
-      .map(_.snapshotId())
-      .getOrElse(throw new IllegalStateException(s"eqdelete: the resolve of ${table.name()} committed, but its snapshot is not in the table's history"))
+    val name = work.table.name()
+    outcome match {
+      case CommitOutcome.Committed(snapshot, recovered) =>
+        recovered.foreach(why => logWarning(s"eqdelete: the resolve of $name committed snapshot $snapshot, though the client saw: $why"))
+        (snapshot, recovered.map(why => s"the commit's answer was lost ($why); its snapshot was found in the table"))
+      case CommitOutcome.NothingToCommit =>
+        throw new IllegalStateException(s"eqdelete: the resolve of $name made a commit with no change")
+      case CommitOutcome.NotCommitted(failure) =>
+        discard(work.table, written)
+        val why = Failures.describe(failure)
+        if (Failures.isConflict(failure)) {
+          throw new ResolveConflictException(s"eqdelete: resolving the equality deletes of $name conflicts with a commit " +
+            s"made since snapshot ${work.snapshotId}: $why. Nothing was committed; run it again.", work.snapshotId, failure)
+        }
+        throw new ResolveFailedException(s"eqdelete: the commit resolving the equality deletes of $name failed: $why. " +
+          s"Nothing was committed (snapshot ${work.snapshotId} is still the base) and the files written were deleted; " +
+          "run it again.", work.snapshotId, failure)
+      case CommitOutcome.Unknown(failure, why) =>
+        val kept = written.flatMap(_.files).map(_.location()).distinct.size
+        throw new CommitOutcomeUnknownException(s"eqdelete: the commit resolving the equality deletes of $name has an " +
+          s"unknown outcome: ${Failures.describe(failure)}; $why. Nothing was deleted ($kept file(s) written are kept), " +
+          s"so the table reads right either way; run it again once the catalog answers: it resolves what is left.",
+          work.snapshotId, failure)
+    }
   }
 
   /** The snapshot summary property marking a resolve's commit. */

@@ -1,0 +1,60 @@
+"""Every error the package raises for what happened on the JVM side, in one module (the
+modules that raise them import this one, never each other).
+
+Each message is one line that says what happened, the table's state, and what to do."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+
+class ExtensionNotLoadedError(RuntimeError):
+    """The session has no eqdelete: its SQL functions and rule are not there."""
+
+
+class ResolveConflictError(RuntimeError):
+    """A commit made while resolving changed the files involved; nothing was committed."""
+
+
+class ResolveFailedError(RuntimeError):
+    """Resolving failed for another reason than a conflict (a delete file it could not read, a
+    write to the object store that failed, a catalog it could not reach); nothing was committed."""
+
+
+class CommitOutcomeUnknownError(RuntimeError):
+    """A commit whose outcome the table could not show: it may have landed or may yet. Nothing it
+    wrote was deleted, so the table reads right either way; running it again settles it."""
+
+
+#: The JVM exception classes (their simple names) and the Python error each becomes.
+_BY_JVM_CLASS = {
+    "ResolveConflictException": ResolveConflictError,
+    "ResolveFailedException": ResolveFailedError,
+    "CommitOutcomeUnknownException": CommitOutcomeUnknownError,
+}
+#: The same, told from the message alone (a Spark Connect server sends the message, not always the class).
+_BY_MESSAGE = (
+    (re.compile(r"eqdelete: resolving the equality deletes of \S+ conflicts with a commit"), ResolveConflictError),
+    (re.compile(r"eqdelete: the commit resolving the equality deletes of \S+ has an unknown outcome"),
+     CommitOutcomeUnknownError),
+    (re.compile(r"eqdelete: (resolving the equality deletes of \S+ failed before its commit|"
+                r"the commit resolving the equality deletes of \S+ failed)"), ResolveFailedError),
+)
+
+
+def from_jvm(class_name: str, message: str) -> Optional[RuntimeError]:
+    """The Python error for a JVM exception of ``class_name`` with ``message``, or None."""
+    error = _BY_JVM_CLASS.get(class_name.rsplit(".", 1)[-1].rsplit("$", 1)[-1])
+    return error(message.strip()) if error is not None else None
+
+
+def from_message(text: str) -> Optional[RuntimeError]:
+    """The Python error for an error whose text carries one of eqdelete's messages, or None:
+    the message itself, from its "eqdelete: " on, as one line."""
+    for pattern, error in _BY_MESSAGE:
+        found = pattern.search(text)
+        if found is not None:
+            line = text[found.start():].splitlines()[0].strip()
+            return error(line)
+    return None
