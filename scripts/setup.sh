@@ -113,12 +113,14 @@ for coords in $(echo "$flink_pins" | awk '$1 == "jar" {print $2}'); do
 done
 # 6. The lakehouse (python/eqdelete/tools/lakehouse.py, tests/lakehouse): s3proxy, Iceberg's REST
 #    catalog server's classpath (a Maven project of its dependencies, copied once), and Iceberg's
-#    AWS bundle (S3FileIO's SDK) for the newest Iceberg release of each Spark line.
+#    AWS bundle (S3FileIO's SDK) for the oldest and newest Iceberg release of each Spark line (the
+#    fault tier runs on the oldest pair too: Iceberg 1.10's commit differs from later releases').
 LAKEHOUSE=build/deps/lakehouse
 for coords in $(.venv/bin/python python/eqdelete/tools/lakehouse.py --pins | awk '$1 == "jar" {print $2}'); do
   fetch_jar "$coords" "$LAKEHOUSE"
 done
 while read -r line scala icebergs; do
+  fetch_jar "org.apache.iceberg:iceberg-aws-bundle:${icebergs%% *}" "$LAKEHOUSE"
   fetch_jar "org.apache.iceberg:iceberg-aws-bundle:${icebergs##* }" "$LAKEHOUSE"
 done < <(sed 's/#.*//' "$MATRIX" | awk 'NF')
 rest_pom=$(.venv/bin/python python/eqdelete/tools/lakehouse.py --rest-pom)

@@ -5,7 +5,7 @@
 # then the smoke suite (tests/test_smoke.py) on every other pair, each in its Spark line's own
 # virtualenv, with the query shapes (tests/test_query_shapes.py) where the pair's Iceberg is the
 # first or last of its row (compiled against, default); the oldest pair also runs the
-# multi-process test, and the oldest line's default pair the lakehouse tier (tests/lakehouse: s3proxy
+# multi-process test and the fault tier (tests/lakehouse/test_commit_faults.py), and the oldest line's default pair the lakehouse tier (tests/lakehouse: s3proxy
 # and Iceberg's REST catalog on loopback, Flink writing; the primary pair runs it whole); then, on each Spark 4.x line, the Connect tier (tests/connect) against a
 # real Spark Connect server.
 #
@@ -76,7 +76,12 @@ for entry in "${pairs[@]}"; do
       tests+=(tests/test_query_shapes.py)
       kind="smoke suite and query shapes"
     fi
-    [ "$line:$short" = "${oldest%.0}" ] && tests+=(tests/test_multiprocess.py)
+    # The oldest pair: the multi-process test, and the fault tier, whose commits Iceberg 1.10
+    # retries and cleans up otherwise than later releases (the primary pair runs it too).
+    if [ "$line:$short" = "${oldest%.0}" ]; then
+      tests+=(tests/test_multiprocess.py tests/lakehouse/test_commit_faults.py)
+      kind="$kind, the multi-process test and the fault tier"
+    fi
     # The lakehouse tier (REST catalog, object store, Flink's tables) on Spark 3.5 with its newest
     # Iceberg too; its live test on the primary pair only.
     if [ "$line" = "$oldest_line" ] && [ "$iceberg" = "${releases[${#releases[@]}-1]}" ]; then

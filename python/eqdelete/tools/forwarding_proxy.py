@@ -178,6 +178,13 @@ class Fault:
         return Fault(f"{status} before the server", lambda _: rest_error(status, kind, f"injected {status}", headers))
 
     @staticmethod
+    def drop() -> Fault:
+        """Close the client's connection without forwarding: the server never sees the request."""
+        def act(_: Exchange) -> Message:
+            raise Lost
+        return Fault("dropped", act)
+
+    @staticmethod
     def lose_answer() -> Fault:
         """Forward, then close the client's connection without the server's answer."""
         def act(exchange: Exchange) -> Message:

@@ -1,0 +1,408 @@
+"""The fault tier: ``resolve``, ``maintain --once``, ``maintain_round`` and ``CALL`` against a REST
+catalog and an object store behind forwarding proxies of the tests' own (on loopback, in front of
+each server: ``eqdelete.tools.forwarding_proxy``), which lose, refuse, repeat or delay chosen
+requests as load balancers, gateways and Iceberg's own HTTP client do.
+
+The sequence that once left tables unreadable is here on v2 and v3 through every entry point: the
+catalog commits, the client never hears it (the connection dropped, or a 503 with ``Retry-After``
+that Iceberg's client answers by sending the commit again), the commit is sent again and refused
+with 409 because the table's head has moved (by that very commit, or by a writer's in between).
+
+After each fault the table is checked with the proxies passing everything:
+- every file the current snapshot references is on the store (read there directly);
+- no key is live twice, and the rows are those the fixture computes from what it wrote (also
+  after a writer's commit in between), under Iceberg's own reader and eqdelete's;
+- the outcome is the one stated in docs/lakehouse.md: committed (with what the client saw),
+  nothing committed, or unknown with nothing deleted; for the command line, its exit code and a
+  last line saying so.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+from fixtures import FIXTURES, Fixture
+from pyspark.sql import SparkSession
+
+import eqdelete
+from eqdelete import _jars
+from eqdelete.errors import CommitOutcomeUnknownError, ResolveConflictError, ResolveFailedError
+from eqdelete.tools.forwarding_proxy import Fault, ForwardingProxy, Rule
+from eqdelete.tools.lakehouse import Lakehouse, spark_jars
+
+CATALOG = "faulty"  # the REST catalog and the store, both through the proxies
+DIRECT = "lake"  # the same catalog without them: a writer committing beside the run
+NAMESPACE = "faults"
+_names = itertools.count()
+
+
+@dataclass
+class Proxies:
+    catalog: ForwardingProxy
+    store: ForwardingProxy
+
+    def clear(self) -> None:
+        self.catalog.clear()
+        self.store.clear()
+
+
+def _catalog_options(lakehouse: Lakehouse, proxies: Proxies) -> dict[str, str]:
+    options = lakehouse.spark_options(CATALOG)
+    prefix = f"spark.sql.catalog.{CATALOG}"
+    # Through the proxies; read afresh on every load, as a catalog shared with a writer must be.
+    return {**options, f"{prefix}.uri": proxies.catalog.url, f"{prefix}.s3.endpoint": proxies.store.url,
+            f"{prefix}.cache-enabled": "false"}
+
+
+@pytest.fixture(scope="module")
+def proxies(spark: SparkSession, lakehouse: Lakehouse, lake: str) -> Iterator[Proxies]:
+    with ForwardingProxy(lakehouse.rest_port) as catalog, ForwardingProxy(lakehouse.s3_port) as store:
+        found = Proxies(catalog, store)
+        for key, value in _catalog_options(lakehouse, found).items():
+            spark.conf.set(key, value)
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{NAMESPACE}")
+        yield found
+
+
+@pytest.fixture
+def faults(proxies: Proxies) -> Iterator[Proxies]:
+    proxies.clear()
+    yield proxies
+    proxies.clear()
+
+
+@dataclass
+class Table:
+    name: str  # through the proxies
+    direct: str  # the same table, past them
+    path: str  # the table's commit endpoint, as the catalog's URL names it
+    fixture: Fixture
+    version: int
+    extra: list[tuple]  # rows a writer added during the run
+
+    @property
+    def expected(self) -> list[tuple]:
+        return sorted(self.fixture.expected + self.extra)
+
+
+def make_table(spark: SparkSession, version: int) -> Table:
+    short = f"t{os.getpid()}_{next(_names)}"
+    name = f"{CATALOG}.{NAMESPACE}.{short}"
+    fixture = FIXTURES["mixed_position_and_equality"](spark, name, version=version)
+    return Table(name, f"{DIRECT}.{NAMESPACE}.{short}", rf"/namespaces/{NAMESPACE}/tables/{short}$", fixture, version, [])
+
+
+def current_snapshot(spark: SparkSession, table: str) -> int:
+    spark.sql(f"REFRESH TABLE {table}")
+    return spark.sql(f"SELECT snapshot_id FROM {table}.refs WHERE name = 'main'").first()[0]
+
+
+def missing_files(spark: SparkSession, lakehouse: Lakehouse, table: str) -> list[str]:
+    """Every file the current snapshot references that is not on the store (asked directly):
+    its manifest list, its manifests, and its data and delete files."""
+    from pyarrow import fs
+
+    store = lakehouse.s3_filesystem()
+    snapshot = current_snapshot(spark, table)
+    [manifest_list] = [r[0] for r in spark.sql(f"SELECT manifest_list FROM {table}.snapshots "
+                                               f"WHERE snapshot_id = {snapshot}").collect()]
+    paths = [manifest_list]
+    if store.get_file_info(lakehouse.object_key(manifest_list)).type != fs.FileType.NotFound:
+        paths += [r[0] for r in spark.sql(f"SELECT path FROM {table}.manifests").collect()]
+        paths += [r[0] for r in spark.sql(f"SELECT file_path FROM {table}.files").collect()]
+    return [p for p in paths if store.get_file_info(lakehouse.object_key(p)).type == fs.FileType.NotFound]
+
+
+def check_table(spark: SparkSession, lakehouse: Lakehouse, table: Table, *, resolved: Optional[bool]) -> None:
+    """The table after a fault: every referenced file there, the rows right under Iceberg's reader
+    and eqdelete's, no key twice; ``resolved``: whether its equality deletes are gone (None: either)."""
+    assert missing_files(spark, lakehouse, table.name) == [], f"{table.name} references missing files"
+    for strategy in ("native", "auto"):
+        with eqdelete.use_conf(spark, [("spark.eqdelete.strategy", strategy), ("spark.eqdelete.auto.minDataRows", "0")]):
+            rows = sorted(tuple(r) for r in spark.table(table.name).collect())
+        assert rows == table.expected, f"{table.name} under {strategy}"
+        keys = [r[0] for r in rows]
+        assert len(keys) == len(set(keys)), f"a key is live twice in {table.name}"
+    if resolved is not None:
+        left = spark.sql(f"SELECT count(*) FROM {table.name}.delete_files WHERE content = 2").first()[0]
+        assert (left == 0) == resolved, f"{left} equality delete file(s) left in {table.name}"
+
+
+# --- the entry points, in this session ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ran:
+    snapshot_id: Optional[int]
+    commit_note: Optional[str]
+
+
+def _resolve(spark: SparkSession, table: str) -> Ran:
+    result = eqdelete.resolve_equality_deletes(spark, table)
+    return Ran(result.snapshot_id, result.commit_note)
+
+
+def _maintain_round(spark: SparkSession, table: str) -> Ran:
+    result = eqdelete.maintain_round(spark, table)
+    return Ran(result.snapshot_id, result.commit_note)
+
+
+def _call(procedure: str) -> Callable[[SparkSession, str], Ran]:
+    def run(spark: SparkSession, table: str) -> Ran:
+        row = spark.sql(f"CALL eqdelete.system.{procedure}(table => '{table}')").first()
+        return Ran(row.snapshot_id, row.commit_note)
+    return run
+
+
+ENTRIES: dict[str, Callable[[SparkSession, str], Ran]] = {
+    "resolve_equality_deletes": _resolve,
+    "maintain_round": _maintain_round,
+    "CALL resolve_equality_deletes": _call("resolve_equality_deletes"),
+    "CALL maintain": _call("maintain"),
+}
+
+
+def _writer_commit(spark: SparkSession, table: Table) -> Callable[[], None]:
+    """A writer's commit between the two sends of the commit, past the proxies."""
+    def commit() -> None:
+        row = (100 + len(table.extra), f"w{len(table.extra)}")
+        spark.sql(f"INSERT INTO {table.direct} VALUES ({row[0]}, '{row[1]}')")
+        table.extra.append(row)
+    return commit
+
+
+#: The faults after which the commit landed although the client was told otherwise.
+LANDED: dict[str, Callable[[SparkSession, Table], Fault]] = {
+    "answer lost": lambda spark, table: Fault.lose_answer(),
+    "503 with Retry-After, sent again, 409": lambda spark, table: Fault.replace_answer(503, {"Retry-After": "1"}),
+    "sent again by a gateway, 409": lambda spark, table: Fault.send_again(),
+    "sent again after a writer's commit, 409": lambda spark, table: Fault.send_again(_writer_commit(spark, table)),
+}
+_ENTRY_NAMES = list(ENTRIES)
+# Each fault through every entry point, each on v2 or v3 in turn (every pair of fault and version
+# twice, every fault and entry point once).
+LANDED_CASES = [
+    (fault, _ENTRY_NAMES[(i + 2 * (version - 2) + j) % 4], version)
+    for i, fault in enumerate(LANDED) for version in (2, 3) for j in (0, 1)
+]
+
+
+@pytest.mark.parametrize(("fault", "entry", "version"), LANDED_CASES)
+def test_a_commit_that_landed_is_reported_committed(spark: SparkSession, lakehouse: Lakehouse, faults: Proxies,
+                                                    fault: str, entry: str, version: int) -> None:
+    table = make_table(spark, version)
+    start = current_snapshot(spark, table.name)
+    rule = faults.catalog.add(Rule("POST", table.path, LANDED[fault](spark, table)))
+    ran = ENTRIES[entry](spark, table.name)
+    assert rule.fired == 1
+    faults.clear()
+    assert ran.snapshot_id is not None and ran.snapshot_id != start
+    assert ran.commit_note and "its snapshot was found in the table" in ran.commit_note, ran
+    check_table(spark, lakehouse, table, resolved=True)
+
+
+def test_a_409_before_the_catalog_is_retried_by_iceberg(spark: SparkSession, lakehouse: Lakehouse,
+                                                         faults: Proxies) -> None:
+    table = make_table(spark, 3)
+    rule = faults.catalog.add(Rule("POST", table.path, Fault.refuse(409)))
+    result = eqdelete.resolve_equality_deletes(spark, table.name)
+    assert rule.fired == 1 and result.committed and result.commit_note is None
+    faults.clear()
+    check_table(spark, lakehouse, table, resolved=True)
+
+
+def test_a_commit_refused_every_time_commits_nothing_and_deletes_what_it_wrote(
+        spark: SparkSession, lakehouse: Lakehouse, faults: Proxies) -> None:
+    from pyarrow import fs
+
+    table = make_table(spark, 2)
+    start = current_snapshot(spark, table.name)
+    faults.catalog.add(Rule("POST", table.path, Fault.refuse(409), times=None))
+    before = len(faults.store.seen)
+    settings = [("spark.eqdelete.maintain.maxAttempts", "2"), ("spark.eqdelete.maintain.retryWaitMillis", "100")]
+    with eqdelete.use_conf(spark, settings):
+        round_ = eqdelete.maintain_round(spark, table.name)
+    assert round_.gave_up and not round_.committed and round_.attempts == 2
+    assert "409" in (round_.last_conflict or ""), round_.last_conflict
+    faults.clear()
+    assert current_snapshot(spark, table.name) == start
+    check_table(spark, lakehouse, table, resolved=False)
+    # The position delete files each attempt wrote were deleted: no commit can reference them.
+    written = [s.path.lstrip("/") for s in faults.store.seen[before:] if s.method == "PUT" and "/data/" in s.path]
+    store = lakehouse.s3_filesystem()
+    assert written and all(store.get_file_info(key).type == fs.FileType.NotFound for key in written), written
+
+
+def test_an_unknown_outcome_deletes_nothing_and_says_so_in_one_line(spark: SparkSession, lakehouse: Lakehouse,
+                                                                     faults: Proxies) -> None:
+    table = make_table(spark, 3)
+    start = current_snapshot(spark, table.name)
+    # Every commit answered 503 without Retry-After: Iceberg cannot tell whether it committed.
+    faults.catalog.add(Rule("POST", table.path, Fault.refuse(503, "ServiceUnavailableException"), times=None))
+    with pytest.raises(CommitOutcomeUnknownError) as error:
+        eqdelete.maintain_round(spark, table.name)
+    message = str(error.value)
+    assert "\n" not in message and "has an unknown outcome" in message and "Nothing was deleted" in message
+    faults.clear()
+    assert current_snapshot(spark, table.name) == start
+    check_table(spark, lakehouse, table, resolved=False)
+    # Run again, it settles it.
+    assert eqdelete.resolve_equality_deletes(spark, table.name).committed
+    check_table(spark, lakehouse, table, resolved=True)
+
+
+@pytest.mark.parametrize("where", ["data", "metadata"])
+def test_store_put_failures_commit_nothing(spark: SparkSession, lakehouse: Lakehouse, faults: Proxies,
+                                           where: str) -> None:
+    """PUTs of the position deletes (the write tasks) or of the commit's manifests (the driver) fail."""
+    table = make_table(spark, 2)
+    start = current_snapshot(spark, table.name)
+    short = table.name.rsplit(".", 1)[1]
+    rule = faults.store.add(Rule("PUT", rf"/{NAMESPACE}/{short}/{where}/", Fault.refuse(503, "SlowDown"), times=None))
+    with pytest.raises(ResolveFailedError) as error:
+        eqdelete.resolve_equality_deletes(spark, table.name)
+    assert rule.fired >= 1
+    message = str(error.value)
+    assert "\n" not in message and "Nothing was committed" in message, message
+    faults.clear()
+    assert current_snapshot(spark, table.name) == start
+    check_table(spark, lakehouse, table, resolved=False)
+
+
+@pytest.mark.parametrize("times", [1, None], ids=["transient", "permanent"])
+def test_store_get_failures_of_a_delete_file(spark: SparkSession, lakehouse: Lakehouse, faults: Proxies,
+                                             times: Optional[int]) -> None:
+    table = make_table(spark, 3)
+    start = current_snapshot(spark, table.name)
+    [path] = [r[0] for r in spark.sql(f"SELECT file_path FROM {table.name}.delete_files WHERE content = 2").collect()]
+    rule = faults.store.add(Rule("GET", "/" + lakehouse.object_key(path), Fault.refuse(503, "SlowDown"), times=times))
+    if times is None:
+        with pytest.raises(ResolveFailedError) as error:
+            eqdelete.resolve_equality_deletes(spark, table.name)
+        assert rule.fired >= 1
+        assert "\n" not in str(error.value) and f"cannot read equality delete file {path}" in str(error.value)
+        faults.clear()
+        assert current_snapshot(spark, table.name) == start
+        check_table(spark, lakehouse, table, resolved=False)
+    else:
+        assert eqdelete.resolve_equality_deletes(spark, table.name).committed  # the SDK's own retry
+        assert rule.fired == 1
+        faults.clear()
+        check_table(spark, lakehouse, table, resolved=True)
+
+
+# --- the command line, in a process of its own -------------------------------------------------
+
+
+def _command(lakehouse: Lakehouse, proxies: Proxies, spark: SparkSession, *args: str) -> list[str]:
+    # The Iceberg release of this session (its runtime from build/deps, and its AWS bundle).
+    release = spark.sql("SELECT eqdelete_version()").first()[0].split("Iceberg ")[1].rstrip(")")
+    line = _jars.supported_line()
+    runtime = [j for j in _jars.session_jars({}, line, release, sqlite=False).jars if "iceberg-spark-runtime" in j]
+    jars = [*runtime, *spark_jars(release)]
+    conf = {**_catalog_options(lakehouse, proxies), "spark.jars": ",".join(jars),
+            "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}
+    command = [sys.executable, "-m", "eqdelete", *args, "--master", "local[1]", "--driver-memory", "1g",
+               "--progress-seconds", "600"]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    return command
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+CLI_CASES = [
+    ("resolve", 2, "answer lost"),
+    ("resolve", 3, "sent again after a writer's commit, 409"),
+    ("maintain --once", 3, "503 with Retry-After, sent again, 409"),
+    ("maintain --once", 2, "sent again by a gateway, 409"),
+]
+
+
+@pytest.mark.parametrize(("command", "version", "fault"), CLI_CASES)
+def test_the_command_line_reports_a_landed_commit(spark: SparkSession, lakehouse: Lakehouse, faults: Proxies,
+                                                  tmp_path: Path, command: str, version: int, fault: str) -> None:
+    table = make_table(spark, version)
+    faults.catalog.add(Rule("POST", table.path, LANDED[fault](spark, table)))
+    done = subprocess.run(_command(lakehouse, faults, spark, *command.split(), "--table", table.name),
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    faults.clear()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and "Py4JJavaError" not in done.stderr
+    if command == "resolve":
+        said = done.stdout.splitlines()[0]
+        assert f"resolved {table.name}: snapshot" in said and "committed, nothing to do" in said
+    else:  # a JSON line per round on stdout; on stderr the round in one line
+        said = json.loads(_last_line(done.stdout))["commit_note"]
+        assert any(said in line and line.startswith("[eqdelete maintain] round 1:") for line in done.stderr.splitlines())
+    assert "its snapshot was found in the table" in said, said
+    check_table(spark, lakehouse, table, resolved=True)
+
+
+def test_the_command_line_reports_an_unknown_outcome(spark: SparkSession, lakehouse: Lakehouse, faults: Proxies,
+                                                     tmp_path: Path) -> None:
+    table = make_table(spark, 2)
+    start = current_snapshot(spark, table.name)
+    faults.catalog.add(Rule("POST", table.path, Fault.refuse(503, "ServiceUnavailableException"), times=None))
+    done = subprocess.run(_command(lakehouse, faults, spark, "resolve", "--table", table.name),
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    faults.clear()
+    assert done.returncode == 5, done.stderr[-3000:]
+    last = _last_line(done.stderr)
+    assert last.startswith("eqdelete: the commit resolving the equality deletes of") and "unknown outcome" in last
+    assert "Nothing was deleted" in last and "run it again" in last and "Traceback" not in done.stderr
+    assert current_snapshot(spark, table.name) == start
+    check_table(spark, lakehouse, table, resolved=False)
+
+
+@pytest.mark.parametrize("when", ["before the catalog", "after the catalog committed"])
+def test_kill_9_around_the_commit(spark: SparkSession, lakehouse: Lakehouse, faults: Proxies, tmp_path: Path,
+                                  when: str) -> None:
+    """``maintain`` killed with SIGKILL (its JVM too) as its commit reaches the catalog, or just after
+    the catalog committed it: the table stays whole, and the next run finishes the work."""
+    table = make_table(spark, 3 if when.startswith("after") else 2)
+    start = current_snapshot(spark, table.name)
+    process: list[subprocess.Popen] = []
+    killed = threading.Event()
+
+    def kill(_: Any) -> None:
+        os.killpg(process[0].pid, signal.SIGKILL)
+        killed.set()
+
+    fault = Fault.before(kill, then=Fault.drop()) if when.startswith("before") else Fault.after(kill)
+    faults.catalog.add(Rule("POST", table.path, fault))
+    with open(tmp_path / "err", "wb") as err:
+        process.append(subprocess.Popen(_command(lakehouse, faults, spark, "maintain", "--once", "--table", table.name),
+                                        stdout=subprocess.DEVNULL, stderr=err, cwd=tmp_path, start_new_session=True))
+        code = process[0].wait(timeout=600)
+    assert killed.is_set() and code == -signal.SIGKILL, (tmp_path / "err").read_text()[-3000:]
+    faults.clear()
+    landed = current_snapshot(spark, table.name) != start
+    assert landed == when.startswith("after")
+    check_table(spark, lakehouse, table, resolved=landed)
+    again = eqdelete.resolve_equality_deletes(spark, table.name)
+    assert again.committed != landed  # what is left, if anything
+    check_table(spark, lakehouse, table, resolved=True)
+
+
+def test_errors_are_one_line_under_the_python_api(spark: SparkSession, faults: Proxies) -> None:
+    """Not a Py4JJavaError with a stage failure: eqdelete's own error, its message one line."""
+    table = make_table(spark, 2)
+    faults.catalog.add(Rule("POST", table.path, Fault.refuse(409), times=None))
+    with pytest.raises(ResolveConflictError) as error:
+        eqdelete.resolve_equality_deletes(spark, table.name)
+    assert "\n" not in str(error.value) and "Nothing was committed" in str(error.value)
