@@ -212,6 +212,23 @@ def test_a_commit_that_landed_is_reported_committed(spark: SparkSession, lakehou
     check_table(spark, lakehouse, table, resolved=True)
 
 
+def test_a_compaction_that_landed_is_reported_committed(spark: SparkSession, lakehouse: Lakehouse,
+                                                        faults: Proxies) -> None:
+    """The compaction of position delete files (Iceberg's rewrite_position_delete_files, run by a
+    round on v2) through the same sequence: its commit (told apart by its marker) sent again, 409."""
+    table = make_table(spark, 2)  # two position delete files; the round's resolve adds a third
+    rule = faults.catalog.add(Rule("POST", table.path, Fault.send_again(), body="eqdelete.compaction-id"))
+    with eqdelete.use_conf(spark, [("spark.eqdelete.maintain.compactPositionDeleteFiles", "2")]):
+        round_ = eqdelete.maintain_round(spark, table.name)
+    assert rule.fired == 1 and round_.committed
+    assert round_.position_delete_files_compacted >= 2 and round_.compaction_files_written >= 1, round_
+    assert "the compaction's answer was lost" in (round_.commit_note or ""), round_
+    faults.clear()
+    check_table(spark, lakehouse, table, resolved=True)
+    positions = spark.sql(f"SELECT count(*) FROM {table.name}.delete_files WHERE content = 1").first()[0]
+    assert positions == round_.compaction_files_written
+
+
 def test_a_409_before_the_catalog_is_retried_by_iceberg(spark: SparkSession, lakehouse: Lakehouse,
                                                          faults: Proxies) -> None:
     table = make_table(spark, 3)

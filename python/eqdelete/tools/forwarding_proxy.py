@@ -231,19 +231,23 @@ class Fault:
 
 @dataclass
 class Rule:
-    """Requests whose method is ``method`` (``*``: any) and whose path (query string included)
-    ``path`` matches, by ``re.search``; ``times`` of them (None: all) get ``fault``."""
+    """Requests whose method is ``method`` (``*``: any), whose path (query string included)
+    ``path`` matches and whose body ``body`` matches (None: any), by ``re.search``; ``times`` of
+    them (None: all) get ``fault``."""
 
     method: str
     path: str
     fault: Fault
     times: Optional[int] = 1
+    body: Optional[str] = None
     fired: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def take(self, request: Message) -> bool:
         """Whether the rule takes ``request`` (and counts it)."""
         if self.method not in ("*", request.method) or not re.search(self.path, request.path):
+            return False
+        if self.body is not None and not re.search(self.body, request.body.decode("latin-1")):
             return False
         with self._lock:
             if self.times is not None and self.fired >= self.times:
