@@ -279,6 +279,19 @@ def test_an_unknown_outcome_deletes_nothing_and_says_so_in_one_line(spark: Spark
     check_table(spark, lakehouse, table, resolved=True)
 
 
+def test_maintain_goes_on_after_an_unknown_outcome(spark: SparkSession, lakehouse: Lakehouse, faults: Proxies) -> None:
+    """The loop reports a round whose outcome is unknown and goes on; the next round settles it."""
+    table = make_table(spark, 2)
+    faults.catalog.add(Rule("POST", table.path, Fault.refuse(503, "ServiceUnavailableException")))
+    unknown: list[CommitOutcomeUnknownError] = []
+    summary = eqdelete.maintain(spark, table.name, interval=0, rounds=2, on_unknown=unknown.append)
+    assert len(unknown) == 1 and "has an unknown outcome" in str(unknown[0])
+    assert (summary.rounds, summary.rounds_committed, summary.unknown_outcomes) == (2, 1, 1)
+    assert "1 round(s) whose commit's outcome is unknown" in summary.render()
+    faults.clear()
+    check_table(spark, lakehouse, table, resolved=True)
+
+
 @pytest.mark.parametrize("where", ["data", "metadata"])
 def test_store_put_failures_commit_nothing(spark: SparkSession, lakehouse: Lakehouse, faults: Proxies,
                                            where: str) -> None:

@@ -3,6 +3,8 @@ package eqdelete.write
 import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 
+import eqdelete.commit.{CommitOutcome, CommitOutcomeUnknownException, Failures, GuardedCommit}
+
 import org.apache.iceberg.{DataFile, DeleteFile, PartitionKey, PartitionSpec, Schema, Table}
 import org.apache.iceberg.data.Record
 import org.apache.iceberg.types.TypeUtil
@@ -74,12 +76,29 @@ object EqualityDeleteWriter {
     require(deleteFiles.nonEmpty || dataFiles.nonEmpty,
       s"nothing to commit to $tableName: both the deletes and the inserts are empty")
 
-    val rowDelta = table.newRowDelta()
-    dataFiles.foreach(rowDelta.addRows)
-    deleteFiles.foreach(rowDelta.addDeletes)
-    rowDelta.commit()
-    CommitResult(table.currentSnapshot().snapshotId(), dataFiles.size, deleteFiles.size)
+    // Guarded as resolve's commit is: Iceberg alone takes a 409 to a commit that landed for a
+    // conflict and retries it, which on a table a writer moved meanwhile sets the branch back
+    // to the landed snapshot (GuardedCommitSuite shows it).
+    val marker = SummaryKey -> java.util.UUID.randomUUID().toString
+    GuardedCommit.run(table, marker) { guarded =>
+      val rowDelta = guarded.newRowDelta()
+      dataFiles.foreach(rowDelta.addRows)
+      deleteFiles.foreach(rowDelta.addDeletes)
+      rowDelta.set(marker._1, marker._2)
+      rowDelta.commit()
+    } match {
+      case CommitOutcome.Committed(snapshotId, _) => CommitResult(snapshotId, dataFiles.size, deleteFiles.size)
+      case CommitOutcome.NotCommitted(failure) => throw failure
+      case CommitOutcome.Unknown(failure, why) =>
+        throw new CommitOutcomeUnknownException(s"eqdelete: the commit writing equality deletes to $tableName has an " +
+          s"unknown outcome: ${Failures.describe(failure)}; $why. Nothing was deleted: check the table's newest " +
+          s"snapshot for $SummaryKey = ${marker._2} before writing them again.", -1L, failure)
+      case CommitOutcome.NothingToCommit => throw new IllegalStateException(s"eqdelete: nothing was committed to $tableName")
+    }
   }
+
+  /** The snapshot summary property marking a commit of this writer. */
+  val SummaryKey = "eqdelete.write-id"
 
   private def unpartitionedSpec(table: Table, tableName: String): PartitionSpec =
     table.specs().values().asScala.toSeq.sortBy(-_.specId()).find(_.isUnpartitioned).getOrElse(

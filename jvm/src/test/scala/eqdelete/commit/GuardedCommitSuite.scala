@@ -5,7 +5,7 @@ import scala.jdk.CollectionConverters._
 
 import eqdelete.testing.{IcebergTables, TestSpark}
 
-import org.apache.iceberg.{BaseTable, FileContent, FileFormat, FileMetadata, HasTableOperations, Table, TableMetadata, TableOperations}
+import org.apache.iceberg.{BaseTable, DataFiles, FileContent, FileFormat, FileMetadata, HasTableOperations, Table, TableMetadata, TableOperations}
 import org.apache.iceberg.expressions.Expressions
 import org.apache.iceberg.exceptions.{CommitFailedException, CommitStateUnknownException, ValidationException}
 import org.apache.iceberg.io.{FileIO, LocationProvider}
@@ -108,6 +108,45 @@ class GuardedCommitSuite extends AnyFunSuite {
     intercept[ValidationException](removeEqualityDeletes(marker())(lying(table, ops)))
     // If Iceberg ever settles this itself, the guard may be simplified: this test then fails.
     assert(missingFiles(name).nonEmpty)
+  }
+
+  /** An append of one (unreadable) data file, answered 409 after it landed and after a writer's commit on top. */
+  private def appendAnsweredLate(guarded: Boolean): (Seq[Long], Long, Long) = {
+    val (name, table) = tableWithAnEqualityDelete()
+    var writers = 0L
+    val ops = new LyingOperations(operations(table), (attempt, send) => {
+      send()
+      if (attempt == 1) {
+        tables.insert(name, Seq((7L, "v7", 0)))
+        writers = { val t = IcebergSparkTables.load(spark, name); t.refresh(); t.currentSnapshot().snapshotId() }
+        throw new CommitFailedException("Requirement failed: branch main has changed (injected after the commit landed)")
+      }
+    })
+    val location = table.locationProvider().newDataLocation(s"appended-${java.util.UUID.randomUUID()}.parquet")
+    val file = DataFiles.builder(table.spec()).withPath(location).withFormat(FileFormat.PARQUET)
+      .withFileSizeInBytes(3).withRecordCount(1).build()
+    val mark = marker()
+    def append(t: Table): Unit = t.newAppend().appendFile(file).set(mark._1, mark._2).commit()
+    if (guarded) GuardedCommit.run(lying(table, ops), mark, noWaits)(append) else append(lying(table, ops))
+    table.refresh()
+    val appended = table.snapshots().asScala.find(_.summary().get(mark._1) == mark._2).map(_.snapshotId()).get
+    (ancestors(table), writers, appended)
+  }
+
+  private def ancestors(table: Table): Seq[Long] =
+    Iterator.iterate(Option(table.currentSnapshot()))(_.flatMap(s => Option(s.parentId()).map(id => table.snapshot(id.longValue()))))
+      .takeWhile(_.isDefined).flatten.map(_.snapshotId()).toSeq
+
+  test("without the guard, a landed append answered 409 sets the branch back over a writer's commit") {
+    // Iceberg retries it, finds its own snapshot id in the table and takes the retry for a rollback
+    // to it. If Iceberg ever keeps the writer's commit here, this test fails: say so in the docs.
+    val (branch, writers, appended) = appendAnsweredLate(guarded = false)
+    assert(branch.head == appended && !branch.contains(writers))
+  }
+
+  test("with the guard, the writer's commit stays in the branch") {
+    val (branch, writers, appended) = appendAnsweredLate(guarded = true)
+    assert(branch.head == writers && branch.contains(appended))
   }
 
   test("a landed commit answered 409 is committed, and Iceberg deletes nothing it references") {
