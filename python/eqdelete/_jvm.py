@@ -61,14 +61,14 @@ def commit_equality_deletes(
     jcolumns = jvm.java.util.ArrayList()
     for column in columns:
         jcolumns.add(column)
-    result = jvm.eqdelete.write.EqualityDeleteWriter.commit(
+    result = _calling(lambda: jvm.eqdelete.write.EqualityDeleteWriter.commit(
         _jsession(spark),
         table,
         jcolumns,
         deletes._jdf if deletes is not None else None,  # noqa: SLF001
         inserts._jdf if inserts is not None else None,  # noqa: SLF001
         global_deletes,
-    )
+    ))
     return result.snapshotId(), result.dataFiles(), result.deleteFiles()
 
 

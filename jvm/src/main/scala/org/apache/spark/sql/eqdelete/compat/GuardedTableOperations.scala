@@ -13,22 +13,24 @@ import org.apache.spark.internal.Logging
  * A table's own `TableOperations` with one change: a commit attempt that fails is first looked
  * for in the table before Iceberg is told it failed, because a failed answer does not prove a
  * failed commit. A catalog can commit and the answer be lost, or a gateway (or Iceberg's REST
- * client, after a 503) send the commit again and get a 409 for it, because the table's head has
- * moved by that very commit. Iceberg then takes the 409 for a conflict, retries on the new head,
- * fails validation (its own commit removed the files it wants to remove) and deletes the manifests
- * it wrote, the landed commit's among them, and the caller deletes its data files: the current
- * snapshot then names missing files.
+ * client, after a 503 with `Retry-After`) send the commit again and get a 409 for it, because the
+ * table's head has moved by that very commit. Iceberg takes the 409 for a conflict and retries:
+ * a validated commit then fails its validation against its own landed snapshot and deletes the
+ * manifests it wrote, the landed commit's among them (and the caller its delete files), so the
+ * current snapshot names missing files; an unvalidated one finds its own snapshot id in the table
+ * and "rolls back" to it, dropping a writer's commit made on top (docs/known-iceberg-issues.md).
  *
  * So, after a failed attempt (the [[CommitJudge]] decides; eqdelete's is `eqdelete.commit.SettleCommit`):
  *  - its snapshot is in the table: the attempt committed, and Iceberg is told it succeeded;
- *  - an earlier attempt's snapshot is: `CommitStateUnknownException`, so Iceberg neither retries
- *    nor deletes anything (the caller finds the landed snapshot by its marker);
+ *  - an earlier attempt's is (every attempt has the same snapshot id; its manifest list tells
+ *    them apart): `CommitStateUnknownException`, so Iceberg neither retries nor deletes anything
+ *    (the caller finds the landed snapshot by its marker);
  *  - it cannot land any more (not there, and the branch moved on, or refused with the branch
  *    still at its base): `CommitFailedException`, which Iceberg retries on the new head;
  *  - anything else: `CommitStateUnknownException`: Iceberg neither retries nor deletes.
  *
- * Iceberg deletes a failed commit's files only after a `CommitFailedException` or a
- * validation failure, so it deletes nothing a landed attempt references. Every other method is
+ * Iceberg deletes a failed commit's files only after a `CleanableFailure` (a refused commit, a
+ * failed validation), so it deletes nothing a landed attempt references. Every other method is
  * the table's own. (`TableOperations` is the same in Iceberg 1.10, 1.11 and 1.12.)
  *
  * @param marker the snapshot summary property (key, value) every attempt of this commit carries
