@@ -125,7 +125,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
         val batches = rows.map(task => shipped(DeleteRowBatch(
           task.iterator.map { case (k, s, q) => InternalRow(k, s, q) }, Seq(LongType), primitive = true, indexKeys = sizedFor)))
         val onePass = new LongKeyIndex(sizedFor)
-        DeleteRowBatch.addInSlotOrder(batches, onePass, threads = 3)
+        DeleteRowBatchFilling.addInSlotOrder(batches, onePass, threads = 3)
         val byBatch = new LongKeyIndex(sizedFor)
         for (task <- rows; (k, scope, seq) <- task) byBatch.add(scope, Array[Any](k), seq)
         Seq(onePass, byBatch).foreach(_.seal())
@@ -159,7 +159,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
         task.iterator.map { case (key, scope, seq) => InternalRow.fromSeq(key ++ Seq(scope, seq)) }, types,
         primitive = false, indexKeys = sizedFor)))
       val fromBatches = new HashedKeyIndex(types, indexKeys)
-      DeleteRowBatch.addInSlotOrder(batches, fromBatches)
+      DeleteRowBatchFilling.addInSlotOrder(batches, fromBatches)
       val oneByOne = new HashedKeyIndex(types, deletes.size)
       deletes.foreach { case (key, scope, seq) => oneByOne.add(scope, key.toArray, seq) }
       Seq(fromBatches, oneByOne).foreach(_.seal())
@@ -176,7 +176,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
     val batch = shipped(DeleteRowBatch(keys.iterator.map(k => InternalRow(k, Global, 2L)), types, primitive = false, indexKeys = 5000))
     val index = new HashedKeyIndex(types, 5000)
     val slotsOnly = index.retainedBytes // no record is allocated before the first key
-    DeleteRowBatch.addInSlotOrder(Seq(batch), index)
+    DeleteRowBatchFilling.addInSlotOrder(Seq(batch), index)
     // A record: hash, scope, seq (24 bytes), its packed length (4), then the packed string: a non-NULL tag, its length, its bytes.
     assert(index.retainedBytes - slotsOnly == keys.map(k => 24L + 4 + 1 + 4 + k.numBytes).sum)
     assert(index.seal().distinctKeys == 5000 && index.newestOf(Global, Array[Any](keys(4321))) == 2L)
@@ -211,7 +211,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
       task.sortBy(r => (r._2, r._3)).iterator.map { case (k, s, q) => InternalRow(k, s, q) }, Seq(LongType), primitive = true, indexKeys = total)))
     val indexes = Seq(1, 2, 7).map { threads =>
       val index = new LongKeyIndex(total)
-      DeleteRowBatch.addInSlotOrder(batches, index, threads)
+      DeleteRowBatchFilling.addInSlotOrder(batches, index, threads)
       index.seal()
     }
     val byBatch = new LongKeyIndex(total)
@@ -241,7 +241,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
     assert(files.map(_.scope).toSet.size == 3 && files.forall(f => vectorized(reader, f)))
 
     val fromColumns = new LongKeyIndex(set.records)
-    DeleteRowBatch.addInSlotOrder(Seq(shipped(DeleteRowBatch.ofKeyColumns(files.iterator, reader, LongType, set.records, 4))),
+    DeleteRowBatchFilling.addInSlotOrder(Seq(shipped(DeleteRowBatch.ofKeyColumns(files.iterator, reader, LongType, set.records, 4))),
       fromColumns, threads = 2)
     val fromRows = new LongKeyIndex(set.records)
     for (file <- files; row <- reader.read(file.file)) {
