@@ -85,7 +85,7 @@ object DeletePlanner {
 
     val sets = deletesByPath.values.toVector.groupBy(_.file.equalityFieldIds().asScala.map(_.intValue).toVector)
     val deleteSets = sets.toVector.sortBy(_._1.mkString(",")).map { case (ids, refs) =>
-      EqualityDeleteSet(ids, ids.map(keyPath(readSchema, _)), refs)
+      EqualityDeleteSet(ids, ids.map(keyPath(readSchema, _)), refs, KeyTypeHistory.promotedKeys(table, ids))
     }
     val scanned = PlannedTasks(snapshotId, readSchema, filter, caseSensitive, planned.result())
     Some(ScanDeletes(snapshotId, new DataFileScopes(files.toMap), withDeletes, rowsWithDeletes, rowsWithoutDeletes, deleteSets,

@@ -12,8 +12,11 @@ final case class EqualityDeleteRef(file: DeleteFile, scope: Int, sequenceNumber:
 /**
  * Delete files sharing one `equality_ids` set, and the key columns they name: each a path of
  * field names from a top-level column down through structs (`Seq("s", "a")` for `s.a`).
+ * `promotedKeys` names the key columns whose values changed class in the table's history
+ * ([[KeyTypeHistory]]).
  */
-final case class EqualityDeleteSet(equalityIds: Seq[Int], keyPaths: Seq[Seq[String]], files: Seq[EqualityDeleteRef]) {
+final case class EqualityDeleteSet(equalityIds: Seq[Int], keyPaths: Seq[Seq[String]], files: Seq[EqualityDeleteRef],
+    promotedKeys: Seq[String] = Nil) {
   def records: Long = files.map(_.file.recordCount()).sum
   def newestSequenceNumber: Long = files.map(_.sequenceNumber).max
   /** The key columns as Iceberg names them (`s.a` for a nested field). */
@@ -68,7 +71,10 @@ final case class ScanDeletes(
    */
   def nativeIsWrong: Option[String] = deleteSets.find(_.hasNestedKeys).map { set =>
     s"Iceberg's own reader mishandles equality deletes on nested fields such as ${set.describeKeys}"
-  }.orElse(assignmentMayMiss)
+  }.orElse(deleteSets.find(_.promotedKeys.nonEmpty).map { set =>
+    s"the key's type was promoted (${set.promotedKeys.mkString(", ")}), and Iceberg's own reader may serve delete " +
+      "rows it cached with the old type, which match nothing"
+  }).orElse(assignmentMayMiss)
 }
 
 object ScanDeletes {
