@@ -77,9 +77,10 @@ for entry in "${pairs[@]}"; do
       kind="smoke suite and query shapes"
     fi
     # The oldest pair: the multi-process test, and the fault tier, whose commits Iceberg 1.10
-    # retries and cleans up otherwise than later releases (the primary pair runs it too).
+    # retries and cleans up otherwise than later releases; its command-line cases, the same JVM
+    # code in a process of their own, on the primary pair only (CI time).
     if [ "$line:$short" = "${oldest%.0}" ]; then
-      tests+=(tests/test_multiprocess.py tests/lakehouse/test_commit_faults.py)
+      tests+=(tests/test_multiprocess.py tests/lakehouse/test_commit_faults.py -m "not command_line")
       kind="$kind, the multi-process test and the fault tier"
     fi
     # The lakehouse tier (REST catalog, object store, Flink's tables) on Spark 3.5 with its newest

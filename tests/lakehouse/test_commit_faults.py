@@ -363,6 +363,7 @@ CLI_CASES = [
 ]
 
 
+@pytest.mark.command_line
 @pytest.mark.parametrize(("command", "version", "fault"), CLI_CASES)
 def test_the_command_line_reports_a_landed_commit(spark: SparkSession, lakehouse: Lakehouse, faults: Proxies,
                                                   tmp_path: Path, command: str, version: int, fault: str) -> None:
@@ -383,6 +384,7 @@ def test_the_command_line_reports_a_landed_commit(spark: SparkSession, lakehouse
     check_table(spark, lakehouse, table, resolved=True)
 
 
+@pytest.mark.command_line
 def test_the_command_line_reports_an_unknown_outcome(spark: SparkSession, lakehouse: Lakehouse, faults: Proxies,
                                                      tmp_path: Path) -> None:
     table = make_table(spark, 2)
@@ -399,6 +401,7 @@ def test_the_command_line_reports_an_unknown_outcome(spark: SparkSession, lakeho
     check_table(spark, lakehouse, table, resolved=False)
 
 
+@pytest.mark.command_line
 @pytest.mark.parametrize("when", ["before the catalog", "after the catalog committed"])
 def test_kill_9_around_the_commit(spark: SparkSession, lakehouse: Lakehouse, faults: Proxies, tmp_path: Path,
                                   when: str) -> None:
