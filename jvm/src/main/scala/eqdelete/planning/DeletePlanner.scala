@@ -4,6 +4,7 @@ import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 import scala.util.Using
 
+import org.apache.iceberg.metrics.MetricsReport
 import org.apache.iceberg.{ContentFile, DeleteFile, FileContent, FileScanTask, PartitionSpec, Schema, Table}
 import org.apache.iceberg.expressions.{Expression => IcebergExpression, Expressions}
 import org.apache.iceberg.types.{Type, TypeUtil}
@@ -42,7 +43,10 @@ object DeletePlanner {
     val floating = TypeUtil.indexById(readSchema.asStruct()).asScala.collect {
       case (id, f) if f.`type`().typeId() == Type.TypeID.FLOAT || f.`type`().typeId() == Type.TypeID.DOUBLE => id.intValue
     }.toVector
+    // Iceberg's report of this planning (it reaches the table's own reporter too), for the scans served its tasks.
+    val reports = new java.util.concurrent.CopyOnWriteArrayList[MetricsReport]()
     val unfiltered = table.newScan().useSnapshot(snapshotId).caseSensitive(caseSensitive).filter(filter)
+      .metricsReporter((report: MetricsReport) => { reports.add(report); () })
     val scan = if (floating.isEmpty) unfiltered else unfiltered.includeColumnStats(floating.map(readSchema.findColumnName).asJava)
     var dataMayHoldNaN = false
     Using.resource(scan.planFiles()) { tasks =>
@@ -87,7 +91,7 @@ object DeletePlanner {
     val deleteSets = sets.toVector.sortBy(_._1.mkString(",")).map { case (ids, refs) =>
       EqualityDeleteSet(ids, ids.map(keyPath(readSchema, _)), refs, KeyTypeHistory.promotedKeys(table, ids))
     }
-    val scanned = PlannedTasks(snapshotId, readSchema, filter, caseSensitive, planned.result())
+    val scanned = PlannedTasks(snapshotId, readSchema, filter, caseSensitive, planned.result(), reports.asScala.toVector)
     Some(ScanDeletes(snapshotId, new DataFileScopes(files.toMap), withDeletes, rowsWithDeletes, rowsWithoutDeletes, deleteSets,
       scanned, deleteSets.find(set => set.files.exists(ref => mayHoldNaN(ref.file, readSchema))).map { set =>
         s"delete files on ${set.describeKeys} may hold NaN, which Iceberg's pairing of delete and data files by " +

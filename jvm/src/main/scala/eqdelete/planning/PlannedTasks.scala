@@ -5,17 +5,21 @@ import scala.util.Try
 import org.apache.iceberg.{FileScanTask, Schema}
 import org.apache.iceberg.expressions.{And, Binder, Expression}
 import org.apache.iceberg.expressions.Expression.Operation
+import org.apache.iceberg.metrics.MetricsReport
 
 /**
  * The tasks Iceberg planned for a scan (snapshot, row filter, case sensitivity), kept so the
- * rewritten scans of the same read use them rather than plan the same files again.
+ * rewritten scans of the same read use them rather than plan the same files again, and the
+ * metrics report Iceberg's planning made of them (its scan report: planning time, manifests,
+ * data and delete files and their sizes), which a scan served these tasks reports as its own.
  */
 final case class PlannedTasks(
     snapshotId: Long,
     readSchema: Schema,
     filter: Expression,
     caseSensitive: Boolean,
-    tasks: IndexedSeq[FileScanTask]) {
+    tasks: IndexedSeq[FileScanTask],
+    reports: Seq[MetricsReport] = Nil) {
 
   /**
    * Whether a scan of `snapshot` with `rowFilter` plans exactly these tasks: the same snapshot,

@@ -15,12 +15,15 @@ import org.apache.spark.sql.eqdelete.compat.ScanLimitHint
 /**
  * Delegates everything to Iceberg's scan; only the planned files are selected or changed. When
  * the delete planning already planned this very scan (same snapshot, filter and case
- * sensitivity), its tasks are served instead of planning the manifests again.
+ * sensitivity), its tasks are served instead of planning the manifests again, and Iceberg's
+ * report of that planning goes to the reporters registered on this scan (Iceberg's Spark scan
+ * registers one, whose report becomes the scan node's metrics in Spark's UI), as it would have
+ * had Iceberg planned the scan itself.
  */
 private[scan] final class SelectingBatchScan(delegate: BatchScan, selection: FileSelection, table: Table,
-    planned: Option[PlannedTasks]) extends BatchScan with ScanLimitHint {
+    planned: Option[PlannedTasks], reporters: Seq[MetricsReporter] = Nil) extends BatchScan with ScanLimitHint {
 
-  private def wrap(scan: BatchScan): BatchScan = new SelectingBatchScan(scan, selection, table, planned)
+  private def wrap(scan: BatchScan): BatchScan = new SelectingBatchScan(scan, selection, table, planned, reporters)
   override protected def wrapped: BatchScan = delegate
   override protected def rewrap(scan: BatchScan): BatchScan = wrap(scan)
 
@@ -31,6 +34,7 @@ private[scan] final class SelectingBatchScan(delegate: BatchScan, selection: Fil
     } match {
       case Some(p) =>
         ScanPlanning.servedPlanned.incrementAndGet()
+        for (report <- p.reports; reporter <- reporters) reporter.report(report)
         CloseableIterable.withNoopClose(p.tasks.map(t => t: ScanTask).asJava)
       case None =>
         ScanPlanning.plannedAgain.incrementAndGet()
@@ -71,5 +75,6 @@ private[scan] final class SelectingBatchScan(delegate: BatchScan, selection: Fil
   override def targetSplitSize(): Long = delegate.targetSplitSize()
   override def splitLookback(): Int = delegate.splitLookback()
   override def splitOpenFileCost(): Long = delegate.splitOpenFileCost()
-  override def metricsReporter(reporter: MetricsReporter): BatchScan = wrap(delegate.metricsReporter(reporter))
+  override def metricsReporter(reporter: MetricsReporter): BatchScan =
+    new SelectingBatchScan(delegate.metricsReporter(reporter), selection, table, planned, reporters :+ reporter)
 }
