@@ -1,5 +1,6 @@
 """What a rewritten scan shows in Spark's SQL metrics, read from Spark's status store (what the
-UI and its REST API serve): Iceberg's own scan metrics stay, as a native read shows them."""
+UI and its REST API serve): Iceberg's own scan metrics stay, as a native read shows them, and the
+filter's index says what it held and cost, and whether it was kept from an earlier query."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ import eqdelete
 PLANNING = ("equalityDeleteFiles", "totalPlanningDuration", "totalDataFileSize", "resultDataFiles")
 
 
-def scan_metrics(spark: SparkSession, sql: str) -> dict[str, list[int]]:
-    """Run ``sql``; the metrics of its Iceberg scan nodes from Spark's status store: metric name
-    (as Spark's UI labels it) to the values of every scan node that has it."""
+def scan_metrics(spark: SparkSession, sql: str, node_name: str = "BatchScan") -> dict[str, list[int]]:
+    """Run ``sql``; the metrics of its nodes named ``node_name`` (Iceberg's scans by default) from
+    Spark's status store: metric name (as Spark's UI labels it) to the values of every such node."""
     jsession = spark._jsparkSession  # noqa: SLF001
     store = jsession.sharedState().statusStore()
     executions = store.executionsList()
@@ -32,7 +33,7 @@ def scan_metrics(spark: SparkSession, sql: str) -> dict[str, list[int]]:
         nodes = store.planGraph(execution.executionId()).allNodes()
         for n in range(nodes.size()):
             node = nodes.apply(n)
-            if "BatchScan" not in node.name():
+            if node_name not in node.name():
                 continue
             metrics = node.metrics()
             for m in range(metrics.size()):
@@ -77,3 +78,14 @@ def test_a_rewritten_scan_keeps_icebergs_scan_metrics(spark: SparkSession, table
         for rewritten in (first, again):
             assert max(_named(rewritten, label), default=0) > 0, f"{strategy} shows no {label}: {rewritten}"
     assert max(_named(first, "equalityDeleteFiles")) == max(_named(native, "equalityDeleteFiles")) == 2
+
+
+def test_the_filters_index_reports_what_it_held_and_whether_it_was_kept(spark: SparkSession, table_name: str) -> None:
+    FIXTURES["single_key"](spark, table_name)  # 4 delete rows on k, one file
+    query = f"SELECT count(*) FROM {table_name}"
+    with eqdelete.use_strategy(spark, "filter"):
+        built = scan_metrics(spark, query, "BuildDeleteKeyIndex")
+        kept = scan_metrics(spark, query, "BuildDeleteKeyIndex")
+    assert built["delete rows of the index"] == [4] and built["distinct keys in the index"] == [4], built
+    assert built["index kept from an earlier query (1) or built (0)"] == [0]
+    assert kept["index kept from an earlier query (1) or built (0)"] == [1], kept

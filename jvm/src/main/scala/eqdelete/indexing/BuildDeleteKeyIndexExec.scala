@@ -6,7 +6,8 @@ import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Attribute, GenericInternalRow, UnsafeProjection}
-import org.apache.spark.sql.execution.LeafExecNode
+import org.apache.spark.sql.execution.{LeafExecNode, SQLExecution}
+import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
 
 /**
  * Builds (or takes from [[DeleteIndexCache]]) the index of one equality set on the driver,
@@ -25,12 +26,32 @@ final case class BuildDeleteKeyIndexExec(@transient source: DeleteKeyIndexSource
   // are copies, which would not keep Spark's cleaner from removing its blocks.
   // Covering indexes come from the cache, where their own subqueries put them (or find them).
   @transient private lazy val broadcast: Broadcast[DeleteKeyIndex] = {
+    val started = System.nanoTime()
     val coverers = source.coverers.map { case (coverer, position) =>
       (DeleteIndexCache.getOrBuild(sparkContext, conf, coverer).index, position)
     }
     val built = DeleteIndexCache.getOrBuild(sparkContext, conf, source, coverers)
     source.covered.foreach(_.record(0, built.coveredRows))
+    report(built, System.nanoTime() - started)
     built.index
+  }
+
+  // What the index cost, on this node in Spark's UI (built on the driver: posted as driver metrics).
+  override lazy val metrics: Map[String, SQLMetric] = Map(
+    "deleteRows" -> SQLMetrics.createMetric(sparkContext, "delete rows of the index"),
+    "distinctKeys" -> SQLMetrics.createMetric(sparkContext, "distinct keys in the index"),
+    "coveredRows" -> SQLMetrics.createMetric(sparkContext, "delete rows dropped as covered"),
+    "buildTime" -> SQLMetrics.createTimingMetric(sparkContext, "time to build the index (0 if kept)"),
+    "kept" -> SQLMetrics.createMetric(sparkContext, "index kept from an earlier query (1) or built (0)"))
+
+  private def report(built: DeleteIndexCache.BuiltIndex, nanos: Long): Unit = {
+    metrics("deleteRows").set(source.indexed.set.records)
+    metrics("distinctKeys").set(built.index.value.distinctKeys.toLong)
+    metrics("coveredRows").set(built.coveredRows)
+    metrics("buildTime").set(if (built.kept) 0L else nanos / 1000000L)
+    metrics("kept").set(if (built.kept) 1L else 0L)
+    SQLMetrics.postDriverMetricUpdates(sparkContext, sparkContext.getLocalProperty(SQLExecution.EXECUTION_ID_KEY),
+      metrics.values.toSeq)
   }
 
   // Spark's subquery reads rows as UnsafeRows.

@@ -39,8 +39,8 @@ object DeleteIndexCache {
   // One build per key at a time: a set's own subquery and a set it covers may ask together.
   private val building = new java.util.concurrent.ConcurrentHashMap[Key, Object]()
 
-  /** An index, and how many delete rows its coverings dropped while it was built. */
-  final case class BuiltIndex(index: Broadcast[DeleteKeyIndex], coveredRows: Long)
+  /** An index, how many delete rows its coverings dropped while it was built, and whether it was kept from an earlier query. */
+  final case class BuiltIndex(index: Broadcast[DeleteKeyIndex], coveredRows: Long, kept: Boolean = false)
 
   /**
    * The index of `source`'s set, from the cache or built; `coverers` are the broadcast indexes of
@@ -57,7 +57,7 @@ object DeleteIndexCache {
       cached(key, context) match {
         case Some(built) =>
           verifyAll(source.io, source.indexed.set.files.map(_.file))
-          built
+          built.copy(kept = true)
         case None =>
           val built = DeleteIndexBuilder.build(context, source, coverers)
           store(key, Entry(context, built, built.index.value.distinctKeys.toLong), EqDeleteConf.filterCacheMaxKeys(conf))
