@@ -20,6 +20,8 @@ from eqdelete.deletes import Commit, write_equality_deletes
 from eqdelete.errors import CommitOutcomeUnknownError, ExtensionNotLoadedError, ResolveConflictError, ResolveFailedError
 from eqdelete.maintain import MaintainRound, MaintainSummary, maintain, maintain_round
 from eqdelete.resolve import ResolveResult, resolve_equality_deletes
+from eqdelete.service import ServiceEvent, ServiceSummary, maintain_tables
+from eqdelete.status import TableStatus, status
 from eqdelete.summary import TableSummary, summarize
 from eqdelete.toggles import get_strategy, set_enabled, set_strategy, use_conf, use_strategy
 
@@ -43,6 +45,9 @@ __all__ = [
     "ResolveFailedError",
     "ResolveResult",
     "ResultsDifferError",
+    "ServiceEvent",
+    "ServiceSummary",
+    "TableStatus",
     "TableSummary",
     "__version__",
     "compare",
@@ -52,10 +57,12 @@ __all__ = [
     "last_decisions",
     "maintain",
     "maintain_round",
+    "maintain_tables",
     "session",
     "resolve_equality_deletes",
     "set_enabled",
     "set_strategy",
+    "status",
     "summarize",
     "use_conf",
     "use_strategy",

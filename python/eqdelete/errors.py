@@ -58,3 +58,15 @@ def from_message(text: str) -> Optional[RuntimeError]:
             line = text[found.start():].splitlines()[0].strip()
             return error(line)
     return None
+
+
+def one_line(error: BaseException) -> str:
+    """What went wrong, in one line: the JVM exception's own message for errors from Spark."""
+    from py4j.protocol import Py4JJavaError
+
+    if isinstance(error, Py4JJavaError):
+        text = str(error.java_exception.toString())
+    else:
+        text = str(error)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__

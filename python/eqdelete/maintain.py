@@ -37,7 +37,8 @@ class MaintainRound:
     round: the equality delete files still live (those the writer committed meanwhile) and the age
     of the oldest of them, from its commit (0 when none is live). ``commit_note`` says what the
     client saw of a commit that landed although its answer was lost, or of a compaction whose
-    outcome is unknown (None when neither happened).
+    outcome is unknown (None when neither happened). ``deferred`` says why the round left the live
+    equality deletes to a later one (fewer than the table's ``eqdelete.maintain.min-equality-delete-files``).
     """
 
     table: str
@@ -58,6 +59,7 @@ class MaintainRound:
     lag_seconds: float
     seconds: float
     commit_note: Optional[str] = None
+    deferred: Optional[str] = None
 
     @property
     def committed(self) -> bool:
@@ -66,7 +68,7 @@ class MaintainRound:
     @property
     def gave_up(self) -> bool:
         """Every attempt conflicted: nothing was committed, the next round starts over."""
-        return self.conflicts >= self.attempts
+        return self.attempts > 0 and self.conflicts >= self.attempts
 
     def render(self) -> str:
         """One line: what the round resolved, its conflicts and the lag after it."""
@@ -75,6 +77,8 @@ class MaintainRound:
                        else f"{self.position_delete_files_written:,} position delete file(s)")
             did = (f"resolved {self.rows_resolved:,} row(s) of {self.equality_delete_files_removed:,} equality delete "
                    f"file(s) into {written}, snapshot {self.snapshot_id}")
+        elif self.deferred:
+            did = f"resolve deferred: {self.deferred}"
         elif self.gave_up:
             did = f"committed nothing: all {self.attempts} attempt(s) conflicted"
         else:

@@ -38,6 +38,7 @@ def main(warehouse: str, connect_table: str, classic_table: str) -> None:
         "fingerprint": [int(v) for v in spark.sql(fingerprint_sql(classic_table)).first()],
     }
     out["resolve_dry_run"] = dataclasses.asdict(eqdelete.resolve_equality_deletes(spark, connect_table, dry_run=True))
+    out["status"] = [dataclasses.asdict(s) for s in eqdelete.status(spark, connect_table)]
     spark.stop()
     print(json.dumps(out))
 

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import subprocess
+import threading
 import warnings
 from pathlib import Path
 
@@ -122,6 +123,13 @@ def test_resolve_dry_run_matches_classic(spark: SparkSession, generated: str, cl
     assert connect["rows_resolved"] > 0 and connect["snapshot_id"] is None
 
 
+def test_status_matches_classic(spark: SparkSession, generated: str, classic: dict) -> None:
+    [status] = eqdelete.status(spark, generated)
+    [twin] = classic["status"]
+    assert status.equality_delete_files > 0 and status.error is None
+    assert {**dataclasses.asdict(status), "lag_seconds": 0} == {**twin, "lag_seconds": 0}
+
+
 def test_write_and_resolve_over_connect(spark: SparkSession) -> None:
     table = "local.db.connect_writes"
     generate(spark, CdcSpec(table, rows=500, commits=1), progress=None)
@@ -154,6 +162,12 @@ def test_maintain_over_connect(spark: SparkSession) -> None:
     assert (summary.rounds, summary.rounds_committed, summary.rows_resolved) == (2, 1, 2)
     assert spark.table(table).count() == before - 2
     assert "equality deletes" not in {r["content"] for r in spark.sql(f"SELECT * FROM eqdelete_table_files('{table}')").collect()}
+    # The many-table service over Connect: its rounds are the server's CALLs.
+    eqdelete.write_equality_deletes(spark, table, ["k1"], [(k,) for k in keys[:1]])
+    stop = threading.Event()
+    served = eqdelete.maintain_tables(spark, "local.db.connect_maint*", interval=0, stop=stop,
+                                      on_round=lambda r: stop.set() if r.committed else None)
+    assert served.tables[table].rounds_committed == 1 and served.tables[table].failures == 0
 
 
 def test_generate_leaves_nothing_behind_when_it_fails(spark: SparkSession) -> None:
@@ -192,13 +206,14 @@ def test_sql_forms(spark: SparkSession, generated: str) -> None:
     ["compare", "--sql", "SELECT count(*) FROM local.db.cli_cdc", "--runs", "1", "--warmup", "0"],
     ["resolve", "--table", "local.db.cli_cdc", "--dry-run"],
     ["maintain", "--table", "local.db.cli_cdc", "--once"],
+    ["status", "--tables", "local.db.cli_cdc"],
 ])
 def test_cli_over_connect(server: str, python: str, command: list[str]) -> None:
     done = subprocess.run([python, "-m", "eqdelete", *command, "--remote", server], capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     expected = {"generate": "equality deletes", "compare": "results: identical", "resolve": "dry run on",
-                "maintain": '"round": 1'}[command[0]]
+                "maintain": '"round": 1', "status": "native/floor"}[command[0]]
     assert expected in done.stdout
 
 

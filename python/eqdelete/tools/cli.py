@@ -11,7 +11,7 @@ from typing import Any
 from eqdelete.tools.cdc import KEY_TYPES, LAYOUTS, PARTITIONINGS, CdcSpec, generate
 from eqdelete.compare import ResultsDifferError, compare
 from eqdelete.config import DEFAULT_CATALOG, DEFAULT_WAREHOUSE, session
-from eqdelete.errors import CommitOutcomeUnknownError, ResolveConflictError, ResolveFailedError
+from eqdelete.errors import CommitOutcomeUnknownError, ResolveConflictError, ResolveFailedError, one_line
 from eqdelete.summary import summarize
 
 #: Exit codes of resolve and maintain --once beyond 0 (done), 1 (failed) and 2 (bad input): 4, a
@@ -210,6 +210,9 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
 
     for stopping in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stopping, on_signal)
+    if args.tables is not None and not any(key == "spark.scheduler.mode" for key, _ in args.conf):
+        # Rounds of several tables share the executors: a small table's round is not queued behind a big one's.
+        args.conf.append(("spark.scheduler.mode", "FAIR"))
     spark = _session(args, "eqdelete maintain")
     rounds: list[MaintainRound] = []
 
@@ -222,6 +225,8 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
     def on_unknown(error: Exception) -> None:
         report(f"round {len(rounds) + 1}: {error}")
 
+    if args.tables is not None:
+        return _maintain_tables(args, spark, stop, report, on_round)
     with spark_progress(spark, report, every=args.progress_seconds):
         summary = maintain(spark, args.table, interval=args.interval, rounds=1 if args.once else args.rounds,
                            stop=stop, on_round=on_round, on_unknown=on_unknown)
@@ -229,6 +234,30 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
     if args.once and summary.unknown_outcomes:
         return EXIT_CODES[CommitOutcomeUnknownError]
     return 4 if args.once and rounds and rounds[-1].gave_up else 0
+
+
+def _maintain_tables(args: argparse.Namespace, spark: Any, stop: Any, report: Callable[[str], None],
+                     on_round: Callable[[Any], None]) -> int:
+    from eqdelete._progress import spark_progress
+    from eqdelete.service import maintain_tables
+
+    if args.once or args.rounds is not None:
+        raise ValueError("--once and --rounds take --table; --tables runs until stopped")
+    with spark_progress(spark, report, every=args.progress_seconds):
+        summary = maintain_tables(spark, args.tables, interval=args.interval, concurrency=args.concurrency,
+                                  rescan=args.rescan, stop=stop, on_round=on_round,
+                                  on_event=lambda event: report(event.render()))
+    report(summary.render())
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from eqdelete.status import as_json, by_debt, render, status
+
+    spark = _session(args, "eqdelete status")
+    statuses = status(spark, args.tables)
+    print(as_json(by_debt(statuses)) if args.json else render(statuses))
+    return 0
 
 
 def _cmd_lakehouse(args: argparse.Namespace) -> int:
@@ -541,8 +570,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep a live table resolved while its writer commits: a round every --interval seconds until stopped "
              "(SIGTERM/SIGINT stop it between rounds); a JSON line per round on stdout")
     _add_session_args(mnt)
-    mnt.add_argument("--table", required=True, help="the Iceberg table, catalog.namespace.table")
+    which = mnt.add_mutually_exclusive_group(required=True)
+    which.add_argument("--table", help="the Iceberg table, catalog.namespace.table")
+    which.add_argument("--tables", metavar="PATTERN",
+                       help="every table the pattern names, from one application: a namespace (lake.db), a catalog "
+                            "(lake), globs on any part (lake.db.orders_*), several separated by commas; listed again "
+                            "every --rescan seconds. Per-table settings: the eqdelete.maintain.* table properties")
     mnt.add_argument("--interval", type=float, default=60.0, help="seconds from one round's start to the next's (default: %(default)s)")
+    mnt.add_argument("--concurrency", type=int, default=2, help="with --tables: rounds run at once (default: %(default)s)")
+    mnt.add_argument("--rescan", type=float, default=60.0,
+                     help="with --tables: seconds between listings of the tables (default: %(default)s)")
     mnt.add_argument("--once", action="store_true", help="one round, then exit (for schedulers such as Airflow or cron); "
                                                          "exit code 4 when every attempt conflicted, 5 when the "
                                                          "commit's outcome is unknown")
@@ -550,6 +587,16 @@ def build_parser() -> argparse.ArgumentParser:
     mnt.add_argument("--progress-seconds", type=float, default=30.0,
                      help="how often to report a long round's progress (default: %(default)s)")
     mnt.set_defaults(run=_cmd_maintain)
+
+    st = commands.add_parser(
+        "status",
+        help="each table's equality-delete debt from metadata: live equality deletes, the lag, native's cost over the "
+             "floor, position delete files per data file, dead rows, and what maintain would do next")
+    _add_session_args(st)
+    st.add_argument("--tables", required=True, metavar="PATTERN",
+                    help="a table, a namespace (lake.db), a catalog (lake), or globs (lake.db.orders_*); comma-separated")
+    st.add_argument("--json", action="store_true", help="print the rows as JSON, every field")
+    st.set_defaults(run=_cmd_status)
 
     lake = commands.add_parser(
         "lakehouse",
@@ -575,18 +622,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _one_line(error: BaseException) -> str:
-    """What went wrong, in one line: the JVM exception's own message for errors from Spark."""
-    from py4j.protocol import Py4JJavaError
-
-    if isinstance(error, Py4JJavaError):
-        text = str(error.java_exception.toString())
-    else:
-        text = str(error)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0] if lines else type(error).__name__
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. Errors print one line and a non-zero exit code (2: bad input, such as
     arguments, SQL or a table that does not exist; 1: anything else); --debug adds the traceback."""
@@ -603,7 +638,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         user_error = isinstance(error, (ValueError, FileNotFoundError, AnalysisException, IllegalArgumentException))
         hint = "" if args.debug or user_error else " (run with --debug for the traceback)"
-        print(f"eqdelete: {_one_line(error)}{hint}", file=sys.stderr)
+        print(f"eqdelete: {one_line(error)}{hint}", file=sys.stderr)
         return 2 if user_error else 1
     finally:
         _stop_sessions()
@@ -615,4 +650,4 @@ def _stop_sessions() -> None:
         try:
             spark.stop()
         except Exception as error:  # noqa: BLE001 - the command's outcome is already decided
-            print(f"eqdelete: stopping the Spark session failed: {_one_line(error)}", file=sys.stderr)
+            print(f"eqdelete: stopping the Spark session failed: {one_line(error)}", file=sys.stderr)

@@ -3,6 +3,7 @@ package eqdelete.maintain
 import scala.jdk.CollectionConverters._
 
 import eqdelete.commit.{CommitOutcome, Failures, GuardedCommit}
+import eqdelete.planning.LiveDeleteFiles
 import eqdelete.resolve.ResolveEqualityDeletes
 import eqdelete.resolve.ResolveEqualityDeletes.ResolveConflictException
 
@@ -52,6 +53,8 @@ object MaintainRound extends Logging {
    *                           long ago the commit that added it was made (0 when none is live)
    * @param commitNote         what the client saw of a commit that landed although its answer was
    *                           lost, or of a compaction whose outcome is unknown; None when neither
+   * @param deferred           why the round left live equality deletes to a later one (fewer files
+   *                           than the table's `eqdelete.maintain.min-equality-delete-files`)
    */
   final case class Result(
       table: String,
@@ -71,12 +74,13 @@ object MaintainRound extends Logging {
       equalityDeleteFilesLive: Int,
       lagSeconds: Double,
       seconds: Double,
-      commitNote: Option[String] = None) {
+      commitNote: Option[String] = None,
+      deferred: Option[String] = None) {
 
     def values: Seq[Any] = Seq(table, startingSnapshotId, snapshotId.map(Long.box).orNull, attempts, conflicts,
       compactionConflicted, lastConflict.orNull, equalityDeleteFilesRemoved, rowsResolved, dataFilesRead, positionDeleteFilesWritten,
       deletionVectorsWritten, positionDeleteFilesCompacted, compactionFilesWritten, equalityDeleteFilesLive, lagSeconds, seconds,
-      commitNote.orNull)
+      commitNote.orNull, deferred.orNull)
 
     /** Field name to value, for Python and the SQL procedure's row. */
     def asJava: java.util.Map[String, Any] = Result.Fields.map(_._1).zip(values).toMap.asJava
@@ -90,8 +94,8 @@ object MaintainRound extends Logging {
       "rows_resolved" -> LongType, "data_files_read" -> IntegerType, "position_delete_files_written" -> IntegerType,
       "deletion_vectors_written" -> IntegerType, "position_delete_files_compacted" -> IntegerType,
       "compaction_files_written" -> IntegerType, "equality_delete_files_live" -> IntegerType, "lag_seconds" -> DoubleType,
-      "seconds" -> DoubleType, "commit_note" -> StringType)
-    val Nullable: Set[String] = Set("snapshot_id", "last_conflict", "commit_note")
+      "seconds" -> DoubleType, "commit_note" -> StringType, "deferred" -> StringType)
+    val Nullable: Set[String] = Set("snapshot_id", "last_conflict", "commit_note", "deferred")
   }
 
   /** The longest wait between two attempts. */
@@ -104,11 +108,15 @@ object MaintainRound extends Logging {
   /** `beforeCommit(attempt)` runs between an attempt's writing and its commit (tests put a concurrent commit there). */
   private[maintain] def run(session: SparkSession, tableName: String, settings: Settings, beforeCommit: Int => Unit): Result = {
     val started = System.nanoTime()
+    val before = IcebergSparkTables.load(session, tableName)
+    val tableSettings = TableSettings.of(before, settings.compactPositionDeleteFiles)
+    val liveBefore = Option(before.currentSnapshot()).map(s => LiveDeleteFiles.equalityDeletes(before, s.snapshotId()).size).getOrElse(0)
+    val next = NextRound.of(tableSettings, IcebergInternals.formatVersion(before), liveBefore, positionDeleteFilesPerDataFile = 0)
     val conflicts = Vector.newBuilder[String]
     var attempt = 0
     var resolved: Option[ResolveEqualityDeletes.Result] = None
-    var lastStart = -1L
-    while (resolved.isEmpty && attempt < settings.maxAttempts) {
+    var lastStart = Option(before.currentSnapshot()).map(_.snapshotId()).getOrElse(-1L)
+    while (resolved.isEmpty && attempt < settings.maxAttempts && next.deferred.isEmpty) {
       if (attempt > 0) Thread.sleep(math.min(MaxWaitMillis, settings.retryWaitMillis << math.min(attempt - 1, 16)))
       attempt += 1
       try {
@@ -125,7 +133,7 @@ object MaintainRound extends Logging {
     val table = IcebergSparkTables.load(session, tableName)
     table.refresh()
     val (compaction, compactionConflict, compactionNote) =
-      if (IcebergInternals.formatVersion(table) == 2) compact(session, table, settings) else (None, None, None)
+      if (IcebergInternals.formatVersion(table) == 2) compact(session, table, tableSettings) else (None, None, None)
     table.refresh()
     val (live, lag) = EqualityDeleteLag.of(table, System.currentTimeMillis())
     val resolveConflicts = conflicts.result()
@@ -149,7 +157,8 @@ object MaintainRound extends Logging {
       equalityDeleteFilesLive = live,
       lagSeconds = lag,
       seconds = (System.nanoTime() - started) / 1e9,
-      commitNote = (r.flatMap(_.commitNote).toSeq ++ compactionNote).reduceOption(_ + "; " + _))
+      commitNote = (r.flatMap(_.commitNote).toSeq ++ compactionNote).reduceOption(_ + "; " + _),
+      deferred = next.deferred)
   }
 
   /**
@@ -159,10 +168,10 @@ object MaintainRound extends Logging {
    * reported as such, its files kept (Iceberg deletes a rewrite's files only on a known failure).
    */
   private def compact(session: SparkSession, table: org.apache.iceberg.Table,
-      settings: Settings): (Option[IcebergActions.RewrittenDeletes], Option[String], Option[String]) = {
+      settings: TableSettings): (Option[IcebergActions.RewrittenDeletes], Option[String], Option[String]) = {
     val threshold = settings.compactPositionDeleteFiles
     val due = threshold > 0 && Option(table.currentSnapshot()).exists { s =>
-      PositionDeletePileUp.mostFilesPerDataFile(table, s.snapshotId()) >= threshold
+      NextRound.compacts(settings, formatVersion = 2, PositionDeletePileUp.mostFilesPerDataFile(table, s.snapshotId()))
     }
     if (!due) (None, None, None)
     else {

@@ -1,6 +1,7 @@
 package eqdelete.sql
 
 import eqdelete.explain.{Decision, DecisionLog, Decisions}
+import eqdelete.maintain.TableStatus
 
 import org.apache.spark.sql.{functions => F, SparkSession}
 import org.apache.spark.sql.catalyst.InternalRow
@@ -23,7 +24,7 @@ private[eqdelete] sealed trait InformationFunction {
 }
 
 private[eqdelete] object InformationFunction {
-  val all: Seq[InformationFunction] = Seq(DecisionsFunction, LastDecisionsFunction, TableFilesFunction)
+  val all: Seq[InformationFunction] = Seq(DecisionsFunction, LastDecisionsFunction, TableFilesFunction, StatusFunction)
 
   /** One decision per row, in the fields of Python's `eqdelete.Decision`. */
   val decisionRows: SqlRows = SqlRows(Seq(
@@ -90,4 +91,24 @@ private[eqdelete] object TableFilesFunction extends InformationFunction {
       rowsOf.row(Map("content" -> content, "equality_columns" -> columns, "files" -> files, "records" -> records, "bytes" -> bytes))
     }.toSeq
   }
+}
+
+/**
+ * `SELECT * FROM eqdelete_status('<pattern>')`: each matching table's equality-delete debt and
+ * what maintain would do next ([[TableStatus]]), the rows `python -m eqdelete status` prints.
+ */
+private[eqdelete] object StatusFunction extends InformationFunction {
+  override val name = "eqdelete_status"
+  override val usage = "_FUNC_(pattern) - The equality-delete debt of each Iceberg table the pattern names (a table, a " +
+    "namespace, a catalog, or globs such as 'lake.db.orders_*'; several separated by commas), from metadata: live " +
+    "equality delete files and rows, the lag, native's estimated cost over the floor, position delete files per data " +
+    "file, the dead-row ratio, the table's maintain settings, and what maintain would do next; a table that cannot be " +
+    "read gets a row with its error."
+  override val arguments = Seq("pattern")
+
+  val rowsOf: SqlRows = SqlRows(TableStatus.Fields, nullable = TableStatus.Nullable)
+  override def output: StructType = rowsOf.schema
+
+  override def rows(session: SparkSession, arguments: Seq[String]): Seq[InternalRow] =
+    TableStatus.of(session, arguments.head).map(status => rowsOf.row(status.asMap))
 }

@@ -3,6 +3,7 @@ package org.apache.spark.sql.eqdelete.compat
 import java.util.Locale
 
 import scala.jdk.CollectionConverters._
+import scala.util.Try
 import scala.util.control.NonFatal
 
 import com.fasterxml.jackson.databind.ObjectMapper
@@ -168,6 +169,59 @@ object EqDeleteConf {
       "nothing piles up.)",
     10L)
 
+  /**
+   * A table property eqdelete reads (`ALTER TABLE ... SET TBLPROPERTIES`), so each table of a
+   * lakehouse can be maintained its own way; declared here with the session keys, and documented
+   * from here the same way.
+   */
+  final case class TableProperty(key: String, default: String, rule: ValueRule, doc: String)
+
+  private val tableDeclared = scala.collection.mutable.ArrayBuffer.empty[TableProperty]
+
+  private def tableProperty(key: String, default: String, rule: ValueRule, doc: String): TableProperty = {
+    val property = TableProperty(key, default, rule, doc)
+    tableDeclared += property
+    property
+  }
+
+  val TABLE_MAINTAIN_ENABLED: TableProperty = tableProperty("eqdelete.maintain.enabled", "true", BooleanRule(),
+    "Whether maintain --tables keeps this table resolved; false lets it be (status still shows its debt). " +
+      "A round asked for by name (maintain TABLE, CALL eqdelete.system.maintain) runs all the same.")
+
+  val TABLE_MAINTAIN_INTERVAL_SECONDS: TableProperty = tableProperty("eqdelete.maintain.interval-seconds",
+    "maintain's --interval", CountRule(0),
+    "Seconds between the starts of two rounds on this table under maintain --tables.")
+
+  val TABLE_MAINTAIN_MIN_EQUALITY_DELETE_FILES: TableProperty = tableProperty("eqdelete.maintain.min-equality-delete-files",
+    "1", CountRule(1),
+    "A round resolves only once at least this many equality delete files are live (fewer, larger resolves " +
+      "on a table whose readers can wait); below it the round only compacts, if due.")
+
+  val TABLE_MAINTAIN_COMPACT_POSITION_DELETE_FILES: TableProperty = tableProperty(
+    "eqdelete.maintain.compact-position-delete-files", MAINTAIN_COMPACT_POSITION_DELETE_FILES.key, CountRule(0),
+    s"This table's own ${MAINTAIN_COMPACT_POSITION_DELETE_FILES.key}.")
+
+  /** Every table property eqdelete reads. */
+  def tableProperties: Seq[TableProperty] = tableDeclared.toVector
+
+  /**
+   * The value of `property` in a table's `properties`, None when unset; a value its rule refuses
+   * fails naming the table, the property and what it accepts.
+   */
+  def tableValue(table: String, properties: java.util.Map[String, String], property: TableProperty): Option[String] =
+    Option(properties.get(property.key)).map(_.trim).map { value =>
+      val valid = property.rule match {
+        case BooleanRule() => value.equalsIgnoreCase("true") || value.equalsIgnoreCase("false")
+        case CountRule(min) => Try(value.toLong).toOption.exists(_ >= min)
+        case _ => true
+      }
+      if (!valid) {
+        throw new IllegalArgumentException(
+          s"eqdelete: invalid value '$value' for table property ${property.key} of $table: ${mustBe(property.rule)}")
+      }
+      value
+    }
+
   /** Every key, for docs and for validating a session's values up front. */
   def all: Seq[ConfigEntry[_]] = declared.values.map(_._1).toVector
 
@@ -217,7 +271,14 @@ object EqDeleteConf {
       val doc = entry.doc.replace("|", "\\|")
       s"| `${entry.key}` | `${entry.defaultValueString}` | ${rule.describe.capitalize}. $doc |"
     }
-    ("| Key | Default | Meaning |" +: "| --- | --- | --- |" +: rows.toSeq).mkString("", "\n", "\n")
+    val properties = tableDeclared.map { p =>
+      val default = if (p.default.contains(' ')) p.default else s"`${p.default}`"
+      s"| `${p.key}` | $default | ${p.rule.describe.capitalize}. ${p.doc.replace("|", "\\|")} |"
+    }
+    ("| Key | Default | Meaning |" +: "| --- | --- | --- |" +: rows.toSeq).mkString("", "\n", "\n") +
+      "\n## Table properties\n\nSet per table with `ALTER TABLE t SET TBLPROPERTIES ('key' = 'value')`; read by " +
+      "`maintain` and `status` each time they look at the table, so a change takes effect at the next round.\n\n" +
+      ("| Property | Default | Meaning |" +: "| --- | --- | --- |" +: properties.toSeq).mkString("", "\n", "\n")
   }
 
   /**
