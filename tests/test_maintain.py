@@ -123,3 +123,59 @@ def test_the_round_has_one_schema(spark: SparkSession, table_name: str) -> None:
     for column in frame.schema.fields:
         expected = python_type[type(column.dataType).__name__]
         assert hints[column.name] == (Optional[expected] if column.nullable else expected), column.name
+
+
+def _data_files(spark: SparkSession, table: str) -> list[tuple[int, int]]:
+    """(records, bytes) of each live data file."""
+    return sorted((r[0], r[1]) for r in spark.sql(f"SELECT record_count, file_size_in_bytes FROM {table}.files "
+                                                  "WHERE content = 0").collect())
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_data_files_emptied_enough_are_rewritten_within_the_budget(spark: SparkSession, table_name: str, version: int) -> None:
+    spark.sql(f"CREATE TABLE {table_name} (k BIGINT, v STRING) USING iceberg TBLPROPERTIES "
+              f"('format-version'='{version}', 'write.delete.mode'='merge-on-read')")
+    for first in (0, 100):  # two data files of 100 rows
+        spark.sql(f"INSERT INTO {table_name} SELECT id, 'v' FROM range({first}, {first + 100}, 1, 1)")
+    eqdelete.write_equality_deletes(spark, table_name, ["k"], [(k,) for k in range(40)])   # 40% of the first file
+    eqdelete.write_equality_deletes(spark, table_name, ["k"], [(k,) for k in range(100, 110)])  # 10% of the second
+    before = _data_files(spark, table_name)
+    # Off by default: the round resolves, and rewrites no data file.
+    plain = eqdelete.maintain_round(spark, table_name)
+    assert plain.committed and plain.data_files_compacted == 0 and _data_files(spark, table_name) == before
+    eqdelete.write_equality_deletes(spark, table_name, ["k"], [(k,) for k in range(40, 45)])   # 45% of the first
+    live = {k for k in range(200) if not (k < 45 or 100 <= k < 110)}
+    # On v3 each data file's deletion vector counts at once. On v2, maintain's position delete
+    # files cover the partition until its compaction leaves one per data file (here at two).
+    settings = [("spark.eqdelete.maintain.compactDataBytesPerHour", "-1"),
+                ("spark.eqdelete.maintain.compactDataDeadRatio", "0.3"),
+                ("spark.eqdelete.maintain.compactPositionDeleteFiles", "2")]
+    with eqdelete.use_conf(spark, settings):
+        [due] = eqdelete.status(spark, table_name)
+        expected = "compact position delete files" if version == 2 else "compact 1 data file(s) past the dead-row share"
+        assert due.next.startswith("resolve 1 equality delete file(s), 5 row(s)") and expected in due.next, due.next
+        compacted = eqdelete.maintain_round(spark, table_name)
+    assert compacted.committed and compacted.rows_resolved == 5
+    assert (compacted.data_files_compacted, compacted.data_files_written) == (1, 1), compacted
+    assert compacted.data_bytes_rewritten in {b for _, b in before}, compacted
+    assert "rewrote 1 data file(s) past the dead-row share" in compacted.render()
+    after = _data_files(spark, table_name)
+    assert sorted(r for r, _ in after) == [55, 100], after          # the 45% file rewritten, the 10% one kept
+    for strategy in ("native", "auto"):
+        with eqdelete.use_strategy(spark, strategy):
+            assert {r.k for r in spark.table(table_name).collect()} == live
+    summaries = [r[0] for r in spark.sql(f"SELECT summary FROM {table_name}.snapshots").collect()]
+    assert sum("eqdelete.data-compaction-id" in summary for summary in summaries) == 1
+
+    # A budget this hour's rewrite used up: the next file due waits, and the round says so.
+    eqdelete.write_equality_deletes(spark, table_name, ["k"], [(k,) for k in range(110, 150)])  # the second: 50% dead
+    spark.sql(f"ALTER TABLE {table_name} SET TBLPROPERTIES ('eqdelete.maintain.compact-data-bytes-per-hour'="
+              f"'{compacted.data_bytes_rewritten + 1}')")
+    with eqdelete.use_conf(spark, settings):
+        waiting = eqdelete.maintain_round(spark, table_name)
+        if version == 2:  # its position deletes become the data file's own at the next compaction
+            eqdelete.write_equality_deletes(spark, table_name, ["k"], [(150,)])
+            waiting = eqdelete.maintain_round(spark, table_name)
+    assert waiting.committed and waiting.data_files_compacted == 0, waiting
+    assert waiting.deferred is not None and "left of this hour's budget" in waiting.deferred, waiting
+    assert "data compaction: 1 data file(s) due" in waiting.render()

@@ -1,6 +1,7 @@
 """What a rewritten scan shows in Spark's SQL metrics, read from Spark's status store (what the
-UI and its REST API serve): Iceberg's own scan metrics stay, as a native read shows them, and the
-filter's index says what it held and cost, and whether it was kept from an earlier query."""
+UI and its REST API serve): Iceberg's own scan metrics stay, as a native read shows them; the
+filter's index says what it held and cost, whether it was kept from an earlier query, and the
+rows it removed; the join's delete side the delete rows read and the rows the join removed."""
 
 from __future__ import annotations
 
@@ -89,3 +90,29 @@ def test_the_filters_index_reports_what_it_held_and_whether_it_was_kept(spark: S
     assert built["delete rows of the index"] == [4] and built["distinct keys in the index"] == [4], built
     assert built["index kept from an earlier query (1) or built (0)"] == [0]
     assert kept["index kept from an earlier query (1) or built (0)"] == [1], kept
+    for run in (built, kept):
+        assert run["data rows removed by the index"] == [removed_rows(spark, table_name)], run
+        assert run["index size in memory"][0] > 0, run
+
+
+def removed_rows(spark: SparkSession, table: str) -> int:
+    """Rows of the data files that the table's equality deletes remove (the fixtures have no position deletes)."""
+    data = spark.sql(f"SELECT sum(record_count) FROM {table}.files WHERE content = 0").first()[0]
+    with eqdelete.use_strategy(spark, "native"):
+        return data - spark.table(table).count()
+
+
+@pytest.mark.parametrize("distribution", ["broadcast", "shuffled"])
+def test_the_joins_delete_side_reports_the_rows_read_and_removed(spark: SparkSession, table_name: str,
+                                                                 distribution: str) -> None:
+    FIXTURES["two_equality_sets"](spark, table_name)  # 2 delete rows on id, 1 on (name, day); 4 rows removed
+    settings = [("spark.eqdelete.strategy", "join")]
+    if distribution == "shuffled":
+        settings.append(("spark.eqdelete.join.broadcastMaxBytes", "0"))
+    with eqdelete.toggles.use_conf(spark, settings):
+        metrics = scan_metrics(spark, f"SELECT count(*) FROM {table_name}", "EqualityDeleteRows")
+        [decision] = eqdelete.last_decisions(spark)
+    assert f"{distribution} anti join" in decision.plan, decision.plan
+    # One delete side per equality set; each join counts the rows it removes, first to delete a row counts it.
+    assert sorted(metrics["delete rows read"]) == [1, 2], metrics
+    assert sum(metrics["data rows removed by the join"]) == removed_rows(spark, table_name) == 4, metrics

@@ -38,7 +38,11 @@ class MaintainRound:
     of the oldest of them, from its commit (0 when none is live). ``commit_note`` says what the
     client saw of a commit that landed although its answer was lost, or of a compaction whose
     outcome is unknown (None when neither happened). ``deferred`` says why the round left the live
-    equality deletes to a later one (fewer than the table's ``eqdelete.maintain.min-equality-delete-files``).
+    equality deletes to a later one (fewer than the table's ``eqdelete.maintain.min-equality-delete-files``),
+    or data files due for compaction past the hour's byte budget. ``data_files_compacted`` data files
+    whose deletes removed ``spark.eqdelete.maintain.compactDataDeadRatio`` of their rows were
+    rewritten (``data_bytes_rewritten`` bytes) into ``data_files_written``, when
+    ``spark.eqdelete.maintain.compactDataBytesPerHour`` allows it.
     """
 
     table: str
@@ -60,6 +64,9 @@ class MaintainRound:
     seconds: float
     commit_note: Optional[str] = None
     deferred: Optional[str] = None
+    data_files_compacted: int = 0
+    data_files_written: int = 0
+    data_bytes_rewritten: int = 0
 
     @property
     def committed(self) -> bool:
@@ -70,6 +77,11 @@ class MaintainRound:
         """Every attempt conflicted: nothing was committed, the next round starts over."""
         return self.attempts > 0 and self.conflicts >= self.attempts
 
+    def _deferred(self, *, resolving: bool) -> str:
+        """What the round left to a later one: its resolve, or its data compaction."""
+        parts = (self.deferred or "").split("; ") if self.deferred else []
+        return "; ".join(p for p in parts if p.startswith("data compaction") != resolving)
+
     def render(self) -> str:
         """One line: what the round resolved, its conflicts and the lag after it."""
         if self.committed:
@@ -77,19 +89,24 @@ class MaintainRound:
                        else f"{self.position_delete_files_written:,} position delete file(s)")
             did = (f"resolved {self.rows_resolved:,} row(s) of {self.equality_delete_files_removed:,} equality delete "
                    f"file(s) into {written}, snapshot {self.snapshot_id}")
-        elif self.deferred:
-            did = f"resolve deferred: {self.deferred}"
+        elif self._deferred(resolving=True):
+            did = f"resolve deferred: {self._deferred(resolving=True)}"
         elif self.gave_up:
             did = f"committed nothing: all {self.attempts} attempt(s) conflicted"
         else:
             did = "nothing to resolve"
         compacted = (f"; compacted {self.position_delete_files_compacted:,} position delete file(s) into "
                      f"{self.compaction_files_written:,}" if self.position_delete_files_compacted else "")
+        if self.data_files_compacted:
+            compacted += (f"; rewrote {self.data_files_compacted:,} data file(s) past the dead-row share "
+                          f"({self.data_bytes_rewritten / 1e6:,.1f} MB) into {self.data_files_written:,}")
         conflicts = f"; {self.conflicts} conflict(s), retried" if self.conflicts and self.committed else ""
         if self.compaction_conflicted:
             conflicts += "; the compaction conflicted, left to the next round"
         if self.commit_note:
             conflicts += f"; {self.commit_note}"
+        if self._deferred(resolving=False):
+            conflicts += f"; {self._deferred(resolving=False)}"
         return (f"{self.table}: {did}{compacted}{conflicts}; {self.equality_delete_files_live:,} equality delete file(s) "
                 f"live, lag {self.lag_seconds:.1f} s; {self.seconds:.1f} s")
 

@@ -20,6 +20,8 @@ private[eqdelete] object Injections {
 
     // Plans the filter strategy's index subqueries, so indexes are built during execution.
     extensions.injectPlannerStrategy(_ => PlanDeleteKeyIndexes)
+    // Plans the join strategy's delete sides, whose nodes show what the join read and removed.
+    extensions.injectPlannerStrategy(_ => eqdelete.join.PlanDeleteRows)
 
     // The table-valued functions that report decisions and files, and the planning of their rows.
     eqdelete.sql.TableFunctions.all.foreach(extensions.injectTableFunction)

@@ -8,6 +8,7 @@ import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Expression, NonSQLExpression}
 import org.apache.spark.sql.catalyst.expressions.codegen.{CodegenContext, ExprCode, FalseLiteral}
 import org.apache.spark.sql.catalyst.expressions.codegen.Block._
+import org.apache.spark.sql.execution.metric.SQLMetric
 import org.apache.spark.sql.types.{BooleanType, DataType}
 
 /**
@@ -22,8 +23,8 @@ import org.apache.spark.sql.types.{BooleanType, DataType}
  * The key is looked up first; the row's sequence number (and, for global-only deletes, its
  * scope) is computed only for the few rows whose key has a delete.
  */
-case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequence: Expression, index: Expression)
-  extends Expression with NonSQLExpression {
+case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequence: Expression, index: Expression,
+    removed: Option[SQLMetric] = None) extends Expression with NonSQLExpression {
 
   override def children: Seq[Expression] = keys ++ Seq(scope, sequence, index)
   override def dataType: DataType = BooleanType
@@ -38,7 +39,9 @@ case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequenc
 
   override def eval(input: InternalRow): Any = {
     val newest = deleteKeys.newestOf(scope.eval(input).asInstanceOf[Long], keys.map(_.eval(input)).toArray[Any])
-    newest != DeleteKeyIndex.NoDelete && sequence.eval(input).asInstanceOf[Long] < newest
+    val deleted = newest != DeleteKeyIndex.NoDelete && sequence.eval(input).asInstanceOf[Long] < newest
+    if (deleted) removed.foreach(_.add(1L))
+    deleted
   }
 
   override protected def doGenCode(ctx: CodegenContext, ev: ExprCode): ExprCode = {
@@ -48,6 +51,8 @@ case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequenc
     val broadcastRef = ctx.addReferenceObj("deleteKeysBroadcast", shipped, classOf[Broadcast[_]].getName)
     val indexRef = ctx.addMutableState(indexClass, "deleteKeys",
       v => s"$v = ($indexClass) $broadcastRef.value();", forceInline = true)
+    // Counted where a delete is found: the predicate's OR stops at the first set that deletes a row.
+    val count = removed.map(m => s"if (${ev.value}) ${ctx.addReferenceObj("rowsRemoved", m)}.add(1L);").getOrElse("")
     val keyCodes = keys.map(_.genCode(ctx))
     val scopeCode = if (indexValue.hasScoped) Some(scope.genCode(ctx)) else None
     val scopeValue = scopeCode.map(_.value.toString).getOrElse("-1L")
@@ -85,6 +90,7 @@ case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequenc
       if ($newest != ${DeleteKeyIndex.NoDelete}L) {
         ${seqCode.code}
         ${ev.value} = ${seqCode.value} < $newest;
+        $count
       }""", isNull = FalseLiteral)
   }
 

@@ -7,13 +7,15 @@ import org.apache.iceberg.Schema
 import org.apache.iceberg.io.FileIO
 import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeReference}
 import org.apache.spark.sql.catalyst.plans.logical.{LeafNode, LogicalPlan, Statistics}
+import org.apache.spark.sql.execution.metric.SQLMetric
 import org.apache.spark.sql.types.BinaryType
 
 /**
  * What building one equality set's index needs: the set as the cost model planned it, how to
- * read it, and where to count the rows its coverings drop.
+ * read it, where to count the rows its coverings drop, and where the filter counts the rows it removes.
  */
-final case class DeleteKeyIndexSource(indexed: IndexedSet, io: FileIO, readSchema: Schema, covered: Option[CoveredRows] = None) {
+final case class DeleteKeyIndexSource(indexed: IndexedSet, io: FileIO, readSchema: Schema, covered: Option[CoveredRows] = None,
+    removed: Option[SQLMetric] = None) {
   def describe: String = indexed.describe
 
   /** The indexes of the single-column sets covering this one's rows, with the key position each covers. */

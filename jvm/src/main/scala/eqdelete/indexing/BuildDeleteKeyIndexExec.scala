@@ -42,7 +42,9 @@ final case class BuildDeleteKeyIndexExec(@transient source: DeleteKeyIndexSource
     "distinctKeys" -> SQLMetrics.createMetric(sparkContext, "distinct keys in the index"),
     "coveredRows" -> SQLMetrics.createMetric(sparkContext, "delete rows dropped as covered"),
     "buildTime" -> SQLMetrics.createTimingMetric(sparkContext, "time to build the index (0 if kept)"),
-    "kept" -> SQLMetrics.createMetric(sparkContext, "index kept from an earlier query (1) or built (0)"))
+    "kept" -> SQLMetrics.createMetric(sparkContext, "index kept from an earlier query (1) or built (0)"),
+    "indexBytes" -> SQLMetrics.createSizeMetric(sparkContext, "index size in memory")) ++
+    Option(source).flatMap(_.removed).map("rowsRemoved" -> _)
 
   private def report(built: DeleteIndexCache.BuiltIndex, nanos: Long): Unit = {
     metrics("deleteRows").set(source.indexed.set.records)
@@ -50,8 +52,9 @@ final case class BuildDeleteKeyIndexExec(@transient source: DeleteKeyIndexSource
     metrics("coveredRows").set(built.coveredRows)
     metrics("buildTime").set(if (built.kept) 0L else nanos / 1000000L)
     metrics("kept").set(if (built.kept) 1L else 0L)
+    metrics("indexBytes").set(built.bytes)
     SQLMetrics.postDriverMetricUpdates(sparkContext, sparkContext.getLocalProperty(SQLExecution.EXECUTION_ID_KEY),
-      metrics.values.toSeq)
+      metrics.collect { case (name, metric) if name != "rowsRemoved" => metric }.toSeq)
   }
 
   // Spark's subquery reads rows as UnsafeRows.

@@ -1,5 +1,6 @@
 package eqdelete.indexing
 
+import org.apache.spark.util.SizeEstimator
 import eqdelete.cost.IndexKind
 import eqdelete.explain.JobDescription
 import eqdelete.index.{DeleteKeyIndex, IndexCapacityException, KeyBitmapIndex, LongKeyIndex}
@@ -40,7 +41,7 @@ object DeleteIndexBuilder {
       case e: IndexCapacityException => throw new FilterIndexCapacityException(set, e)
     }
     val broadcast = try InProcessBroadcast.orSpark(context, index) catch { case e: OutOfMemoryError => throw outOfMemory(e) }
-    DeleteIndexCache.BuiltIndex(broadcast, covered)
+    DeleteIndexCache.BuiltIndex(broadcast, covered, SizeEstimator.estimate(index))
   }
 
   private def buildIndex(

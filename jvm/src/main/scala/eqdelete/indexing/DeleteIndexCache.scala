@@ -39,8 +39,11 @@ object DeleteIndexCache {
   // One build per key at a time: a set's own subquery and a set it covers may ask together.
   private val building = new java.util.concurrent.ConcurrentHashMap[Key, Object]()
 
-  /** An index, how many delete rows its coverings dropped while it was built, and whether it was kept from an earlier query. */
-  final case class BuiltIndex(index: Broadcast[DeleteKeyIndex], coveredRows: Long, kept: Boolean = false)
+  /**
+   * An index, how many delete rows its coverings dropped while it was built, its size in memory
+   * (Spark's `SizeEstimator`, measured once, when built), and whether it was kept from an earlier query.
+   */
+  final case class BuiltIndex(index: Broadcast[DeleteKeyIndex], coveredRows: Long, bytes: Long, kept: Boolean = false)
 
   /**
    * The index of `source`'s set, from the cache or built; `coverers` are the broadcast indexes of

@@ -11,8 +11,6 @@ import org.apache.spark.sql.{SparkSession => ApiSession}
 import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeReference, EqualNullSafe, EqualTo, Expression, LessThan, NamedExpression, Not, Or}
 import org.apache.spark.sql.catalyst.plans.{JoinType, LeftAnti, LeftSemi}
 import org.apache.spark.sql.catalyst.plans.logical.{BROADCAST, Filter, HintInfo, Join, JoinHint, LogicalPlan, Project, Statistics, Union}
-import org.apache.spark.sql.catalyst.plans.physical.UnknownPartitioning
-import org.apache.spark.sql.eqdelete.compat.SparkShim
 import org.apache.spark.sql.types.LongType
 
 /**
@@ -87,7 +85,8 @@ object ApplyDeletesWithJoin {
     }
     val scope = AttributeReference("_eqdelete_delete_scope", LongType, nullable = false)()
     val seq = AttributeReference("_eqdelete_delete_seq", LongType, nullable = false)()
-    val rows = withoutCovered(scan, part, deleteRows(session, scan, part, deleteKeys, Seq(scope, seq)),
+    val metrics = JoinMetrics(session.sparkContext)
+    val rows = withoutCovered(scan, part, deleteRows(session, scan, part, deleteKeys, Seq(scope, seq), metrics),
       deleteKeys, scope, seq, covered)
     // The delete side's keys as the data side carries them (floats and doubles as bits).
     val (comparableRows, comparableKeys) = if (deleteKeys.exists(k => KeyBits.isFloating(k.dataType))) {
@@ -107,7 +106,7 @@ object ApplyDeletesWithJoin {
       if (k.nullable) EqualNullSafe(d, k) else EqualTo(d, k): Expression
     }
     val scopeMatch = if (part.byScope) Seq(EqualTo(scan.scope.toAttribute, scope)) else Nil
-    val newer = LessThan(scan.sequence.toAttribute, seq)
+    val newer = CountingCondition(LessThan(scan.sequence.toAttribute, seq), metrics.rowsRemoved)
     val condition = (keyMatch ++ scopeMatch :+ newer).reduce(And(_, _))
     // Broadcast past Spark's own small default (10 MB is small for a hash set of keys); a
     // shuffled part is left to Spark's join selection, which shuffles sets larger than memory.
@@ -139,11 +138,11 @@ object ApplyDeletesWithJoin {
       scan: StrippedScan,
       part: DeleteJoin,
       keys: Seq[AttributeReference],
-      scopeAndSeq: Seq[AttributeReference]): LogicalPlan = {
+      scopeAndSeq: Seq[AttributeReference],
+      metrics: JoinMetrics): LogicalPlan = {
     val rdd = DeleteRows.rdd(session.sparkContext, scan.reader(part.set), part.read.files, part.read.tasks,
       part.set.describeKeys)
-    val partitioning = UnknownPartitioning(part.read.tasks)
     val stats = Statistics(sizeInBytes = part.estimatedBytes, rowCount = Some(BigInt(part.read.records)))
-    SparkShim.logicalRDD(keys ++ scopeAndSeq, rdd, partitioning, session, stats)
+    DeleteRowsRelation(keys ++ scopeAndSeq, rdd, part.describe, stats)(metrics)
   }
 }

@@ -9,7 +9,7 @@ import eqdelete.resolve.ResolveEqualityDeletes.ResolveConflictException
 
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
-import org.apache.spark.sql.eqdelete.compat.{EqDeleteConf, IcebergActions, IcebergInternals, IcebergSparkTables}
+import org.apache.spark.sql.eqdelete.compat.{EqDeleteConf, IcebergActions, IcebergInternals, IcebergSparkTables, MaintainMetricsSource}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, IntegerType, LongType, StringType}
 
@@ -19,7 +19,8 @@ import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, IntegerTyp
  * ([[ResolveEqualityDeletes]], one `RowDelta` validated from the snapshot it started from),
  * starting again from the newest snapshot after a conflicting commit, with a doubling wait; then,
  * on format v2, compact the position delete files that rounds leave once a partition holds
- * enough; then measure the lag.
+ * enough; rewrite the data files deletes have emptied enough of, within a byte budget
+ * ([[DataCompaction]], off unless set); then measure the lag.
  *
  * A writer's appends and new equality deletes never conflict with a round (they are newer than
  * every delete it resolves); a compaction rewriting the data files it read does, and so does a
@@ -28,13 +29,17 @@ import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, IntegerTyp
  */
 object MaintainRound extends Logging {
 
-  final case class Settings(maxAttempts: Int, retryWaitMillis: Long, compactPositionDeleteFiles: Long)
+  /** The session's settings of a round; each table's properties may override the compaction ones (`TableSettings`). */
+  final case class Settings(maxAttempts: Int, retryWaitMillis: Long, compactPositionDeleteFiles: Long,
+      compactDataBytesPerHour: Long = 0, compactDataDeadRatio: Double = 0.3)
 
   object Settings {
     def from(conf: SQLConf): Settings = Settings(
       maxAttempts = EqDeleteConf.maintainMaxAttempts(conf).min(Int.MaxValue).toInt,
       retryWaitMillis = EqDeleteConf.maintainRetryWaitMillis(conf),
-      compactPositionDeleteFiles = EqDeleteConf.maintainCompactPositionDeleteFiles(conf))
+      compactPositionDeleteFiles = EqDeleteConf.maintainCompactPositionDeleteFiles(conf),
+      compactDataBytesPerHour = EqDeleteConf.maintainCompactDataBytesPerHour(conf),
+      compactDataDeadRatio = EqDeleteConf.maintainCompactDataDeadRatio(conf))
   }
 
   /**
@@ -45,7 +50,8 @@ object MaintainRound extends Logging {
    *                           resolve, or every attempt conflicted)
    * @param conflicts          resolve attempts whose commit conflicted with a concurrent one (all of
    *                           them when `conflicts == attempts`: nothing committed)
-   * @param compactionConflicted the compaction's commit conflicted (it is left to the next round)
+   * @param compactionConflicted a compaction's commit (position delete files, or data files)
+   *                           conflicted (it is left to the next round)
    * @param lastConflict       the last conflict's message
    * @param equalityDeleteFilesLive equality delete files live after the round (newer ones the
    *                           writer committed while it ran, or all of them if it could not commit)
@@ -53,8 +59,11 @@ object MaintainRound extends Logging {
    *                           long ago the commit that added it was made (0 when none is live)
    * @param commitNote         what the client saw of a commit that landed although its answer was
    *                           lost, or of a compaction whose outcome is unknown; None when neither
-   * @param deferred           why the round left live equality deletes to a later one (fewer files
-   *                           than the table's `eqdelete.maintain.min-equality-delete-files`)
+   * @param deferred           what the round left to a later one and why: live equality deletes
+   *                           (fewer files than the table's `eqdelete.maintain.min-equality-delete-files`),
+   *                           data files due for compaction past the hour's byte budget
+   * @param dataFilesCompacted data files rewritten because deletes removed enough of their rows
+   *                           ([[DataCompaction]]), into `dataFilesWritten` files; `dataBytesRewritten` their bytes
    */
   final case class Result(
       table: String,
@@ -75,12 +84,15 @@ object MaintainRound extends Logging {
       lagSeconds: Double,
       seconds: Double,
       commitNote: Option[String] = None,
-      deferred: Option[String] = None) {
+      deferred: Option[String] = None,
+      dataFilesCompacted: Int = 0,
+      dataFilesWritten: Int = 0,
+      dataBytesRewritten: Long = 0) {
 
     def values: Seq[Any] = Seq(table, startingSnapshotId, snapshotId.map(Long.box).orNull, attempts, conflicts,
       compactionConflicted, lastConflict.orNull, equalityDeleteFilesRemoved, rowsResolved, dataFilesRead, positionDeleteFilesWritten,
       deletionVectorsWritten, positionDeleteFilesCompacted, compactionFilesWritten, equalityDeleteFilesLive, lagSeconds, seconds,
-      commitNote.orNull, deferred.orNull)
+      commitNote.orNull, deferred.orNull, dataFilesCompacted, dataFilesWritten, dataBytesRewritten)
 
     /** Field name to value, for Python and the SQL procedure's row. */
     def asJava: java.util.Map[String, Any] = Result.Fields.map(_._1).zip(values).toMap.asJava
@@ -94,7 +106,8 @@ object MaintainRound extends Logging {
       "rows_resolved" -> LongType, "data_files_read" -> IntegerType, "position_delete_files_written" -> IntegerType,
       "deletion_vectors_written" -> IntegerType, "position_delete_files_compacted" -> IntegerType,
       "compaction_files_written" -> IntegerType, "equality_delete_files_live" -> IntegerType, "lag_seconds" -> DoubleType,
-      "seconds" -> DoubleType, "commit_note" -> StringType, "deferred" -> StringType)
+      "seconds" -> DoubleType, "commit_note" -> StringType, "deferred" -> StringType,
+      "data_files_compacted" -> IntegerType, "data_files_written" -> IntegerType, "data_bytes_rewritten" -> LongType)
     val Nullable: Set[String] = Set("snapshot_id", "last_conflict", "commit_note", "deferred")
   }
 
@@ -105,11 +118,37 @@ object MaintainRound extends Logging {
 
   def run(session: SparkSession, tableName: String, settings: Settings): Result = run(session, tableName, settings, _ => ())
 
-  /** `beforeCommit(attempt)` runs between an attempt's writing and its commit (tests put a concurrent commit there). */
+  /**
+   * `beforeCommit(attempt)` runs between an attempt's writing and its commit (tests put a
+   * concurrent commit there). What the round did goes to Spark's metrics system too.
+   */
   private[maintain] def run(session: SparkSession, tableName: String, settings: Settings, beforeCommit: Int => Unit): Result = {
+    val metrics = MaintainMetricsSource.of(session.sparkContext)
+    val timing = metrics.roundTime.time()
+    val result = try runRound(session, tableName, settings, beforeCommit) catch {
+      case e: Throwable =>
+        metrics.rounds.inc()
+        metrics.roundsFailed.inc()
+        throw e
+    } finally timing.stop()
+    metrics.rounds.inc()
+    if (result.snapshotId.isDefined) metrics.roundsCommitted.inc()
+    metrics.conflicts.inc(result.conflicts + (if (result.compactionConflicted) 1 else 0))
+    metrics.rowsResolved.inc(result.rowsResolved)
+    metrics.equalityDeleteFilesRemoved.inc(result.equalityDeleteFilesRemoved)
+    metrics.positionDeleteFilesWritten.inc(result.positionDeleteFilesWritten)
+    metrics.deletionVectorsWritten.inc(result.deletionVectorsWritten)
+    metrics.positionDeleteFilesCompacted.inc(result.positionDeleteFilesCompacted)
+    metrics.dataFilesCompacted.inc(result.dataFilesCompacted)
+    metrics.dataBytesRewritten.inc(result.dataBytesRewritten)
+    metrics.lag(result.table, result.lagSeconds)
+    result
+  }
+
+  private def runRound(session: SparkSession, tableName: String, settings: Settings, beforeCommit: Int => Unit): Result = {
     val started = System.nanoTime()
     val before = IcebergSparkTables.load(session, tableName)
-    val tableSettings = TableSettings.of(before, settings.compactPositionDeleteFiles)
+    val tableSettings = TableSettings.of(before, settings)
     val liveBefore = Option(before.currentSnapshot()).map(s => LiveDeleteFiles.equalityDeletes(before, s.snapshotId()).size).getOrElse(0)
     val next = NextRound.of(tableSettings, IcebergInternals.formatVersion(before), liveBefore, positionDeleteFilesPerDataFile = 0)
     val conflicts = Vector.newBuilder[String]
@@ -132,12 +171,15 @@ object MaintainRound extends Logging {
     }
     val table = IcebergSparkTables.load(session, tableName)
     table.refresh()
-    val (compaction, compactionConflict, compactionNote) =
-      if (IcebergInternals.formatVersion(table) == 2) compact(session, table, tableSettings) else (None, None, None)
+    val compaction =
+      if (IcebergInternals.formatVersion(table) == 2) compact(session, table, tableSettings) else Maintenance.none[IcebergActions.RewrittenDeletes]
+    table.refresh()
+    val (dataCompaction, overBudget) = compactData(session, table, tableSettings)
     table.refresh()
     val (live, lag) = EqualityDeleteLag.of(table, System.currentTimeMillis())
     val resolveConflicts = conflicts.result()
-    val all = resolveConflicts ++ compactionConflict
+    val compactionConflicts = compaction.conflict.toSeq ++ dataCompaction.conflict
+    val all = resolveConflicts ++ compactionConflicts
     val r = resolved
     Result(
       table = table.name(),
@@ -145,63 +187,88 @@ object MaintainRound extends Logging {
       snapshotId = r.flatMap(_.snapshotId),
       attempts = attempt,
       conflicts = resolveConflicts.size,
-      compactionConflicted = compactionConflict.nonEmpty,
+      compactionConflicted = compactionConflicts.nonEmpty,
       lastConflict = all.lastOption,
       equalityDeleteFilesRemoved = r.map(_.equalityDeleteFilesRemoved).getOrElse(0),
       rowsResolved = r.map(_.rowsResolved).getOrElse(0L),
       dataFilesRead = r.map(_.dataFilesRead).getOrElse(0),
       positionDeleteFilesWritten = r.map(_.positionDeleteFilesWritten).getOrElse(0),
       deletionVectorsWritten = r.map(_.deletionVectorsWritten).getOrElse(0),
-      positionDeleteFilesCompacted = compaction.map(_.rewritten).getOrElse(0),
-      compactionFilesWritten = compaction.map(_.added).getOrElse(0),
+      positionDeleteFilesCompacted = compaction.done.map(_.rewritten).getOrElse(0),
+      compactionFilesWritten = compaction.done.map(_.added).getOrElse(0),
       equalityDeleteFilesLive = live,
       lagSeconds = lag,
       seconds = (System.nanoTime() - started) / 1e9,
-      commitNote = (r.flatMap(_.commitNote).toSeq ++ compactionNote).reduceOption(_ + "; " + _),
-      deferred = next.deferred)
+      commitNote = (r.flatMap(_.commitNote).toSeq ++ compaction.note ++ dataCompaction.note).reduceOption(_ + "; " + _),
+      deferred = (next.deferred.toSeq ++ overBudget).reduceOption(_ + "; " + _),
+      dataFilesCompacted = dataCompaction.done.map(_.rewritten).getOrElse(0),
+      dataFilesWritten = dataCompaction.done.map(_.added).getOrElse(0),
+      dataBytesRewritten = dataCompaction.done.map(_.rewrittenBytes).getOrElse(0L))
   }
 
   /**
    * Rewrites the position delete files once a reader of some data file would open at least the
    * setting's number of them: what it did, the conflict that left it to the next round, and what
-   * the client saw if the commit landed all the same. A commit whose outcome cannot be told is
-   * reported as such, its files kept (Iceberg deletes a rewrite's files only on a known failure).
+   * the client saw if the commit landed all the same.
    */
   private def compact(session: SparkSession, table: org.apache.iceberg.Table,
-      settings: TableSettings): (Option[IcebergActions.RewrittenDeletes], Option[String], Option[String]) = {
+      settings: TableSettings): Maintenance[IcebergActions.RewrittenDeletes] = {
     val threshold = settings.compactPositionDeleteFiles
     val due = threshold > 0 && Option(table.currentSnapshot()).exists { s =>
       NextRound.compacts(settings, formatVersion = 2, PositionDeletePileUp.mostFilesPerDataFile(table, s.snapshotId()))
     }
-    if (!due) (None, None, None)
-    else {
-      var rewritten: Option[IcebergActions.RewrittenDeletes] = None
-      val marker = CompactionKey -> java.util.UUID.randomUUID().toString
-      GuardedCommit.run(table, marker) { guarded =>
-        rewritten = Some(IcebergActions.rewritePositionDeletes(session, guarded, threshold, marker))
-      } match {
-        case CommitOutcome.Committed(snapshot, recovered) =>
-          val done = rewritten.getOrElse(fromSummary(table, snapshot))
-          (Some(done), None, recovered.map(why => s"the compaction's answer was lost ($why); its snapshot $snapshot was found in the table"))
-        case CommitOutcome.NothingToCommit => (rewritten, None, None)
-        case CommitOutcome.NotCommitted(e) if Failures.isConflict(e) =>
-          val message = s"eqdelete: compacting the position delete files of ${table.name()} conflicts with a concurrent commit: ${Failures.describe(e)}"
-          logWarning(message)
-          (None, Some(message), None)
-        case CommitOutcome.NotCommitted(e) => throw e
-        case CommitOutcome.Unknown(e, why) =>
-          val message = s"the compaction's commit has an unknown outcome (${Failures.describe(e)}; $why): nothing was deleted, the next round sees"
-          logWarning(s"eqdelete: ${table.name()}: $message")
-          (None, None, Some(message))
-      }
-    }
+    if (!due) Maintenance.none
+    else guarded(table, CompactionKey, "compacting the position delete files", "the compaction") { summary =>
+      IcebergActions.RewrittenDeletes(summary("removed-position-delete-files").toInt, summary("added-position-delete-files").toInt)
+    } { (guardedTable, marker) => IcebergActions.rewritePositionDeletes(session, guardedTable, threshold, marker) }
   }
 
-  /** What a rewrite committed as `snapshotId` did, from its summary (when its own answer was lost). */
-  private def fromSummary(table: org.apache.iceberg.Table, snapshotId: Long): IcebergActions.RewrittenDeletes = {
-    val summary = Option(table.snapshot(snapshotId)).map(_.summary().asScala.toMap).getOrElse(Map.empty[String, String])
-    def count(key: String) = summary.get(key).map(_.toInt).getOrElse(0)
-    IcebergActions.RewrittenDeletes(count("removed-position-delete-files"), count("added-position-delete-files"))
+  /** Rewrites the data files past the dead-row share, within the hour's budget ([[DataCompaction]]). */
+  private def compactData(session: SparkSession, table: org.apache.iceberg.Table,
+      settings: TableSettings): (Maintenance[IcebergActions.RewrittenData], Option[String]) =
+    DataCompaction.plan(table, settings, System.currentTimeMillis()) match {
+      case DataCompaction.Plan.Rewrite(_, maxFiles) =>
+        val done = guarded(table, DataCompaction.Key, "rewriting the data files past the dead-row share", "the data compaction") {
+          summary => IcebergActions.RewrittenData(summary("deleted-data-files").toInt, summary("added-data-files").toInt,
+            summary("removed-files-size"))
+        } { (guardedTable, marker) =>
+          IcebergActions.rewriteDeadData(session, guardedTable, settings.compactDataDeadRatio, maxFiles, marker)
+        }
+        (done, None)
+      case over: DataCompaction.Plan.OverBudget => (Maintenance.none, Some(s"data compaction: ${over.describe}"))
+      case _ => (Maintenance.none, None)
+    }
+
+  /** What a maintenance commit did, the conflict that left it to the next round, and what the client saw of a lost answer. */
+  private final case class Maintenance[A](done: Option[A], conflict: Option[String], note: Option[String])
+  private object Maintenance { def none[A]: Maintenance[A] = Maintenance[A](None, None, None) }
+
+  /**
+   * Runs one of maintain's own rewrites as a guarded commit marked with `key`. A commit whose
+   * answer was lost is read back from its snapshot's summary (`fromSummary`, absent counts as 0);
+   * one whose outcome cannot be told is reported as such, its files kept (Iceberg deletes a
+   * rewrite's files only on a known failure).
+   */
+  private def guarded[A](table: org.apache.iceberg.Table, key: String, doing: String, what: String)(
+      fromSummary: (String => Long) => A)(rewrite: (org.apache.iceberg.Table, (String, String)) => A): Maintenance[A] = {
+    var done: Option[A] = None
+    val marker = key -> java.util.UUID.randomUUID().toString
+    GuardedCommit.run(table, marker) { guardedTable => done = Some(rewrite(guardedTable, marker)) } match {
+      case CommitOutcome.Committed(snapshot, recovered) =>
+        val summary = Option(table.snapshot(snapshot)).map(_.summary().asScala.toMap).getOrElse(Map.empty[String, String])
+        Maintenance(Some(done.getOrElse(fromSummary(k => summary.get(k).map(_.toLong).getOrElse(0L)))), None,
+          recovered.map(why => s"$what's answer was lost ($why); its snapshot $snapshot was found in the table"))
+      case CommitOutcome.NothingToCommit => Maintenance(done, None, None)
+      case CommitOutcome.NotCommitted(e) if Failures.isConflict(e) =>
+        val message = s"eqdelete: $doing of ${table.name()} conflicts with a concurrent commit: ${Failures.describe(e)}"
+        logWarning(message)
+        Maintenance(None, Some(message), None)
+      case CommitOutcome.NotCommitted(e) => throw e
+      case CommitOutcome.Unknown(e, why) =>
+        val message = s"$what's commit has an unknown outcome (${Failures.describe(e)}; $why): nothing was deleted, the next round sees"
+        logWarning(s"eqdelete: ${table.name()}: $message")
+        Maintenance(None, None, Some(message))
+    }
   }
 
   /** The snapshot summary property marking a compaction's commit. */

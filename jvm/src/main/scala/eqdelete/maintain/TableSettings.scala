@@ -15,14 +15,16 @@ final case class TableSettings(
     enabled: Boolean,
     intervalSeconds: Option[Long],
     minEqualityDeleteFiles: Long,
-    compactPositionDeleteFiles: Long)
+    compactPositionDeleteFiles: Long,
+    compactDataBytesPerHour: Long,
+    compactDataDeadRatio: Double)
 
 object TableSettings {
   /** The table's settings; a property whose value its rule refuses fails naming the table and the property. */
-  def of(table: Table, conf: SQLConf): TableSettings = of(table, EqDeleteConf.maintainCompactPositionDeleteFiles(conf))
+  def of(table: Table, conf: SQLConf): TableSettings = of(table, MaintainRound.Settings.from(conf))
 
-  /** The same, where `compactPositionDeleteFiles` is the threshold unless the table sets its own. */
-  def of(table: Table, compactPositionDeleteFiles: Long): TableSettings = {
+  /** The same, where `session` holds the values a table property may override. */
+  def of(table: Table, session: MaintainRound.Settings): TableSettings = {
     val properties = table.properties()
     def value(property: EqDeleteConf.TableProperty) = EqDeleteConf.tableValue(table.name(), properties, property)
     TableSettings(
@@ -30,6 +32,10 @@ object TableSettings {
       intervalSeconds = value(EqDeleteConf.TABLE_MAINTAIN_INTERVAL_SECONDS).map(_.toLong),
       minEqualityDeleteFiles = value(EqDeleteConf.TABLE_MAINTAIN_MIN_EQUALITY_DELETE_FILES).map(_.toLong).getOrElse(1L),
       compactPositionDeleteFiles = value(EqDeleteConf.TABLE_MAINTAIN_COMPACT_POSITION_DELETE_FILES).map(_.toLong)
-        .getOrElse(compactPositionDeleteFiles))
+        .getOrElse(session.compactPositionDeleteFiles),
+      compactDataBytesPerHour = value(EqDeleteConf.TABLE_MAINTAIN_COMPACT_DATA_BYTES_PER_HOUR).map(_.toLong)
+        .getOrElse(session.compactDataBytesPerHour),
+      compactDataDeadRatio = value(EqDeleteConf.TABLE_MAINTAIN_COMPACT_DATA_DEAD_RATIO).map(_.toDouble)
+        .getOrElse(session.compactDataDeadRatio))
   }
 }

@@ -94,6 +94,10 @@ object TableStatus {
         val dead = positions.map(_.recordCount()).sum
         val next = NextRound.of(settings, version, equality.size, pileUp)
         val equalityRows = equality.map(_.recordCount()).sum
+        val data = DataCompaction.plan(table, settings, System.currentTimeMillis()) match {
+          case DataCompaction.Plan.Off | DataCompaction.Plan.NothingDue => ""
+          case due => s"; ${due.describe}"
+        }
         TableStatus(
           table = table.name(), snapshotId = Some(id), formatVersion = version,
           dataFiles = planned.dataFiles, dataRows = planned.dataRows,
@@ -102,8 +106,8 @@ object TableStatus {
           deadRowRatio = if (planned.dataRows == 0) 0.0 else math.min(1.0, dead.toDouble / planned.dataRows),
           nativeOverFloor = NativeReadEstimate.overFloor(planned.dataRows, dead, planned.deleteRowsLoadedByTasks),
           maintainEnabled = settings.enabled, intervalSeconds = settings.intervalSeconds,
-          next = if (settings.enabled) next.describe(equality.size, equalityRows, pileUp)
-          else s"nothing under maintain --tables (eqdelete.maintain.enabled=false); by name: ${next.describe(equality.size, equalityRows, pileUp)}",
+          next = if (settings.enabled) next.describe(equality.size, equalityRows, pileUp) + data
+          else s"nothing under maintain --tables (eqdelete.maintain.enabled=false); by name: ${next.describe(equality.size, equalityRows, pileUp)}$data",
           error = None)
     }
   }

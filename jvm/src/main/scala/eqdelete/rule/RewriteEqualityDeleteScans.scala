@@ -156,7 +156,7 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
             case ScanRewritePlan.Native(reason) => leaveNative(reason, Some(scanDeletes))
             case filter: ScanRewritePlan.Filter =>
               build(read, readSchema, scanDeletes, filter, filter.layout,
-                (scan, covered) => ApplyDeletesWithFilter.build(scan, filter, covered))
+                (scan, covered) => ApplyDeletesWithFilter.build(session, scan, filter, covered))
             case join: ScanRewritePlan.Join =>
               build(read, readSchema, scanDeletes, join, join.layout,
                 (scan, covered) => ApplyDeletesWithJoin.build(session, scan, join, covered))

@@ -169,6 +169,21 @@ object EqDeleteConf {
       "nothing piles up.)",
     10L)
 
+  val MAINTAIN_COMPACT_DATA_BYTES_PER_HOUR: ConfigEntry[Long] = bytesConf("maintain.compactDataBytesPerHour",
+    "How many bytes of data files maintain may rewrite per table in any hour, with Iceberg's rewrite_data_files, to " +
+      "drop the rows deleted from them once a data file's deleted share reaches " +
+      "spark.eqdelete.maintain.compactDataDeadRatio. 0 never rewrites data files (maintain then only resolves " +
+      "equality deletes and compacts position delete files). The hour's bytes are read from the table's own " +
+      "snapshots (those marked eqdelete.data-compaction-id), so the budget holds across restarts and processes.",
+    "0", minusOne = "no limit")
+
+  val MAINTAIN_COMPACT_DATA_DEAD_RATIO: ConfigEntry[Double] = fractionConf("maintain.compactDataDeadRatio",
+    "The share of a data file's rows its deletes must remove before maintain rewrites it (when " +
+      "spark.eqdelete.maintain.compactDataBytesPerHour allows): Iceberg's delete-ratio-threshold, which counts " +
+      "the deletes scoped to one data file (deletion vectors on format v3; on v2 the position delete files " +
+      "maintain's compaction leaves, one per data file).",
+    0.3)
+
   /**
    * A table property eqdelete reads (`ALTER TABLE ... SET TBLPROPERTIES`), so each table of a
    * lakehouse can be maintained its own way; declared here with the session keys, and documented
@@ -201,6 +216,14 @@ object EqDeleteConf {
     "eqdelete.maintain.compact-position-delete-files", MAINTAIN_COMPACT_POSITION_DELETE_FILES.key, CountRule(0),
     s"This table's own ${MAINTAIN_COMPACT_POSITION_DELETE_FILES.key}.")
 
+  val TABLE_MAINTAIN_COMPACT_DATA_BYTES_PER_HOUR: TableProperty = tableProperty(
+    "eqdelete.maintain.compact-data-bytes-per-hour", MAINTAIN_COMPACT_DATA_BYTES_PER_HOUR.key, CountRule(0),
+    s"This table's own ${MAINTAIN_COMPACT_DATA_BYTES_PER_HOUR.key}, in bytes.")
+
+  val TABLE_MAINTAIN_COMPACT_DATA_DEAD_RATIO: TableProperty = tableProperty(
+    "eqdelete.maintain.compact-data-dead-ratio", MAINTAIN_COMPACT_DATA_DEAD_RATIO.key, FractionRule(),
+    s"This table's own ${MAINTAIN_COMPACT_DATA_DEAD_RATIO.key}.")
+
   /** Every table property eqdelete reads. */
   def tableProperties: Seq[TableProperty] = tableDeclared.toVector
 
@@ -213,6 +236,7 @@ object EqDeleteConf {
       val valid = property.rule match {
         case BooleanRule() => value.equalsIgnoreCase("true") || value.equalsIgnoreCase("false")
         case CountRule(min) => Try(value.toLong).toOption.exists(_ >= min)
+        case FractionRule() => Try(value.toDouble).toOption.exists(v => v > 0 && v <= 1)
         case _ => true
       }
       if (!valid) {
@@ -239,6 +263,8 @@ object EqDeleteConf {
   def maintainMaxAttempts(conf: SQLConf): Long = conf.getConf(MAINTAIN_MAX_ATTEMPTS)
   def maintainRetryWaitMillis(conf: SQLConf): Long = conf.getConf(MAINTAIN_RETRY_WAIT_MILLIS)
   def maintainCompactPositionDeleteFiles(conf: SQLConf): Long = conf.getConf(MAINTAIN_COMPACT_POSITION_DELETE_FILES)
+  def maintainCompactDataBytesPerHour(conf: SQLConf): Long = conf.getConf(MAINTAIN_COMPACT_DATA_BYTES_PER_HOUR)
+  def maintainCompactDataDeadRatio(conf: SQLConf): Double = conf.getConf(MAINTAIN_COMPACT_DATA_DEAD_RATIO)
 
   /**
    * Reads every key of `conf`, so a bad value given before the session existed
