@@ -368,8 +368,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             args.conf = [*args.conf, *lake.spark_options("lake").items(), aws]
             spark = _session(args, "eqdelete bench --lakehouse")
             sizes = lakehouse_bench.Sizes.quick() if args.quick else lakehouse_bench.Sizes()
+            streams = tuple(s.strip() for s in args.streams.split(",") if s.strip()) if args.streams else tuple(lakehouse_bench.STREAMS)
             results = lakehouse_bench.run(spark, lake, out, sizes=sizes, runs=1 if args.quick else args.runs,
-                                          progress=stderr_reporter("eqdelete bench --lakehouse"))
+                                          progress=stderr_reporter("eqdelete bench --lakehouse"), streams_of=streams,
+                                          with_reads=not args.skip_reads)
             _stop_sessions()  # before the servers it reads from stop
         print(lakehouse_bench.markdown(results))
         print(f"results in {args.out}/lakehouse.json, lakehouse.md, lakehouse.png")
@@ -524,8 +526,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--lakehouse", action="store_true",
                        help="instead: on an object store behind a REST catalog (s3proxy and Iceberg's, started and "
                             "stopped here), a Flink-written table's reads under every strategy beside the floor and "
-                            "the limit, with each strategy's GETs of delete files; then maintain, and beside it "
-                            "rewrite_data_files, every cadence while Flink writes (docs/lakehouse.md)")
+                            "the limit, with each strategy's GETs of delete files; then maintain, maintain with data compaction, "
+                            "and rewrite_data_files, every cadence while Flink writes (docs/lakehouse.md)")
+    bench.add_argument("--streams", help="with --lakehouse: which ways of keeping the stream's table to run, "
+                                         "comma-separated (default: maintain,maintain+compaction,rewrite_data_files)")
+    bench.add_argument("--skip-reads", action="store_true", help="with --lakehouse: only the streams, not the reads")
     bench.add_argument("--peer", choices=["trino"],
                        help="instead: the same tables and queries on another engine (Trino 476, installed into "
                             "build/ and run on loopback here) and on Spark, each engine's time over its own floor")

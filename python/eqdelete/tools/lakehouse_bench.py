@@ -21,8 +21,11 @@ its executor already holds them; eqdelete reads each once a query, or not at all
 **maintain against the stream.** A second job of the same shape, longer, runs while ``maintain``
 resolves it a round every ``cadence`` seconds. Each round records its cost, what it resolved,
 the lag (the oldest live equality delete's age) before and after it, and the rows written by
-then. A third job runs the same while Iceberg's ``rewrite_data_files`` compacts at the same
-cadence instead.
+then. A third job runs the same while ``maintain`` also compacts the data files deletes have
+emptied past ``compaction_dead_ratio``, within ``compaction_budget_bytes`` an hour, compacting
+position delete files at 2 a data file so their share counts on format v2 (the
+"maintain+compaction" stream), and a fourth while Iceberg's ``rewrite_data_files`` compacts at
+the same cadence instead.
 
 Results: ``lakehouse.json`` and ``lakehouse.md`` in the output directory, and a chart,
 ``lakehouse.png``: seconds a round against the rows Flink had committed, and the lag over time,
@@ -69,11 +72,13 @@ class Sizes:
     stream_checkpoints: int = 60
     checkpoint_ms: int = 3000
     cadence: float = 20.0
+    compaction_dead_ratio: float = 0.3
+    compaction_budget_bytes: int = 64 << 20   # an hour, for the maintain+compaction stream
 
     @staticmethod
     def quick() -> Sizes:
         return Sizes(read_rows=20_000, read_keys=5_000, read_checkpoints=4, stream_rows=20_000, stream_keys=5_000,
-                     stream_checkpoints=8, checkpoint_ms=1000, cadence=3.0)
+                     stream_checkpoints=8, checkpoint_ms=1000, cadence=3.0, compaction_budget_bytes=-1)
 
 
 @dataclass
@@ -103,6 +108,7 @@ class Tick:
     rows_resolved: int = 0
     data_files_read: int = 0
     files_rewritten: int = 0   # data files (rewrite_data_files), position delete files (maintain)
+    data_files_compacted: int = 0  # data files maintain rewrote past the dead-row share
     conflicts: int = 0
     lag_before: float = 0.0    # the oldest live equality delete's age when it started
     lag_seconds: float = 0.0   # the same after it
@@ -112,7 +118,7 @@ class Tick:
 
 @dataclass
 class Stream:
-    how: str                   # "maintain" or "rewrite_data_files"
+    how: str                   # one of STREAMS
     commits: int
     rows: int
     ticks: list[Tick] = field(default_factory=list)
@@ -219,13 +225,17 @@ def _lag(spark: SparkSession, table: str) -> float:
     return 0.0 if oldest is None else max(0.0, time.time() - oldest.timestamp())
 
 
+#: The ways of keeping the stream's table, each on a table of its own.
+STREAMS = {"maintain": "maintained", "maintain+compaction": "maintained_compacting", "rewrite_data_files": "compacted"}
+
+
 def _stream_table(how: str) -> str:
-    return f"lake.{NAMESPACE}.{'maintained' if how == 'maintain' else 'compacted'}"
+    return f"lake.{NAMESPACE}.{STREAMS[how]}"
 
 
 def stream(spark: SparkSession, lake: Lakehouse, sizes: Sizes, how: str, workdir: Path,
            say: Callable[[str], None]) -> Stream:
-    """A job of the stream's shape while ``how`` (maintain or rewrite_data_files) runs every cadence."""
+    """A job of the stream's shape while ``how`` (one of STREAMS) runs every cadence."""
     table = _stream_table(how)
     name = table.rsplit(".", 1)[1]
     spark.sql(f"DROP TABLE IF EXISTS {table} PURGE")
@@ -244,7 +254,7 @@ def stream(spark: SparkSession, lake: Lakehouse, sizes: Sizes, how: str, workdir
             started = started or time.monotonic()
             began, began_ms = time.monotonic(), int(time.time() * 1000)  # committed_to refreshed the table
             written, records, lag_before = *_table_rows(spark, table), _lag(spark, table)
-            tick = _maintain_tick(spark, table) if how == "maintain" else _rewrite_tick(spark, table)
+            tick = _rewrite_tick(spark, table) if how == "rewrite_data_files" else _maintain_tick(spark, table, how, sizes)
             tick.at, tick.bytes_written = round(began - started, 1), _bytes_committed_since(spark, table, began_ms)
             tick.rows_written, tick.table_rows, tick.lag_before = written, records, lag_before
             result.ticks.append(tick)
@@ -272,11 +282,18 @@ def _bytes_committed_since(spark: SparkSession, table: str, since_ms: int) -> in
     return int(row[0] or 0)
 
 
-def _maintain_tick(spark: SparkSession, table: str) -> Tick:
-    r = maintain_round(spark, table)
+def _maintain_tick(spark: SparkSession, table: str, how: str, sizes: Sizes) -> Tick:
+    # On format v2 a data file's dead share counts once its position deletes are its own, which the
+    # position delete compaction makes them: at 2 files a reader opens, so the share shows soon.
+    compacting = [("spark.eqdelete.maintain.compactDataBytesPerHour", str(sizes.compaction_budget_bytes)),
+                  ("spark.eqdelete.maintain.compactDataDeadRatio", str(sizes.compaction_dead_ratio)),
+                  ("spark.eqdelete.maintain.compactPositionDeleteFiles", "2")]
+    with use_conf(spark, compacting if how == "maintain+compaction" else []):
+        r = maintain_round(spark, table)
     return Tick(committed=r.committed, seconds=r.seconds, rows_resolved=r.rows_resolved,
                 data_files_read=r.data_files_read, files_rewritten=r.position_delete_files_compacted,
-                conflicts=r.conflicts, lag_seconds=r.lag_seconds)
+                data_files_compacted=r.data_files_compacted, conflicts=r.conflicts + r.compaction_conflicted,
+                lag_seconds=r.lag_seconds)
 
 
 def _rewrite_tick(spark: SparkSession, table: str) -> Tick:
@@ -304,13 +321,19 @@ def _cause(e: Exception) -> str:
 
 
 def run(spark: SparkSession, lake: Lakehouse, out: Path, *, sizes: Sizes, runs: int,
-        progress: Callable[[str], None]) -> dict[str, Any]:
+        progress: Callable[[str], None], streams_of: tuple[str, ...] = tuple(STREAMS),
+        with_reads: bool = True) -> dict[str, Any]:
+    """The reads (unless ``with_reads`` is False), then each stream of ``streams_of``."""
+    unknown = set(streams_of) - set(STREAMS)
+    if unknown:
+        raise ValueError(f"no stream {', '.join(sorted(unknown))}: choose from {', '.join(STREAMS)}")
     out.mkdir(parents=True, exist_ok=True)
     work = out / "work"
     results: dict[str, Any] = {"sizes": asdict(sizes), "master": spark.sparkContext.master}
-    results["reads"] = asdict(reads(spark, lake, sizes, work, runs, progress))
-    _save(out, results)
-    streams = [stream(spark, lake, sizes, how, work, progress) for how in ("maintain", "rewrite_data_files")]
+    if with_reads:
+        results["reads"] = asdict(reads(spark, lake, sizes, work, runs, progress))
+        _save(out, results)
+    streams = [stream(spark, lake, sizes, how, work, progress) for how in streams_of]
     results["streams"] = [asdict(s) for s in streams]
     # A reader's query on each table once its writer is done and the last round is in.
     after = measure(spark, [Variant(f"after {s.how}", "native", FLINK_QUERY.format(t=_stream_table(s.how)))
@@ -344,10 +367,11 @@ def markdown(results: dict[str, Any]) -> str:
         ticks = s["ticks"]
         lines += [f"{s['how']} every cadence while Flink committed {s['commits']} snapshots of {s['rows']:,} upserts:", "",
                   "| at s | rows written | records in data files | seconds | committed | rows resolved | data files read | "
-                  "files rewritten | MB written | conflicts | lag before s | lag after s |",
-                  "| ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+                  "files rewritten | data files compacted | MB written | conflicts | lag before s | lag after s |",
+                  "| ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         lines += [f"| {t['at']:.0f} | {t['rows_written']:,} | {t['table_rows']:,} | {t['seconds']:.1f} | {t['committed']} | {t['rows_resolved']:,} | "
-                  f"{t['data_files_read']} | {t['files_rewritten']} | {t.get('bytes_written', 0) / 1e6:.1f} | {t['conflicts']} | {t.get('lag_before', 0):.1f} | {t['lag_seconds']:.1f} |" for t in ticks]
+                  f"{t['data_files_read']} | {t['files_rewritten']} | {t.get('data_files_compacted', 0)} | {t.get('bytes_written', 0) / 1e6:.1f} | "
+                  f"{t['conflicts']} | {t.get('lag_before', 0):.1f} | {t['lag_seconds']:.1f} |" for t in ticks]
         failures = sorted({t.get("failure", "") for t in ticks} - {""})
         total = sum(t.get("bytes_written", 0) for t in ticks) / 1e6
         files = ", ".join(f"{n} {c}" for c, n in s.get("files_after", {}).items())
