@@ -6,8 +6,9 @@ seconds, so tables created meanwhile are picked up and dropped ones let go. Each
 round (``maintain_round``, the same as ``maintain TABLE`` runs) every interval: its
 ``eqdelete.maintain.interval-seconds`` table property, or the service's. At most
 ``concurrency`` rounds run at once, each on a thread of its own whose Spark jobs run beside the
-others'. Among the tables due, the one waiting longest plus lagging most goes first, so a table
-with a big debt never starves the rest: every table due is picked within a few rounds' time.
+others'. Among the tables due, the one overdue longest plus lagging most, weighted by its debt
+(native's estimated cost over the floor, from ``status``), goes first; a table with a small debt
+still rises as it waits, so a big one never starves the rest.
 A table whose round fails (dropped, a delete file lost, a catalog error) is reported and tried
 again after a wait that doubles with each failure in a row (up to ``max_backoff``); the others
 go on. A table whose ``eqdelete.maintain.enabled`` property is false is let be.
@@ -40,6 +41,7 @@ class TableService:
     due: float                      # time.monotonic() at which its next round may start
     interval: Optional[float] = None  # its own interval (table property), None: the service's
     lag_seconds: float = 0.0
+    debt: float = 1.0               # native's estimated cost of a read over the floor, from its last status
     rounds: int = 0
     rounds_committed: int = 0
     rows_resolved: int = 0
@@ -159,7 +161,7 @@ def maintain_tables(
                 served[s.table] = known
             known.interval = None if s.interval_seconds is None else float(s.interval_seconds)
             if s.error is None:
-                known.lag_seconds = s.lag_seconds
+                known.lag_seconds, known.debt = s.lag_seconds, s.native_over_floor
 
     def round_of(table: TableService) -> MaintainRound:
         if not _remote.is_remote(spark):  # Spark's UI names the jobs after the table
@@ -198,8 +200,9 @@ def maintain_tables(
                 next_look = now + rescan
             busy = {id(t) for t, _ in running.values()}
             due = [t for t in served.values() if id(t) not in busy and t.due <= now]
-            # The longest overdue plus the most lagging first: no table waits behind a big one for long.
-            due.sort(key=lambda t: (now - t.due) + t.lag_seconds, reverse=True)
+            # Overdue plus lagging, weighted by debt: the most urgent first; a table with a small debt
+            # still rises as it waits, so none waits behind a big one for long.
+            due.sort(key=lambda t: ((now - t.due) + t.lag_seconds) * max(1.0, t.debt), reverse=True)
             for table in due[:concurrency - len(running)]:
                 table.longest_wait_seconds = max(table.longest_wait_seconds, now - table.due)
                 running[pool.submit(round_of, table)] = (table, now)
