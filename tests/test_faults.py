@@ -31,6 +31,8 @@ BAD_VALUES = {
     "spark.eqdelete.maintain.maxAttempts": ("0", "a whole number of at least 1"),
     "spark.eqdelete.maintain.retryWaitMillis": ("-1", "a whole number of at least 0"),
     "spark.eqdelete.maintain.compactPositionDeleteFiles": ("often", "a whole number of at least 0"),
+    "spark.eqdelete.maintain.compactDataBytesPerHour": ("-7", "or -1"),
+    "spark.eqdelete.maintain.compactDataDeadRatio": ("0", "above 0 and at most 1"),
 }
 
 
