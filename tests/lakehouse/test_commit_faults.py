@@ -239,6 +239,23 @@ def test_a_409_before_the_catalog_is_retried_by_iceberg(spark: SparkSession, lak
     check_table(spark, lakehouse, table, resolved=True)
 
 
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_commit_losing_every_race_to_a_writer_is_sent_again_not_redone(spark: SparkSession, lakehouse: Lakehouse,
+                                                                       faults: Proxies, version: int) -> None:
+    """A writer's commit lands between each of Iceberg's tries and the catalog's check, until
+    Iceberg's retries run out: the round sends the same files again on the new head (its change
+    still holds), rather than redoing the resolve, and commits in its first attempt."""
+    table = make_table(spark, version)
+    spark.sql(f"ALTER TABLE {table.direct} SET TBLPROPERTIES ('commit.retry.num-retries'='1')")  # two tries
+    writer = _writer_commit(spark, table)
+    rule = faults.catalog.add(Rule("POST", table.path, Fault.before(lambda _request: writer()), times=3))
+    round_ = eqdelete.maintain_round(spark, table.name)
+    assert rule.fired == 3 and len(table.extra) == 3
+    assert round_.committed and (round_.attempts, round_.conflicts) == (1, 0), round_
+    faults.clear()
+    check_table(spark, lakehouse, table, resolved=True)
+
+
 def test_a_commit_refused_every_time_commits_nothing_and_deletes_what_it_wrote(
         spark: SparkSession, lakehouse: Lakehouse, faults: Proxies) -> None:
     from pyarrow import fs

@@ -31,6 +31,14 @@ object Failures {
     case _ => false
   }
 
+  /**
+   * A commit that lost only the race: the catalog refused it because the branch had moved on
+   * (a writer's commit landed between its apply and its check), and Iceberg's validation never
+   * failed. Sent again on the new head, the same change still holds.
+   */
+  def lostTheRace(e: Throwable): Boolean =
+    causes(e).exists(_.isInstanceOf[CommitFailedException]) && !causes(e).exists(_.isInstanceOf[ValidationException])
+
   /** A commit that lost to another: refused by the catalog, or failing Iceberg's validation. */
   def isConflict(e: Throwable): Boolean = causes(e).exists {
     case _: CommitFailedException | _: ValidationException => true

@@ -1,6 +1,7 @@
 package eqdelete.resolve
 
 import scala.jdk.CollectionConverters._
+import scala.util.Try
 import scala.util.control.NonFatal
 
 import eqdelete.commit.{CommitOutcome, CommitOutcomeUnknownException, Failures, GuardedCommit}
@@ -212,8 +213,39 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
    * have landed; when that cannot be known they are kept, for a landed snapshot may reference them.
    */
   private def commitDelta(work: ResolveWork, written: Seq[WrittenDeletes]): (Long, Option[String]) = {
+    def head(): Option[Long] =
+      Try { work.table.refresh(); Option(work.table.currentSnapshot()).map(_.snapshotId()) }.toOption.flatten
+    var before = head()
+    var outcome = commitOnce(work, written)
+    // Beside a writer committing faster than Iceberg's tries take, every try can lose the race
+    // while the change still holds (its validation from the run's snapshot passed): it is sent
+    // again on the new head with the same files, each time a fresh RowDelta and marker, rather
+    // than the whole resolve redone. The guard has settled that a lost try can never land. Only
+    // while others' commits move the head: a refusal with the head where it was is not a race.
+    def lostTheRace(): Boolean = outcome match {
+      case CommitOutcome.NotCommitted(failure) if Failures.lostTheRace(failure) =>
+        val now = head()
+        val moved = now != before
+        before = now
+        moved
+      case _ => false
+    }
+    var rebases = 0
+    while (rebases < MaxRebases && lostTheRace()) {
+      rebases += 1
+      logInfo(s"eqdelete: the resolve of ${work.table.name()} lost the race to other commits; sending it again on " +
+        s"the new head (rebase $rebases of $MaxRebases)")
+      outcome = commitOnce(work, written)
+    }
+    settled(work, written, outcome)
+  }
+
+  /** Further sends of a resolve's commit that lost the race to other commits (each one Iceberg's own tries). */
+  private[eqdelete] val MaxRebases = 10
+
+  private def commitOnce(work: ResolveWork, written: Seq[WrittenDeletes]): CommitOutcome = {
     val marker = SummaryKey -> java.util.UUID.randomUUID().toString
-    val outcome = GuardedCommit.run(work.table, marker) { table =>
+    GuardedCommit.run(work.table, marker) { table =>
       val delta = table.newRowDelta()
       written.flatMap(_.files).foreach(delta.addDeletes)
       replaced(written).foreach(delta.removeDeletes)
@@ -224,6 +256,9 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
         .validateDeletedFiles()
         .commit()
     }
+  }
+
+  private def settled(work: ResolveWork, written: Seq[WrittenDeletes], outcome: CommitOutcome): (Long, Option[String]) = {
     val name = work.table.name()
     outcome match {
       case CommitOutcome.Committed(snapshot, recovered) =>
