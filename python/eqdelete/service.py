@@ -121,6 +121,10 @@ def maintain_tables(
     served: dict[str, TableService] = {}
     running: dict[Future, tuple[TableService, float]] = {}
 
+    def every(table: TableService) -> float:
+        """The table's interval: its own property's, else the service's."""
+        return table.interval if table.interval is not None else interval
+
     def tell(table: str, kind: str, message: str) -> None:
         if on_event is not None:
             on_event(ServiceEvent(table, kind, message))
@@ -134,8 +138,7 @@ def maintain_tables(
         table.failures += 1
         table.failures_in_a_row += 1
         table.last_error = one_line(error)
-        backoff = min(max_backoff, max(1.0, table.interval if table.interval is not None else interval)
-                      * 2 ** (table.failures_in_a_row - 1))
+        backoff = min(max_backoff, max(1.0, every(table)) * 2 ** (table.failures_in_a_row - 1))
         table.due = time.monotonic() + backoff
         tell(table.table, "failed", f"{table.last_error}; tried again in {backoff:.0f} s")
 
@@ -175,7 +178,7 @@ def maintain_tables(
             result = future.result()
         except CommitOutcomeUnknownError as error:  # the next round settles it
             table.unknown_outcomes += 1
-            table.due = began + (table.interval if table.interval is not None else interval)
+            table.due = began + every(table)
             tell(table.table, "failed", f"{error}")
         except Exception as error:  # noqa: BLE001 - one table's failure never stops the others
             fail(table, error)
@@ -184,7 +187,7 @@ def maintain_tables(
             table.rounds_committed += result.committed
             table.rows_resolved += result.rows_resolved
             table.lag_seconds = result.lag_seconds
-            table.due = began + (table.interval if table.interval is not None else interval)
+            table.due = began + every(table)
             if on_round is not None:
                 on_round(result)
 
