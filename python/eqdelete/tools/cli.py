@@ -371,7 +371,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             streams = tuple(s.strip() for s in args.streams.split(",") if s.strip()) if args.streams else tuple(lakehouse_bench.STREAMS)
             results = lakehouse_bench.run(spark, lake, out, sizes=sizes, runs=1 if args.quick else args.runs,
                                           progress=stderr_reporter("eqdelete bench --lakehouse"), streams_of=streams,
-                                          with_reads=not args.skip_reads)
+                                          with_reads=not args.skip_reads, latencies_ms=tuple(sorted(args.latency_ms or ())))
             _stop_sessions()  # before the servers it reads from stop
         print(lakehouse_bench.markdown(results))
         print(f"results in {args.out}/lakehouse.json, lakehouse.md, lakehouse.png")
@@ -531,6 +531,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--streams", help="with --lakehouse: which ways of keeping the stream's table to run, "
                                          "comma-separated (default: maintain,maintain+compaction,rewrite_data_files)")
     bench.add_argument("--skip-reads", action="store_true", help="with --lakehouse: only the streams, not the reads")
+    bench.add_argument("--latency-ms", type=_sizes, metavar="MS,MS",
+                       help="with --lakehouse: also the reads and a round of maintain with this many milliseconds to the "
+                            "first byte of every request to the store, e.g. 20,50 (a proxy of the benchmark's own)")
     bench.add_argument("--peer", choices=["trino"],
                        help="instead: the same tables and queries on another engine (Trino 476, installed into "
                             "build/ and run on loopback here) and on Spark, each engine's time over its own floor")

@@ -193,6 +193,75 @@ def reads(spark: SparkSession, lake: Lakehouse, sizes: Sizes, workdir: Path, run
                  identical=all(r == rows["floor"] for r in rows.values()))
 
 
+@dataclass
+class AtLatency:
+    """Reads and a round of maintain with ``latency_ms`` to the first byte of every request to the store."""
+
+    latency_ms: int
+    medians: dict[str, float]          # native, auto, floor_keys (through the delay), deletes_read (local)
+    limit: float
+    x_limit: dict[str, float]
+    delete_file_gets: dict[str, int]   # strategy -> GETs of equality delete files, one query, no cache
+    requests: dict[str, int]           # strategy -> every request to the store, the same query
+    round_seconds: float               # a round of maintain resolving ``round_deletes`` new delete rows
+    round_gets: int                    # its requests to the store
+    round_data_files_read: int
+    round_deletes: int
+
+
+def at_latency(spark: SparkSession, lake: Lakehouse, latency_ms: int, base: Reads, runs: int, deletes_read: float,
+               say: Callable[[str], None], round_deletes: int = 10_000) -> AtLatency:
+    """The reads' query natively, under auto and as floor_keys through a proxy that holds every
+    request to the store ``latency_ms`` before forwarding it (a catalog of its own, ``lake_<ms>ms``,
+    whose FileIO goes through it), each strategy's requests counted with no cache; then a round of
+    maintain on a copy of the floor given ``round_deletes`` new delete rows, through the same delay."""
+    from eqdelete.tools.forwarding_proxy import ForwardingProxy
+    from eqdelete.deletes import write_equality_deletes
+
+    with ForwardingProxy(lake.s3_port, latency=latency_ms / 1000.0) as proxy:
+        catalog = f"lake_{latency_ms}ms"
+        for key, value in {**lake.spark_options(catalog), f"spark.sql.catalog.{catalog}.s3.endpoint": proxy.url}.items():
+            spark.conf.set(key, value)
+        table = base.table.replace("lake.", f"{catalog}.", 1)
+        sql, floor_sql = FLINK_QUERY.format(t=table), FLINK_QUERY.format(t=f"{table}_floor")
+        say(f"{latency_ms} ms to the first byte of each request to the store")
+        variants = [Variant("native", "native", sql), Variant("auto", "auto", sql),
+                    Variant("floor_keys", "native", reading_keys(floor_sql, ["k"]))]
+        timings = measure(spark, variants, runs=runs, warmup=1, progress=say, keep_rows=False)
+        medians = {n: statistics.median(t.seconds) for n, t in timings.items()}
+        medians["deletes_read"] = deletes_read
+        limit = medians["floor_keys"] + deletes_read
+        deletes = {lake.object_key(r[0]) for r in spark.sql(f"SELECT file_path FROM {table}.delete_files "
+                                                             "WHERE content = 2").collect()}
+
+        def counted(run: Callable[[], Any]) -> tuple[int, int]:
+            before = len(proxy.seen)
+            run()
+            seen = proxy.seen[before:]
+            keys = [r.path.split("?", 1)[0].lstrip("/") for r in seen if r.method == "GET"]
+            return sum(k in deletes for k in keys), len(seen)
+
+        gets, requests = {}, {}
+        for strategy in ("native", "auto"):
+            with use_strategy(spark, strategy), use_conf(spark, UNCACHED):
+                gets[strategy], requests[strategy] = counted(lambda: spark.sql(sql).collect())
+        # A round: new deletes on a copy of the floor (keys scattered over every data file), resolved through the delay.
+        copy = f"{catalog}.{NAMESPACE}.round_{latency_ms}ms"
+        spark.sql(f"DROP TABLE IF EXISTS {copy} PURGE")
+        spark.sql(f"CREATE TABLE {copy} USING iceberg AS SELECT * FROM {table}_floor")
+        keys = spark.sql(f"SELECT k FROM {copy} ORDER BY hash(k) LIMIT {round_deletes}")
+        write_equality_deletes(spark, copy, ["k"], keys)
+        holder: dict[str, Any] = {}
+        round_gets, round_requests = counted(lambda: holder.update(r=maintain_round(spark, copy)))
+        spark.sql(f"DROP TABLE IF EXISTS {copy} PURGE")
+    r = holder["r"]
+    say(f"{latency_ms} ms: native {medians['native']:.2f} s, auto {medians['auto']:.2f} s, limit {limit:.2f} s; "
+        f"a round {r.seconds:.1f} s with {round_requests} requests")
+    return AtLatency(latency_ms=latency_ms, medians=medians, limit=limit, x_limit={n: m / limit for n, m in medians.items()},
+                     delete_file_gets=gets, requests=requests, round_seconds=r.seconds, round_gets=round_requests,
+                     round_data_files_read=r.data_files_read, round_deletes=round_deletes)
+
+
 def _copy_off_the_store(lake: Lakehouse, locations: list[str], directory: Path) -> Path:
     """The files at ``locations`` copied, byte for byte, into ``directory`` (emptied first)."""
     import shutil
@@ -322,8 +391,9 @@ def _cause(e: Exception) -> str:
 
 def run(spark: SparkSession, lake: Lakehouse, out: Path, *, sizes: Sizes, runs: int,
         progress: Callable[[str], None], streams_of: tuple[str, ...] = tuple(STREAMS),
-        with_reads: bool = True) -> dict[str, Any]:
-    """The reads (unless ``with_reads`` is False), then each stream of ``streams_of``."""
+        with_reads: bool = True, latencies_ms: tuple[int, ...] = ()) -> dict[str, Any]:
+    """The reads (unless ``with_reads`` is False), each of ``latencies_ms`` (with the reads), then
+    each stream of ``streams_of``."""
     unknown = set(streams_of) - set(STREAMS)
     if unknown:
         raise ValueError(f"no stream {', '.join(sorted(unknown))}: choose from {', '.join(STREAMS)}")
@@ -331,7 +401,11 @@ def run(spark: SparkSession, lake: Lakehouse, out: Path, *, sizes: Sizes, runs: 
     work = out / "work"
     results: dict[str, Any] = {"sizes": asdict(sizes), "master": spark.sparkContext.master}
     if with_reads:
-        results["reads"] = asdict(reads(spark, lake, sizes, work, runs, progress))
+        base = reads(spark, lake, sizes, work, runs, progress)
+        results["reads"] = asdict(base)
+        _save(out, results)
+        results["latency"] = [asdict(at_latency(spark, lake, ms, base, runs, base.medians["deletes_read"], progress))
+                              for ms in latencies_ms]
         _save(out, results)
     streams = [stream(spark, lake, sizes, how, work, progress) for how in streams_of]
     results["streams"] = [asdict(s) for s in streams]
@@ -363,6 +437,20 @@ def markdown(results: dict[str, Any]) -> str:
                   *(f"| GETs of equality delete files, one query, {kind} | "
                     + " | ".join(str(gets.get(c, "")) for c in columns) + " | |"
                     for kind, gets in r["delete_file_gets"].items()), ""]
+    if results.get("latency"):
+        lines += ["Reads and a round at an object store's latency (to the first byte of each request; "
+                  "requests and GETs of equality delete files for one query without caches):", "",
+                  "| latency | native s | auto s | limit s | native x limit | auto x limit | native requests (delete-file GETs) "
+                  "| auto requests (delete-file GETs) | a round: s, requests, data files read |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+        for a in results["latency"]:
+            m = a["medians"]
+            lines.append(f"| {a['latency_ms']} ms | {m['native']:.2f} | {m['auto']:.2f} | {a['limit']:.2f} | "
+                         f"{a['x_limit']['native']:.2f} | {a['x_limit']['auto']:.2f} | {a['requests']['native']} "
+                         f"({a['delete_file_gets']['native']}) | {a['requests']['auto']} ({a['delete_file_gets']['auto']}) | "
+                         f"{a['round_seconds']:.1f}, {a['round_gets']}, {a['round_data_files_read']} "
+                         f"({a['round_deletes']:,} new delete rows) |")
+        lines.append("")
     for s in results.get("streams", []):
         ticks = s["ticks"]
         lines += [f"{s['how']} every cadence while Flink committed {s['commits']} snapshots of {s['rows']:,} upserts:", "",
