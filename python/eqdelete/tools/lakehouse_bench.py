@@ -198,39 +198,51 @@ class AtLatency:
     """Reads and a round of maintain with ``latency_ms`` to the first byte of every request to the store."""
 
     latency_ms: int
-    medians: dict[str, float]          # native, auto, floor_keys (through the delay), deletes_read (local)
+    medians: dict[str, float]          # native, auto, floor_keys, deletes_read, all through the delay and uncached
     limit: float
     x_limit: dict[str, float]
     delete_file_gets: dict[str, int]   # strategy -> GETs of equality delete files, one query, no cache
     requests: dict[str, int]           # strategy -> every request to the store, the same query
     round_seconds: float               # a round of maintain resolving ``round_deletes`` new delete rows
-    round_gets: int                    # its requests to the store
+    round_requests: int                # its requests to the store
     round_data_files_read: int
     round_deletes: int
 
 
-def at_latency(spark: SparkSession, lake: Lakehouse, latency_ms: int, base: Reads, runs: int, deletes_read: float,
+def at_latency(spark: SparkSession, lake: Lakehouse, latency_ms: int, base: Reads, copies: Path, runs: int,
                say: Callable[[str], None], round_deletes: int = 10_000) -> AtLatency:
     """The reads' query natively, under auto and as floor_keys through a proxy that holds every
     request to the store ``latency_ms`` before forwarding it (a catalog of its own, ``lake_<ms>ms``,
-    whose FileIO goes through it), each strategy's requests counted with no cache; then a round of
-    maintain on a copy of the floor given ``round_deletes`` new delete rows, through the same delay."""
+    whose FileIO goes through it), timed and counted with no cache across queries (Iceberg's
+    executor cache and eqdelete's index cache off: each query pays its reads of delete files, as
+    on a fresh executor); deletes_read is the delete keys read once through the same delay, from a
+    table of as many files. Then a round of maintain on a copy of the floor whose data files each
+    hold a random share of the keys (the scattered case: the round reads every one), given
+    ``round_deletes`` new delete rows."""
     from eqdelete.tools.forwarding_proxy import ForwardingProxy
     from eqdelete.deletes import write_equality_deletes
 
+    # The delete keys in a table of their own on the store, one data file per equality delete file.
+    keys_table = f"{base.table}_delete_keys"
+    spark.sql(f"DROP TABLE IF EXISTS {keys_table} PURGE")
+    spark.sql(f"CREATE TABLE {keys_table} USING iceberg AS SELECT k FROM parquet.`{copies}` LIMIT 0")
+    for copy in sorted(p for p in copies.iterdir() if p.suffix == ".parquet"):
+        spark.sql(f"INSERT INTO {keys_table} SELECT k FROM parquet.`{copy}`")
     with ForwardingProxy(lake.s3_port, latency=latency_ms / 1000.0) as proxy:
         catalog = f"lake_{latency_ms}ms"
         for key, value in {**lake.spark_options(catalog), f"spark.sql.catalog.{catalog}.s3.endpoint": proxy.url}.items():
             spark.conf.set(key, value)
         table = base.table.replace("lake.", f"{catalog}.", 1)
+        delayed_keys = keys_table.replace("lake.", f"{catalog}.", 1)
         sql, floor_sql = FLINK_QUERY.format(t=table), FLINK_QUERY.format(t=f"{table}_floor")
         say(f"{latency_ms} ms to the first byte of each request to the store")
         variants = [Variant("native", "native", sql), Variant("auto", "auto", sql),
-                    Variant("floor_keys", "native", reading_keys(floor_sql, ["k"]))]
-        timings = measure(spark, variants, runs=runs, warmup=1, progress=say, keep_rows=False)
+                    Variant("floor_keys", "native", reading_keys(floor_sql, ["k"])),
+                    Variant("deletes_read", "native", f"SELECT count(k) AS k_read FROM {delayed_keys}")]
+        with use_conf(spark, UNCACHED):
+            timings = measure(spark, variants, runs=runs, warmup=1, progress=say, keep_rows=False)
         medians = {n: statistics.median(t.seconds) for n, t in timings.items()}
-        medians["deletes_read"] = deletes_read
-        limit = medians["floor_keys"] + deletes_read
+        limit = medians["floor_keys"] + medians["deletes_read"]
         deletes = {lake.object_key(r[0]) for r in spark.sql(f"SELECT file_path FROM {table}.delete_files "
                                                              "WHERE content = 2").collect()}
 
@@ -248,17 +260,19 @@ def at_latency(spark: SparkSession, lake: Lakehouse, latency_ms: int, base: Read
         # A round: new deletes on a copy of the floor (keys scattered over every data file), resolved through the delay.
         copy = f"{catalog}.{NAMESPACE}.round_{latency_ms}ms"
         spark.sql(f"DROP TABLE IF EXISTS {copy} PURGE")
-        spark.sql(f"CREATE TABLE {copy} USING iceberg AS SELECT * FROM {table}_floor")
+        spark.sql(f"CREATE TABLE {copy} USING iceberg AS SELECT /*+ REPARTITION({base.data_files}) */ * "
+                  f"FROM {table}_floor")
         keys = spark.sql(f"SELECT k FROM {copy} ORDER BY hash(k) LIMIT {round_deletes}")
         write_equality_deletes(spark, copy, ["k"], keys)
         holder: dict[str, Any] = {}
-        round_gets, round_requests = counted(lambda: holder.update(r=maintain_round(spark, copy)))
+        _, round_requests = counted(lambda: holder.update(r=maintain_round(spark, copy)))
         spark.sql(f"DROP TABLE IF EXISTS {copy} PURGE")
+    spark.sql(f"DROP TABLE IF EXISTS {keys_table} PURGE")
     r = holder["r"]
     say(f"{latency_ms} ms: native {medians['native']:.2f} s, auto {medians['auto']:.2f} s, limit {limit:.2f} s; "
         f"a round {r.seconds:.1f} s with {round_requests} requests")
     return AtLatency(latency_ms=latency_ms, medians=medians, limit=limit, x_limit={n: m / limit for n, m in medians.items()},
-                     delete_file_gets=gets, requests=requests, round_seconds=r.seconds, round_gets=round_requests,
+                     delete_file_gets=gets, requests=requests, round_seconds=r.seconds, round_requests=round_requests,
                      round_data_files_read=r.data_files_read, round_deletes=round_deletes)
 
 
@@ -404,7 +418,7 @@ def run(spark: SparkSession, lake: Lakehouse, out: Path, *, sizes: Sizes, runs: 
         base = reads(spark, lake, sizes, work, runs, progress)
         results["reads"] = asdict(base)
         _save(out, results)
-        results["latency"] = [asdict(at_latency(spark, lake, ms, base, runs, base.medians["deletes_read"], progress))
+        results["latency"] = [asdict(at_latency(spark, lake, ms, base, work / "delete-files", runs, progress))
                               for ms in latencies_ms]
         _save(out, results)
     streams = [stream(spark, lake, sizes, how, work, progress) for how in streams_of]
@@ -440,15 +454,16 @@ def markdown(results: dict[str, Any]) -> str:
     if results.get("latency"):
         lines += ["Reads and a round at an object store's latency (to the first byte of each request; "
                   "requests and GETs of equality delete files for one query without caches):", "",
-                  "| latency | native s | auto s | limit s | native x limit | auto x limit | native requests (delete-file GETs) "
+                  "| latency | native s | auto s | floor_keys s | deletes_read s | limit s | native x limit | auto x limit | native requests (delete-file GETs) "
                   "| auto requests (delete-file GETs) | a round: s, requests, data files read |",
-                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
         for a in results["latency"]:
             m = a["medians"]
-            lines.append(f"| {a['latency_ms']} ms | {m['native']:.2f} | {m['auto']:.2f} | {a['limit']:.2f} | "
+            lines.append(f"| {a['latency_ms']} ms | {m['native']:.2f} | {m['auto']:.2f} | {m['floor_keys']:.2f} | "
+                         f"{m['deletes_read']:.2f} | {a['limit']:.2f} | "
                          f"{a['x_limit']['native']:.2f} | {a['x_limit']['auto']:.2f} | {a['requests']['native']} "
                          f"({a['delete_file_gets']['native']}) | {a['requests']['auto']} ({a['delete_file_gets']['auto']}) | "
-                         f"{a['round_seconds']:.1f}, {a['round_gets']}, {a['round_data_files_read']} "
+                         f"{a['round_seconds']:.1f}, {a['round_requests']}, {a['round_data_files_read']} "
                          f"({a['round_deletes']:,} new delete rows) |")
         lines.append("")
     for s in results.get("streams", []):
