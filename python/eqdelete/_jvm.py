@@ -154,3 +154,19 @@ def active_stage_progress(spark: SparkSession) -> list[tuple[int, str, int, int]
         if info is not None:
             stages.append((stage_id, info.name, info.numCompletedTasks, info.numTasks))
     return stages
+
+
+def live_key_store_probe(spark: SparkSession, rows: int, partitions: int, data_files: int, lookups: int,
+                         updates: int) -> list[dict[str, int]]:
+    """One measurement per store of the live-row key index's storage (eqdelete.liveindex.LiveKeyStoreProbe)."""
+    measured = _jvm(spark).eqdelete.liveindex.LiveKeyStoreProbe.run(
+        _jsession(spark), rows, partitions, data_files, lookups, updates)
+    fields = ("entries", "loadNanos", "compactNanos", "bytes", "lookups", "lookupNanos", "found", "updates", "updateNanos")
+    return [{f: int(getattr(measured.apply(i), f)()) for f in fields} for i in range(measured.size())]
+
+
+def live_key_store_bulk(spark: SparkSession, rows: int, partitions: int, data_files: int) -> list[dict[str, int]]:
+    """One measurement per store of the sorted load of the live-row key index's storage."""
+    measured = _jvm(spark).eqdelete.liveindex.LiveKeyStoreProbe.bulk(_jsession(spark), rows, partitions, data_files)
+    fields = ("entries", "nanos", "bytes", "found")
+    return [{f: int(getattr(measured.apply(i), f)()) for f in fields} for i in range(measured.size())]

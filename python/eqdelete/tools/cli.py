@@ -378,6 +378,19 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print(f"results in {args.out}/lakehouse.json, lakehouse.md, lakehouse.png")
         return 0
 
+    if args.live_index_probe:
+        from eqdelete._progress import stderr_reporter
+        from eqdelete.tools import live_index_probe
+
+        sizes = tuple(sorted(args.at)) if args.at else ((10**4, 10**5) if args.quick else live_index_probe.SIZES)
+        spark = _session(args, "eqdelete bench --live-index-probe")
+        points = live_index_probe.run(spark, sizes, stderr_reporter("eqdelete bench --live-index-probe"),
+                                      puts=args.live_index_probe == "both")
+        live_index_probe.save(points, Path(args.out))
+        print(live_index_probe.markdown(points))
+        print(f"results in {args.out}/live-index-probe.json, live-index-probe.md")
+        return 0
+
     if args.resolve and args.scale:
         from eqdelete.tools import resolve_scale
 
@@ -535,6 +548,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--latency-ms", type=_sizes, metavar="MS,MS",
                        help="with --lakehouse: also the reads and a round of maintain with this many milliseconds to the "
                             "first byte of every request to the store, e.g. 20,50 (a proxy of the benchmark's own)")
+    bench.add_argument("--live-index-probe", nargs="?", const="both", choices=["both", "sorted"],
+                       help="instead: what an index of the live rows by key (eqdelete.liveindex.LiveKeyStore, RocksDB on the "
+                            "executors' disks) costs per entry to load, look up and update, and its bytes per entry; "
+                            "'sorted': only the load Spark sorts for; sizes with --at (default: 1e6,1e7,1e8)")
     bench.add_argument("--peer", choices=["trino"],
                        help="instead: the same tables and queries on another engine (Trino 476, installed into "
                             "build/ and run on loopback here) and on Spark, each engine's time over its own floor")

@@ -1,0 +1,166 @@
+package eqdelete.liveindex
+
+import java.io.File
+import java.nio.ByteBuffer
+import java.nio.file.Files
+
+import org.rocksdb.{CompressionType, EnvOptions, IngestExternalFileOptions, Options, ReadOptions, RocksDB, SstFileWriter,
+  WriteBatch, WriteOptions}
+
+/**
+ * One partition of an index of a table's live rows by key: entries `(key, data file, position)`
+ * in a RocksDB on the local disk of the executor that holds the partition, so the index is as
+ * large as the disk allows while its memory stays bounded (RocksDB's memtables and block cache).
+ * RocksDB's JNI library ships with every Spark line (its streaming state store uses it), so
+ * this is no extra dependency.
+ *
+ * An entry is one RocksDB key and no value: the key's bytes (as [[eqdelete.index.KeyBytes]]
+ * packs them: equal bytes, equal keys by Iceberg's equality) behind their 4-byte length, so no
+ * key's entries are a prefix of another's, then the file's id (4 bytes) and the position (8),
+ * big-endian, so one key's entries lie together and a lookup is one seek. Several rows of one
+ * key (a key upserted and not yet resolved) are several entries.
+ *
+ * Writes are batched and skip RocksDB's write-ahead log: a store is a cache of the table, rebuilt
+ * from it when lost, never recovered from its own log.
+ */
+final class LiveKeyStore private (val directory: File) extends AutoCloseable {
+  import LiveKeyStore._
+
+  private val options = new Options()
+    .setCreateIfMissing(true)
+    .setCompressionType(CompressionType.LZ4_COMPRESSION)
+    .setWriteBufferSize(WriteBufferBytes)
+    .setMaxWriteBufferNumber(2)
+  private val db = RocksDB.open(options, directory.getAbsolutePath)
+  private val unlogged = new WriteOptions().setDisableWAL(true)
+  private val batch = new WriteBatch()
+  private var pending = 0
+
+  /** Adds an entry (visible to lookups once [[flush]]ed). */
+  def add(key: Array[Byte], keyLength: Int, file: Int, position: Long): Unit = {
+    batch.put(entry(key, keyLength, file, position), Empty)
+    written()
+  }
+
+  /** Removes an entry (from lookups once [[flush]]ed); removing one that is absent is no error. */
+  def remove(key: Array[Byte], keyLength: Int, file: Int, position: Long): Unit = {
+    batch.delete(entry(key, keyLength, file, position))
+    written()
+  }
+
+  /** Writes the pending adds and removes. */
+  def flush(): Unit = if (pending > 0) {
+    db.write(unlogged, batch)
+    batch.clear()
+    pending = 0
+  }
+
+  /** The `(file, position)` of every entry of a key, calling `found` for each. */
+  def lookup(key: Array[Byte], keyLength: Int)(found: (Int, Long) => Unit): Unit = {
+    val prefix = keyPrefix(key, keyLength)
+    val read = new ReadOptions().setPrefixSameAsStart(false)
+    val it = db.newIterator(read)
+    try {
+      it.seek(prefix)
+      var more = true
+      while (more && it.isValid) {
+        val k = it.key()
+        if (startsWith(k, prefix)) {
+          val tail = ByteBuffer.wrap(k, prefix.length, 12)
+          found(tail.getInt, tail.getLong)
+          it.next()
+        } else more = false
+      }
+    } finally {
+      it.close()
+      read.close()
+    }
+  }
+
+  /**
+   * Adds entries given in RocksDB's order (bytewise, unsigned: [[EntryOrdering]]), as one sorted
+   * file RocksDB takes in whole, past its memtables and compactions: how a store is loaded
+   * from a table's rows once Spark has sorted them.
+   */
+  def ingestSorted(entries: Iterator[Array[Byte]]): Long = {
+    flush()
+    val file = new File(directory, s"ingest-${System.nanoTime()}.sst")
+    val envOptions = new EnvOptions()
+    val writer = new SstFileWriter(envOptions, options)
+    var n = 0L
+    try {
+      writer.open(file.getAbsolutePath)
+      entries.foreach { e => writer.put(e, Empty); n += 1 }
+      if (n > 0) writer.finish()
+    } finally { writer.close(); envOptions.close() }
+    if (n > 0) {
+      val ingest = new IngestExternalFileOptions().setMoveFiles(true)
+      try db.ingestExternalFile(java.util.Collections.singletonList(file.getAbsolutePath), ingest) finally ingest.close()
+    }
+    n
+  }
+
+  /** Bytes the store holds on disk (its sorted files) and in its memtables. */
+  def bytes: Long =
+    db.getLongProperty("rocksdb.total-sst-files-size") + db.getLongProperty("rocksdb.cur-size-all-mem-tables")
+
+  /** Entries, as RocksDB estimates them. */
+  def estimatedEntries: Long = db.getLongProperty("rocksdb.estimate-num-keys")
+
+  /** Merges the store's sorted files into one level, as a store rebuilt after its load is measured. */
+  def compact(): Unit = { flush(); db.compactRange() }
+
+  private def written(): Unit = {
+    pending += 1
+    if (pending >= BatchEntries) flush()
+  }
+
+  /** Closes the store and deletes its files. */
+  override def close(): Unit = {
+    batch.close(); unlogged.close(); db.close(); options.close()
+    deleteRecursively(directory)
+  }
+}
+
+object LiveKeyStore {
+  RocksDB.loadLibrary()
+
+  private val Empty = new Array[Byte](0)
+  private val BatchEntries = 10000
+  private val WriteBufferBytes = 64L << 20
+
+  /** A new, empty store in a fresh directory under `parent`. */
+  def create(parent: File, name: String): LiveKeyStore = {
+    parent.mkdirs()
+    new LiveKeyStore(Files.createTempDirectory(parent.toPath, name).toFile)
+  }
+
+  /** An entry as the store holds it. */
+  def entry(key: Array[Byte], keyLength: Int, file: Int, position: Long): Array[Byte] =
+    ByteBuffer.allocate(4 + keyLength + 12).putInt(keyLength).put(key, 0, keyLength).putInt(file).putLong(position).array()
+
+  /** The index partition (of `partitions`) an entry's key belongs to: all of a key's entries in one store. */
+  def partitionOf(entry: Array[Byte], partitions: Int): Int = {
+    val end = 4 + ByteBuffer.wrap(entry).getInt(0)
+    var h = 0x3c074a61
+    var i = 4
+    while (i < end) { h = h * 31 + entry(i); i += 1 }
+    Math.floorMod(scala.util.hashing.MurmurHash3.finalizeHash(h, end), partitions)
+  }
+
+  /** RocksDB's default order of keys: bytewise, unsigned. */
+  val EntryOrdering: Ordering[Array[Byte]] = new Ordering[Array[Byte]] {
+    override def compare(a: Array[Byte], b: Array[Byte]): Int = java.util.Arrays.compareUnsigned(a, b)
+  }
+
+  private def keyPrefix(key: Array[Byte], keyLength: Int): Array[Byte] =
+    ByteBuffer.allocate(4 + keyLength).putInt(keyLength).put(key, 0, keyLength).array()
+
+  private def startsWith(bytes: Array[Byte], prefix: Array[Byte]): Boolean =
+    bytes.length == prefix.length + 12 && java.util.Arrays.equals(bytes, 0, prefix.length, prefix, 0, prefix.length)
+
+  private def deleteRecursively(file: File): Unit = {
+    Option(file.listFiles()).foreach(_.foreach(deleteRecursively))
+    file.delete()
+  }
+}

@@ -1,0 +1,128 @@
+package eqdelete.liveindex
+
+import java.io.File
+
+import eqdelete.index.KeyBytes
+
+import org.apache.spark.SparkFiles
+import org.apache.spark.sql.SparkSession
+
+/**
+ * What [[LiveKeyStore]] costs per key, measured before the index is built on it: stores of
+ * `rows` entries over `partitions` tasks (one store each, on the executors' local disks, as the
+ * index will hold them), long keys in random order (a streaming sink's), each entry a random one
+ * of `dataFiles` files and its position. Per store: the load (every entry added), its bytes once
+ * compacted, `lookups` lookups of keys it holds, then an update of `updates` new entries added
+ * and as many removed (a round's new rows and resolved ones).
+ */
+object LiveKeyStoreProbe {
+
+  /** One store's measurements; times in nanoseconds. */
+  final case class Measured(entries: Long, loadNanos: Long, compactNanos: Long, bytes: Long, lookups: Int,
+      lookupNanos: Long, found: Long, updates: Int, updateNanos: Long)
+
+  /**
+   * The other way to load: every entry made in a Spark job, partitioned by its key's hash and
+   * sorted within partitions by Spark (which spills past memory), each partition written as one
+   * sorted file its store ingests. Per store: entries, the job's nanoseconds (all stores in
+   * parallel), bytes, and lookups of 10,000 of its keys found (each exactly once).
+   */
+  final case class Bulk(entries: Long, nanos: Long, bytes: Long, found: Long)
+
+  def bulk(session: SparkSession, rows: Long, partitions: Int, dataFiles: Int): Seq[Bulk] = {
+    val started = System.nanoTime()
+    val byKey = new org.apache.spark.Partitioner {
+      override def numPartitions: Int = partitions
+      override def getPartition(k: Any): Int = LiveKeyStore.partitionOf(k.asInstanceOf[Array[Byte]], partitions)
+    }
+    val entries = session.sparkContext.range(0L, rows, 1L, partitions).map { i =>
+      val b = new KeyBytes
+      b.putLong(key(0, i))
+      (LiveKeyStore.entry(b.bytes, b.length, (mix(i) & Int.MaxValue).toInt % dataFiles, i), null: Array[Byte])
+    }
+    implicit val order: Ordering[Array[Byte]] = LiveKeyStore.EntryOrdering
+    val loaded = entries.repartitionAndSortWithinPartitions(byKey)
+      .mapPartitionsWithIndex { (p, sorted) =>
+        val store = LiveKeyStore.create(new File(SparkFiles.getRootDirectory(), "eqdelete-live-index-probe"), s"bulk$p-")
+        try {
+          val n = store.ingestSorted(sorted.map(_._1))
+          val bytes = store.bytes
+          var found = 0L
+          val b = new KeyBytes
+          var i = 0L
+          while (i < rows && i < 10000L * partitions) {
+            b.reset(); b.putLong(key(0, i))
+            if (LiveKeyStore.partitionOf(LiveKeyStore.entry(b.bytes, b.length, 0, 0), partitions) == p)
+              store.lookup(b.bytes, b.length)((_, _) => found += 1)
+            i += 1
+          }
+          Iterator((n, bytes, found))
+        } finally store.close()
+      }.collect()
+    val nanos = System.nanoTime() - started
+    loaded.toSeq.map { case (n, bytes, found) => Bulk(n, nanos, bytes, found) }
+  }
+
+  def run(session: SparkSession, rows: Long, partitions: Int, dataFiles: Int, lookups: Int, updates: Int): Seq[Measured] = {
+    val perStore = rows / partitions
+    session.sparkContext.parallelize(0 until partitions, partitions).map { p =>
+      val store = LiveKeyStore.create(new File(SparkFiles.getRootDirectory(), "eqdelete-live-index-probe"), s"p$p-")
+      try measure(store, p, perStore, dataFiles, lookups, updates) finally store.close()
+    }.collect().toSeq
+  }
+
+  /** The key of a store's `i`-th entry: distinct, in random order. */
+  private def key(p: Int, i: Long): Long = mix(p.toLong << 40 | i)
+
+  private def mix(x: Long): Long = {
+    var z = x + 0x9E3779B97F4A7C15L
+    z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L
+    z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL
+    z ^ (z >>> 31)
+  }
+
+  private def measure(store: LiveKeyStore, p: Int, entries: Long, dataFiles: Int, lookups: Int, updates: Int): Measured = {
+    val bytes = new KeyBytes
+    def packed(k: Long): KeyBytes = { bytes.reset(); bytes.putLong(k); bytes }
+    def file(i: Long): Int = (mix(i) & Int.MaxValue).toInt % dataFiles
+    val loadStart = System.nanoTime()
+    var i = 0L
+    while (i < entries) {
+      val b = packed(key(p, i))
+      store.add(b.bytes, b.length, file(i), i)
+      i += 1
+    }
+    store.flush()
+    val loadNanos = System.nanoTime() - loadStart
+    val compactStart = System.nanoTime()
+    store.compact()
+    val compactNanos = System.nanoTime() - compactStart
+    val size = store.bytes
+
+    val random = new java.util.Random(p)
+    var found = 0L
+    val lookupStart = System.nanoTime()
+    var n = 0
+    while (n < lookups) {
+      val b = packed(key(p, (random.nextDouble() * entries).toLong))
+      store.lookup(b.bytes, b.length)((_, _) => found += 1)
+      n += 1
+    }
+    val lookupNanos = System.nanoTime() - lookupStart
+
+    val updateStart = System.nanoTime()
+    n = 0
+    while (n < updates) {
+      val added = entries + n
+      val b = packed(key(p, added))
+      store.add(b.bytes, b.length, file(added), added)
+      val gone = (random.nextDouble() * entries).toLong
+      val r = packed(key(p, gone))
+      store.remove(r.bytes, r.length, file(gone), gone)
+      n += 1
+    }
+    store.flush()
+    val updateNanos = System.nanoTime() - updateStart
+    Measured(entries, loadNanos, compactNanos, size, lookups, lookupNanos, found, updates, updateNanos)
+  }
+}

@@ -1,0 +1,92 @@
+package eqdelete.liveindex
+
+import java.nio.file.Files
+
+import scala.collection.mutable
+import scala.util.Random
+
+import eqdelete.index.KeyBytes
+
+import org.apache.spark.unsafe.types.UTF8String
+import org.scalatest.funsuite.AnyFunSuite
+
+/** The store against a reference multimap, through adds, removes, flushes and a sorted load. */
+class LiveKeyStoreSuite extends AnyFunSuite {
+
+  private def packed(key: Option[String]): Array[Byte] = {
+    val b = new KeyBytes
+    key.fold(b.putNull())(k => b.putUTF8String(UTF8String.fromString(k)))
+    java.util.Arrays.copyOf(b.bytes, b.length)
+  }
+
+  private def found(store: LiveKeyStore, key: Array[Byte]): Set[(Int, Long)] = {
+    val entries = mutable.Set.empty[(Int, Long)]
+    store.lookup(key, key.length)((file, position) => entries += ((file, position)))
+    entries.toSet
+  }
+
+  private def withStore(test: LiveKeyStore => Unit): Unit = {
+    val parent = Files.createTempDirectory("live-key-store-suite").toFile
+    val store = LiveKeyStore.create(parent, "s")
+    try test(store) finally {
+      store.close()
+      assert(!store.directory.exists(), "a closed store leaves no files")
+      parent.delete()
+    }
+  }
+
+  // Keys whose bytes are prefixes of one another ("ab", "abc"), the empty string, and NULL: a
+  // lookup must find its own key's entries only.
+  private val keys: Seq[Option[String]] = Seq(None, Some(""), Some("a"), Some("ab"), Some("abc"), Some("b")) ++
+    (0 until 200).map(i => Some(s"k$i"))
+
+  test("lookups find exactly each key's live entries through random adds, removes and flushes") {
+    withStore { store =>
+      val random = new Random(7)
+      val reference = mutable.Map.empty[Option[String], Set[(Int, Long)]].withDefaultValue(Set.empty)
+      for (step <- 0 until 5000) {
+        val key = keys(random.nextInt(keys.size))
+        val bytes = packed(key)
+        if (random.nextInt(3) > 0 || reference(key).isEmpty) {
+          val entry = (random.nextInt(5), random.nextInt(1000).toLong)
+          store.add(bytes, bytes.length, entry._1, entry._2)
+          reference(key) += entry
+        } else {
+          val entry = reference(key).toSeq(random.nextInt(reference(key).size))
+          store.remove(bytes, bytes.length, entry._1, entry._2)
+          reference(key) -= entry
+        }
+        if (step % 997 == 0) {
+          store.flush()
+          keys.foreach(k => assert(found(store, packed(k)) == reference(k), s"key $k after step $step"))
+        }
+      }
+      store.compact()
+      keys.foreach(k => assert(found(store, packed(k)) == reference(k), s"key $k at the end"))
+      assert(store.bytes > 0)
+    }
+  }
+
+  test("a sorted load holds what it was given, beside entries added one by one, and partitions keep a key together") {
+    withStore { store =>
+      val loaded = keys.zipWithIndex.flatMap { case (k, i) =>
+        val b = packed(k)
+        Seq(LiveKeyStore.entry(b, b.length, i % 3, i.toLong), LiveKeyStore.entry(b, b.length, 9, 1000L + i))
+      }.sorted(LiveKeyStore.EntryOrdering)
+      assert(store.ingestSorted(loaded.iterator) == loaded.size)
+      val extra = packed(Some("ab"))
+      store.add(extra, extra.length, 4, 4L)
+      store.flush()
+      keys.zipWithIndex.foreach { case (k, i) =>
+        val expected = Set((i % 3, i.toLong), (9, 1000L + i)) ++ (if (k.contains("ab")) Set((4, 4L)) else Set.empty)
+        assert(found(store, packed(k)) == expected, s"key $k")
+      }
+      for (k <- keys; partitions <- Seq(1, 2, 7)) {
+        val b = packed(k)
+        val homes = Seq((0, 0L), (3, 17L), (Int.MaxValue, Long.MaxValue))
+          .map { case (f, p) => LiveKeyStore.partitionOf(LiveKeyStore.entry(b, b.length, f, p), partitions) }
+        assert(homes.distinct.size == 1 && homes.head >= 0 && homes.head < partitions, s"key $k over $partitions")
+      }
+    }
+  }
+}
