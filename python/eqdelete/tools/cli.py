@@ -372,7 +372,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                        ) if args.streams else tuple(lakehouse_bench.STREAMS)
             results = lakehouse_bench.run(spark, lake, out, sizes=sizes, runs=1 if args.quick else args.runs,
                                           progress=stderr_reporter("eqdelete bench --lakehouse"), streams_of=streams,
-                                          with_reads=not args.skip_reads, latencies_ms=tuple(sorted(args.latency_ms or ())))
+                                          with_reads=not args.skip_reads, latencies_ms=tuple(sorted(args.latency_ms or ())),
+                                          writer_intervals_ms=tuple(sorted(args.writer_intervals_ms or ())))
             _stop_sessions()  # before the servers it reads from stop
         print(lakehouse_bench.markdown(results))
         print(f"results in {args.out}/lakehouse.json, lakehouse.md, lakehouse.png")
@@ -552,6 +553,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="instead: what an index of the live rows by key (eqdelete.liveindex.LiveKeyStore, RocksDB on the "
                             "executors' disks) costs per entry to load, look up and update, and its bytes per entry; "
                             "'sorted': only the load Spark sorts for; sizes with --at (default: 1e6,1e7,1e8)")
+    bench.add_argument("--writer-intervals-ms", type=_sizes, metavar="MS,MS",
+                       help="with --lakehouse: then maintain beside a Flink job committing every one of these intervals, "
+                            "e.g. 1000,2000,10000, and its lag")
     bench.add_argument("--peer", choices=["trino"],
                        help="instead: the same tables and queries on another engine (Trino 476, installed into "
                             "build/ and run on loopback here) and on Spark, each engine's time over its own floor")

@@ -38,7 +38,7 @@ import json
 import re
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -317,9 +317,10 @@ def _stream_table(how: str) -> str:
 
 
 def stream(spark: SparkSession, lake: Lakehouse, sizes: Sizes, how: str, workdir: Path,
-           say: Callable[[str], None]) -> Stream:
-    """A job of the stream's shape while ``how`` (one of STREAMS) runs every cadence."""
-    table = _stream_table(how)
+           say: Callable[[str], None], table: str | None = None) -> Stream:
+    """A job of the stream's shape while ``how`` (one of STREAMS) runs every cadence, on ``table``
+    (default: the stream's own)."""
+    table = table or _stream_table(how)
     name = table.rsplit(".", 1)[1]
     spark.sql(f"DROP TABLE IF EXISTS {table} PURGE")
     spec = _spec(name, sizes.stream_rows, sizes.stream_keys, sizes.stream_checkpoints, sizes.checkpoint_ms)
@@ -403,11 +404,28 @@ def _cause(e: Exception) -> str:
     return cause[:300]
 
 
+#: How long each writer of the commit-interval sweep writes, at the main stream's rows a second.
+WRITER_SWEEP_SECONDS = 120
+
+
+def writer_interval(spark: SparkSession, lake: Lakehouse, sizes: Sizes, interval_ms: int, workdir: Path,
+                    say: Callable[[str], None]) -> Stream:
+    """maintain every cadence beside a writer committing every ``interval_ms``, for
+    WRITER_SWEEP_SECONDS at the main stream's rate of rows."""
+    rows_per_second = sizes.stream_rows / (sizes.stream_checkpoints * sizes.checkpoint_ms / 1000)
+    swept = replace(sizes, checkpoint_ms=interval_ms, stream_rows=int(rows_per_second * WRITER_SWEEP_SECONDS),
+                    stream_checkpoints=max(2, WRITER_SWEEP_SECONDS * 1000 // interval_ms))
+    return stream(spark, lake, swept, "maintain", workdir, say,
+                  table=f"lake.{NAMESPACE}.maintain_beside_{interval_ms}ms_commits")
+
+
 def run(spark: SparkSession, lake: Lakehouse, out: Path, *, sizes: Sizes, runs: int,
         progress: Callable[[str], None], streams_of: tuple[str, ...] = tuple(STREAMS),
-        with_reads: bool = True, latencies_ms: tuple[int, ...] = ()) -> dict[str, Any]:
+        with_reads: bool = True, latencies_ms: tuple[int, ...] = (),
+        writer_intervals_ms: tuple[int, ...] = ()) -> dict[str, Any]:
     """The reads (unless ``with_reads`` is False), each of ``latencies_ms`` (with the reads), then
-    each stream of ``streams_of``."""
+    each stream of ``streams_of``, then maintain beside a writer committing every one of
+    ``writer_intervals_ms``."""
     unknown = set(streams_of) - set(STREAMS)
     if unknown:
         raise ValueError(f"no stream {', '.join(sorted(unknown))}: choose from {', '.join(STREAMS)}")
@@ -423,11 +441,15 @@ def run(spark: SparkSession, lake: Lakehouse, out: Path, *, sizes: Sizes, runs: 
         _save(out, results)
     streams = [stream(spark, lake, sizes, how, work, progress) for how in streams_of]
     results["streams"] = [asdict(s) for s in streams]
-    # A reader's query on each table once its writer is done and the last round is in.
-    after = measure(spark, [Variant(f"after {s.how}", "native", FLINK_QUERY.format(t=_stream_table(s.how)))
-                            for s in streams], runs=runs, warmup=1, progress=progress, keep_rows=True)
-    results["reads_after"] = {n: statistics.median(t.seconds) for n, t in after.items()}
-    _save(out, results)
+    if streams:  # a reader's query on each table once its writer is done and the last round is in
+        after = measure(spark, [Variant(f"after {s.how}", "native", FLINK_QUERY.format(t=_stream_table(s.how)))
+                                for s in streams], runs=runs, warmup=1, progress=progress, keep_rows=True)
+        results["reads_after"] = {n: statistics.median(t.seconds) for n, t in after.items()}
+        _save(out, results)
+    results["writer_intervals"] = []
+    for ms in writer_intervals_ms:
+        results["writer_intervals"].append({"interval_ms": ms, **asdict(writer_interval(spark, lake, sizes, ms, work, progress))})
+        _save(out, results)
     _chart(out, results)
     return results
 
@@ -483,10 +505,27 @@ def markdown(results: dict[str, Any]) -> str:
     if results.get("reads_after"):
         lines += ["A reader's query at the end (native, median s): " + ", ".join(
             f"{n} {v:.2f}" for n, v in results["reads_after"].items()), ""]
+    if results.get("writer_intervals"):
+        cadence = results["sizes"]["cadence"]
+        lines += [f"maintain every {cadence:.0f} s beside a writer committing every interval for {WRITER_SWEEP_SECONDS} s:", "",
+                  "| writer commits every | its commits | rounds | rounds committed | conflicts | round s, median and max "
+                  "| lag before a round s, max | lag after s, max | most lag x maintain's interval |",
+                  "| ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
+        for w in results["writer_intervals"]:
+            ticks = w["ticks"] or [{"seconds": 0.0, "lag_before": 0.0, "lag_seconds": 0.0, "committed": False, "conflicts": 0}]
+            worst = max(max(t.get("lag_before", 0.0), t["lag_seconds"]) for t in ticks)
+            lines.append(f"| {w['interval_ms'] / 1000:g} s | {w['commits']} | {len(w['ticks'])} | "
+                         f"{sum(t['committed'] for t in w['ticks'])} | {sum(t['conflicts'] for t in w['ticks'])} | "
+                         f"{statistics.median(t['seconds'] for t in ticks):.1f}, {max(t['seconds'] for t in ticks):.1f} | "
+                         f"{max(t.get('lag_before', 0.0) for t in ticks):.1f} | {max(t['lag_seconds'] for t in ticks):.1f} | "
+                         f"{worst / cadence:.2f} |")
+        lines.append("")
     return "\n".join(lines) + "\n"
 
 
 def _chart(out: Path, results: dict[str, Any]) -> None:
+    if not results.get("streams"):
+        return
     try:
         import matplotlib
 
