@@ -140,12 +140,17 @@ object LiveKeyStore {
     ByteBuffer.allocate(4 + keyLength + 12).putInt(keyLength).put(key, 0, keyLength).putInt(file).putLong(position).array()
 
   /** The index partition (of `partitions`) an entry's key belongs to: all of a key's entries in one store. */
-  def partitionOf(entry: Array[Byte], partitions: Int): Int = {
-    val end = 4 + ByteBuffer.wrap(entry).getInt(0)
+  def partitionOf(entry: Array[Byte], partitions: Int): Int =
+    home(entry, 4, 4 + ByteBuffer.wrap(entry).getInt(0), partitions)
+
+  /** The index partition (of `partitions`) of a key's packed bytes: the one [[partitionOf]] gives its entries. */
+  def partitionOfKey(key: Array[Byte], keyLength: Int, partitions: Int): Int = home(key, 0, keyLength, partitions)
+
+  private def home(bytes: Array[Byte], from: Int, until: Int, partitions: Int): Int = {
     var h = 0x3c074a61
-    var i = 4
-    while (i < end) { h = h * 31 + entry(i); i += 1 }
-    Math.floorMod(scala.util.hashing.MurmurHash3.finalizeHash(h, end), partitions)
+    var i = from
+    while (i < until) { h = h * 31 + bytes(i); i += 1 }
+    Math.floorMod(scala.util.hashing.MurmurHash3.finalizeHash(h, until - from), partitions)
   }
 
   /** RocksDB's default order of keys: bytewise, unsigned. */

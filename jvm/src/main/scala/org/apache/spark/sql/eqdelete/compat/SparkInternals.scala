@@ -2,7 +2,7 @@ package org.apache.spark.sql.eqdelete.compat
 
 import java.util.concurrent.TimeoutException
 
-import org.apache.spark.SparkContext
+import org.apache.spark.{SparkContext, SparkEnv}
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
 import org.apache.spark.sql.execution.{CommandExecutionMode, SparkPlan}
@@ -11,6 +11,15 @@ import org.apache.spark.sql.execution.datasources.v2.BatchScanExec
 
 /** Spark-private calls eqdelete makes outside the config declarations and filter translation. */
 object SparkInternals {
+  /**
+   * Where a task runs, as a preferred location that pins a later task to this executor (Spark's
+   * `executor_<host>_<id>` form, which its scheduler reads as an executor-cache location).
+   */
+  def executorLocation: String = {
+    val env = SparkEnv.get
+    s"executor_${env.blockManager.blockManagerId.host}_${env.executorId}"
+  }
+
   /**
    * Waits, up to `timeoutMillis`, until Spark has delivered every pending listener event (query
    * executions included); false when the bus is still busy then, so callers may read a

@@ -1,0 +1,97 @@
+package eqdelete.liveindex
+
+import scala.reflect.ClassTag
+
+import org.apache.spark.{HashPartitioner, Partitioner, SparkContext}
+import org.apache.spark.rdd.RDD
+import org.apache.spark.sql.eqdelete.compat.SparkInternals
+
+/** A live row as the index holds it: its key's packed bytes ([[eqdelete.index.KeyBytes]]), its data file's id and position. */
+final case class LiveKeyEntry(key: Array[Byte], file: Int, position: Long)
+
+/**
+ * An index of live rows by key, held by the executors: one [[LiveKeyStore]] per partition of
+ * the key's hash, each on the executor that created it ([[LiveKeyStores]]), whose tasks later
+ * jobs prefer ([[AtStoreRDD]]). The driver holds only the index's id and where its stores are.
+ * Nothing gathers on the driver: adds, removes and lookups are Spark jobs routing rows to their
+ * key's store. A store lost with its executor fails the job with [[LiveKeyStoreLostException]]
+ * in its cause: the caller builds the index again from the table.
+ */
+final class LiveKeyIndex private (val id: String, val partitions: Int, homes: Array[String]) {
+
+  private val byStore: Partitioner = new HashPartitioner(partitions)  // keys are store numbers already
+
+  /** `rows`, each moved to the task of the store its key belongs to. */
+  private def routed[T: ClassTag](rows: RDD[T])(key: T => Array[Byte]): RDD[T] = {
+    val n = partitions
+    new AtStoreRDD(rows.map(r => (LiveKeyStore.partitionOfKey(key(r), key(r).length, n), r)).partitionBy(byStore).values,
+      homes)
+  }
+
+  /** Loads entries into empty stores the fast way (Spark sorts each store's entries; the store ingests one file). */
+  def load(entries: RDD[LiveKeyEntry]): Long = {
+    val (index, n) = (id, partitions)
+    val byKey = new Partitioner {
+      override def numPartitions: Int = n
+      override def getPartition(entry: Any): Int = LiveKeyStore.partitionOf(entry.asInstanceOf[Array[Byte]], n)
+    }
+    implicit val order: Ordering[Array[Byte]] = LiveKeyStore.EntryOrdering
+    val sorted = entries.map(e => (LiveKeyStore.entry(e.key, e.key.length, e.file, e.position), null: Array[Byte]))
+      .repartitionAndSortWithinPartitions(byKey)
+    new AtStoreRDD(sorted, homes).mapPartitionsWithIndex { (p, rows) =>
+      Iterator(LiveKeyStores.get(index, p).ingestSorted(rows.map(_._1)))
+    }.sum().toLong
+  }
+
+  /** Adds entries; how many. */
+  def add(entries: RDD[LiveKeyEntry]): Long = write(entries)((store, e) => store.add(e.key, e.key.length, e.file, e.position))
+
+  /** Removes entries (absent ones are no error); how many were asked. */
+  def remove(entries: RDD[LiveKeyEntry]): Long =
+    write(entries)((store, e) => store.remove(e.key, e.key.length, e.file, e.position))
+
+  private def write(entries: RDD[LiveKeyEntry])(change: (LiveKeyStore, LiveKeyEntry) => Unit): Long = {
+    val index = id
+    routed(entries)(_.key).mapPartitionsWithIndex { (p, rows) =>
+      val store = LiveKeyStores.get(index, p)
+      var n = 0L
+      rows.foreach { e => change(store, e); n += 1 }
+      store.flush()
+      Iterator(n)
+    }.sum().toLong
+  }
+
+  /**
+   * Every entry of each key of `keys`, with the key's payload (a delete row's sequence number and
+   * scope, say): lazily, as an RDD whose tasks run at the stores.
+   */
+  def lookup[T: ClassTag](keys: RDD[(Array[Byte], T)]): RDD[(T, Int, Long)] = {
+    val index = id
+    routed(keys)(_._1).mapPartitionsWithIndex { (p, rows) =>
+      val store = LiveKeyStores.get(index, p)
+      rows.flatMap { case (key, payload) =>
+        val found = Vector.newBuilder[(T, Int, Long)]
+        store.lookup(key, key.length)((file, position) => found += ((payload, file, position)))
+        found.result()
+      }
+    }
+  }
+
+  /** Closes and deletes the stores, on the executors that still hold them. */
+  def drop(sc: SparkContext): Unit = {
+    val index = id
+    new AtStoreRDD(sc.parallelize(0 until partitions, partitions), homes).foreach(_ => LiveKeyStores.drop(index))
+  }
+}
+
+object LiveKeyIndex {
+  /** A new, empty index of `partitions` stores, spread over the executors as Spark places a job's tasks. */
+  def create(sc: SparkContext, partitions: Int): LiveKeyIndex = {
+    val id = java.util.UUID.randomUUID().toString
+    val homes = sc.parallelize(0 until partitions, partitions).map { p =>
+      LiveKeyStores.create(id, p)
+      (p, SparkInternals.executorLocation)
+    }.collect().sortBy(_._1).map(_._2)
+    new LiveKeyIndex(id, partitions, homes)
+  }
+}

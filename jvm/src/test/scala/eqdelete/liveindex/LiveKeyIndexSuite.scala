@@ -1,0 +1,45 @@
+package eqdelete.liveindex
+
+import scala.util.Random
+
+import eqdelete.index.KeyBytes
+import eqdelete.testing.TestSpark
+
+import org.apache.spark.SparkException
+import org.scalatest.funsuite.AnyFunSuite
+
+/** The distributed index against a reference multimap: a sorted load, adds, removes, lookups, and a lost store. */
+class LiveKeyIndexSuite extends AnyFunSuite {
+
+  private def packed(k: Long): Array[Byte] = {
+    val b = new KeyBytes
+    if (k % 97 == 0) b.putNull() else b.putLong(k)  // NULL keys among them: one key, NULL-safe
+    java.util.Arrays.copyOf(b.bytes, b.length)
+  }
+
+  test("lookups find exactly the live entries of each key, through a load, adds and removes, with payloads") {
+    val sc = TestSpark.session.sparkContext
+    val random = new Random(3)
+    val loaded = (0 until 5000).map(i => (random.nextInt(2000).toLong, i % 7, i.toLong))
+    val added = (0 until 500).map(i => (random.nextInt(2500).toLong, 8, i.toLong))
+    val removed = random.shuffle(loaded).take(700) :+ ((99999L, 1, 1L))  // one that was never there
+    val live = (loaded ++ added).toSet -- removed
+    def entries(rows: Seq[(Long, Int, Long)]) = sc.parallelize(rows.map { case (k, f, p) => LiveKeyEntry(packed(k), f, p) }, 3)
+
+    val index = LiveKeyIndex.create(sc, 3)
+    try {
+      assert(index.load(entries(loaded)) == loaded.size)
+      assert(index.add(entries(added)) == added.size)
+      assert(index.remove(entries(removed)) == removed.size)
+      val asked = (0L until 2600L).filterNot(k => k % 97 == 0 && k != 0)  // every NULL key is one key: ask it once
+      val found = index.lookup(sc.parallelize(asked.map(k => (packed(k), k)), 4)).collect().toSeq
+      def nullable(k: Long) = if (k % 97 == 0) 0L else k
+      val expected = live.toSeq.map { case (k, f, p) => (nullable(k), f, p) }.sorted
+      assert(found.sorted == expected)
+    } finally index.drop(sc)
+
+    val lost = intercept[SparkException](index.lookup(sc.parallelize(Seq((packed(1L), 1L)), 1)).collect())
+    assert(Iterator.iterate[Throwable](lost)(_.getCause).takeWhile(_ != null).exists(_.isInstanceOf[LiveKeyStoreLostException]),
+      "a dropped index's lookup fails as lost")
+  }
+}
