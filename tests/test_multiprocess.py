@@ -1,7 +1,8 @@
 """The rewrite on a multi-process Spark (local-cluster: executors in their own JVMs), so the
 data file index, the filter's delete keys (its broadcast handle too, read by interpreted
 evaluation on the executors), the delete-row reader, the broadcast delete side and resolving's
-writers all cross JVM boundaries by serialization."""
+writers all cross JVM boundaries by serialization; the live-row index's stores are held by both
+executors, and its tasks run where their store is."""
 
 from __future__ import annotations
 
@@ -56,6 +57,11 @@ for version in (2, 3):
     assert eq_delete_files(spark, f"local.mp.resolve_v{{version}}") == 0
     assert native_rows(spark, f"local.mp.resolve_v{{version}}") == history.model.live()
     print("resolved", version)
+# The live-row index: its stores created on both executors, loaded and looked up by tasks
+# pinned to each store's executor (a task elsewhere would find no store and fail as lost).
+from eqdelete import _jvm
+index = _jvm.live_key_store_bulk(spark, 50_000, 4, 10)
+assert index["executors"] == 2 and index["entries"] == 50_000 and index["found"] == index["asked"] == 40_000, index
 print("MULTIPROCESS OK")
 """
 

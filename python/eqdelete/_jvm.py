@@ -165,8 +165,7 @@ def live_key_store_probe(spark: SparkSession, rows: int, partitions: int, data_f
     return [{f: int(getattr(measured.apply(i), f)()) for f in fields} for i in range(measured.size())]
 
 
-def live_key_store_bulk(spark: SparkSession, rows: int, partitions: int, data_files: int) -> list[dict[str, int]]:
-    """One measurement per store of the sorted load of the live-row key index's storage."""
+def live_key_store_bulk(spark: SparkSession, rows: int, partitions: int, data_files: int) -> dict[str, int]:
+    """The sorted load of an index of the live rows by key (eqdelete.liveindex.LiveKeyIndex), measured and checked."""
     measured = _jvm(spark).eqdelete.liveindex.LiveKeyStoreProbe.bulk(_jsession(spark), rows, partitions, data_files)
-    fields = ("entries", "nanos", "bytes", "found")
-    return [{f: int(getattr(measured.apply(i), f)()) for f in fields} for i in range(measured.size())]
+    return {f: int(getattr(measured, f)()) for f in ("entries", "nanos", "bytes", "asked", "found", "executors")}

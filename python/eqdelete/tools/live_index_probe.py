@@ -65,9 +65,9 @@ def run(spark: SparkSession, sizes: tuple[int, ...], say: Callable[[str], None],
         say(f"{rows:,} entries over {stores} stores")
         measured = _jvm.live_key_store_probe(spark, rows, stores, DATA_FILES, LOOKUPS, UPDATES) if puts else []
         bulk = _jvm.live_key_store_bulk(spark, rows, stores, DATA_FILES)
-        if sum(b["entries"] for b in bulk) != rows or sum(b["found"] for b in bulk) != min(rows, 10_000 * stores):
-            raise AssertionError(f"the sorted load of {rows:,} entries holds {sum(b['entries'] for b in bulk):,} and found "
-                                 f"{sum(b['found'] for b in bulk):,} of its first keys")
+        if bulk["entries"] != rows or bulk["found"] != bulk["asked"]:
+            raise AssertionError(f"the sorted load of {rows:,} entries holds {bulk['entries']:,} and found "
+                                 f"{bulk['found']:,} of its first {bulk['asked']:,} keys")
         nan = float("nan")
         point = ProbePoint(
             rows=rows, stores=stores,
@@ -78,8 +78,8 @@ def run(spark: SparkSession, sizes: tuple[int, ...], say: Callable[[str], None],
             lookup_us=statistics.mean(m["lookupNanos"] / m["lookups"] for m in measured) / 1e3 if puts else nan,
             found_per_lookup=sum(m["found"] for m in measured) / sum(m["lookups"] for m in measured) if puts else 1.0,
             update_us=statistics.mean(m["updateNanos"] / m["updates"] for m in measured) / 1e3 if puts else nan,
-            sorted_load_s=max(b["nanos"] for b in bulk) / 1e9,
-            sorted_bytes_per_entry=sum(b["bytes"] for b in bulk) / rows)
+            sorted_load_s=bulk["nanos"] / 1e9,
+            sorted_bytes_per_entry=bulk["bytes"] / rows)
         if point.found_per_lookup != 1.0:
             raise AssertionError(f"a lookup of a key stored once found {point.found_per_lookup} entries on average")
         say(point.row())

@@ -77,6 +77,15 @@ final class LiveKeyIndex private (val id: String, val partitions: Int, homes: Ar
     }
   }
 
+  /** Bytes the stores hold, on the executors' disks and in RocksDB's memtables. */
+  def bytes(sc: SparkContext): Long = {
+    val index = id
+    new AtStoreRDD(sc.parallelize(0 until partitions, partitions), homes).map(p => LiveKeyStores.get(index, p).bytes).sum().toLong
+  }
+
+  /** The executors holding the stores. */
+  def executors: Int = homes.distinct.length
+
   /** Closes and deletes the stores, on the executors that still hold them. */
   def drop(sc: SparkContext): Unit = {
     val index = id

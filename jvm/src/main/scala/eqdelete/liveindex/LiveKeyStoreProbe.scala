@@ -22,46 +22,34 @@ object LiveKeyStoreProbe {
       lookupNanos: Long, found: Long, updates: Int, updateNanos: Long)
 
   /**
-   * The other way to load: every entry made in a Spark job, partitioned by its key's hash and
-   * sorted within partitions by Spark (which spills past memory), each partition written as one
-   * sorted file its store ingests. Per store: entries, the job's nanoseconds (all stores in
-   * parallel), bytes, and lookups of 10,000 of its keys found (each exactly once).
+   * The other way to load, through [[LiveKeyIndex]] itself: every entry made in a Spark job,
+   * partitioned by its key's hash and sorted within partitions by Spark (which spills past
+   * memory), each partition written as one sorted file its store ingests; then the first
+   * 10,000 keys a store looked up, each to be found once. Its nanoseconds (every store in
+   * parallel), bytes, the keys found, and the executors holding the stores.
    */
-  final case class Bulk(entries: Long, nanos: Long, bytes: Long, found: Long)
+  final case class Bulk(entries: Long, nanos: Long, bytes: Long, asked: Long, found: Long, executors: Int)
 
-  def bulk(session: SparkSession, rows: Long, partitions: Int, dataFiles: Int): Seq[Bulk] = {
+  def bulk(session: SparkSession, rows: Long, partitions: Int, dataFiles: Int): Bulk = {
+    val sc = session.sparkContext
     val started = System.nanoTime()
-    val byKey = new org.apache.spark.Partitioner {
-      override def numPartitions: Int = partitions
-      override def getPartition(k: Any): Int = LiveKeyStore.partitionOf(k.asInstanceOf[Array[Byte]], partitions)
-    }
-    val entries = session.sparkContext.range(0L, rows, 1L, partitions).map { i =>
-      val b = new KeyBytes
-      b.putLong(key(0, i))
-      (LiveKeyStore.entry(b.bytes, b.length, (mix(i) & Int.MaxValue).toInt % dataFiles, i), null: Array[Byte])
-    }
-    implicit val order: Ordering[Array[Byte]] = LiveKeyStore.EntryOrdering
-    val loaded = entries.repartitionAndSortWithinPartitions(byKey)
-      .mapPartitionsWithIndex { (p, sorted) =>
-        val store = LiveKeyStore.create(new File(SparkFiles.getRootDirectory(), "eqdelete-live-index-probe"), s"bulk$p-")
-        try {
-          val n = store.ingestSorted(sorted.map(_._1))
-          val bytes = store.bytes
-          var found = 0L
-          val b = new KeyBytes
-          var i = 0L
-          while (i < rows && i < 10000L * partitions) {
-            b.reset(); b.putLong(key(0, i))
-            if (LiveKeyStore.partitionOf(LiveKeyStore.entry(b.bytes, b.length, 0, 0), partitions) == p)
-              store.lookup(b.bytes, b.length)((_, _) => found += 1)
-            i += 1
-          }
-          Iterator((n, bytes, found))
-        } finally store.close()
-      }.collect()
-    val nanos = System.nanoTime() - started
-    loaded.toSeq.map { case (n, bytes, found) => Bulk(n, nanos, bytes, found) }
+    val index = LiveKeyIndex.create(sc, partitions)
+    try {
+      val loaded = index.load(sc.range(0L, rows, 1L, partitions).map(i => LiveKeyEntry(packed(key(0, i)), file(i, dataFiles), i)))
+      val nanos = System.nanoTime() - started
+      val asked = math.min(rows, 10000L * partitions)
+      val found = index.lookup(sc.range(0L, asked, 1L, partitions).map(i => (packed(key(0, i)), i))).count()
+      Bulk(loaded, nanos, index.bytes(sc), asked, found, index.executors)
+    } finally index.drop(sc)
   }
+
+  private def packed(k: Long): Array[Byte] = {
+    val b = new KeyBytes
+    b.putLong(k)
+    java.util.Arrays.copyOf(b.bytes, b.length)
+  }
+
+  private def file(i: Long, dataFiles: Int): Int = (mix(i) & Int.MaxValue).toInt % dataFiles
 
   def run(session: SparkSession, rows: Long, partitions: Int, dataFiles: Int, lookups: Int, updates: Int): Seq[Measured] = {
     val perStore = rows / partitions
@@ -84,7 +72,7 @@ object LiveKeyStoreProbe {
   private def measure(store: LiveKeyStore, p: Int, entries: Long, dataFiles: Int, lookups: Int, updates: Int): Measured = {
     val bytes = new KeyBytes
     def packed(k: Long): KeyBytes = { bytes.reset(); bytes.putLong(k); bytes }
-    def file(i: Long): Int = (mix(i) & Int.MaxValue).toInt % dataFiles
+    def file(i: Long): Int = LiveKeyStoreProbe.file(i, dataFiles)
     val loadStart = System.nanoTime()
     var i = 0L
     while (i < entries) {
