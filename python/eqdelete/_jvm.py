@@ -169,3 +169,10 @@ def live_key_store_bulk(spark: SparkSession, rows: int, partitions: int, data_fi
     """The sorted load of an index of the live rows by key (eqdelete.liveindex.LiveKeyIndex), measured and checked."""
     measured = _jvm(spark).eqdelete.liveindex.LiveKeyStoreProbe.bulk(_jsession(spark), rows, partitions, data_files)
     return {f: int(getattr(measured, f)()) for f in ("entries", "nanos", "bytes", "asked", "found", "executors")}
+
+
+def positions_both_ways(spark: SparkSession, table: str) -> tuple[list[str], list[str]]:
+    """The positions a resolve of ``table`` would delete, found by today's plan and through the
+    live-row index (``file#position``, sorted): for the differential test."""
+    both = _jvm(spark).eqdelete.resolve.IndexedDeletedPositions.bothWays(_jsession(spark), table)
+    return list(both._1()), list(both._2())
