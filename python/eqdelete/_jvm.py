@@ -176,3 +176,15 @@ def positions_both_ways(spark: SparkSession, table: str) -> tuple[list[str], lis
     live-row index (``file#position``, sorted): for the differential test."""
     both = _jvm(spark).eqdelete.resolve.IndexedDeletedPositions.bothWays(_jsession(spark), table)
     return list(both._1()), list(both._2())
+
+
+def kept_index_round(spark: SparkSession, table: str) -> tuple[list[str], list[str], int]:
+    """A resolve of ``table`` through the kept live-row indexes (eqdelete.resolve.KeptLiveIndexes):
+    today's positions, the index's (``file#position``, sorted), and the rows it resolved."""
+    both = _jvm(spark).eqdelete.resolve.KeptLiveIndexes.roundBothWays(_jsession(spark), table)
+    return list(both._1()), list(both._2()), int(both._3())
+
+
+def forget_kept_indexes(spark: SparkSession, table: str) -> None:
+    """Drops the kept live-row indexes of ``table``, as a restart of maintain would lose them."""
+    _jvm(spark).eqdelete.resolve.KeptLiveIndexes.forget(_jsession(spark), table)

@@ -10,6 +10,7 @@ import eqdelete.planning.{EqualityDeleteSet, ScanDeletes}
 import eqdelete.read.DeleteRows
 import eqdelete.scan.{FileSelectingTable, FileSelection, IcebergViews, StrippedScan}
 
+import org.apache.spark.SparkContext
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.InternalRow
@@ -34,44 +35,69 @@ object IndexedDeletedPositions {
   /** Every `(data file, position)` the work's equality deletes remove, each once; `partitions` stores per index. */
   def of(session: SparkSession, work: ResolveWork, deletes: ScanDeletes, partitions: Int): RDD[(String, Long)] = {
     val sc = session.sparkContext
-    val scan = strippedScan(session, work, deletes)
-    val paths = deletes.scan.tasks.map(_.file().location()).distinct.toArray
-    val ids = sc.broadcast(paths.zipWithIndex.toMap)
-    val files = sc.broadcast(paths.map { p =>
-      val path = UTF8String.fromString(p)
-      (p, deletes.dataFileScopes.sequenceNumber(path), deletes.dataFileScopes.scope(path))
-    })
-    val found = deletes.deleteSets.map { set =>
+    val scan = strippedScan(session, work, deletes, FileSelection.AllEqualityDeletesRemoved)
+    val paths = deletes.scan.tasks.map(_.file().location()).distinct
+    val ids = paths.zipWithIndex.toMap
+    val positions = deletes.deleteSets.map { set =>
       val index = LiveKeyIndex.create(sc, partitions)
       try {
-        index.load(entries(session, scan, set, ids.value))
-        val deleteKeys = set.keyPaths.size
-        val keyTypes = scan.keyColumns(set).map(_.dataType).toArray
-        val rows = DeleteRows.rdd(sc, scan.reader(set), set.files, math.max(1, set.files.size), set.describeKeys)
-          .map(row => (packed(row, keyTypes), (row.getLong(deleteKeys), row.getLong(deleteKeys + 1))))
-        index.lookup(rows).flatMap { case ((deleteScope, deleteSeq), file, position) =>
-          val (path, dataSeq, dataScope) = files.value(file)
-          if (dataSeq < deleteSeq && (deleteScope == ScanDeletes.GlobalScope || deleteScope == dataScope)) Some((path, position))
-          else None
-        }.collect().toSeq  // materialized before the index is dropped
+        index.load(entries(session, scan, set, ids))
+        found(sc, index, scan, set, files(deletes, ids)).map(f => (f.path, f.position)).collect().toSeq  // before the drop
       } finally index.drop(sc)
     }
-    sc.parallelize(found.flatten.distinct, math.max(1, partitions))
+    sc.parallelize(positions.flatten.distinct, math.max(1, partitions))
   }
 
-  /** The read [[DeletedPositions]] makes, over every planned data file. */
-  private def strippedScan(session: SparkSession, work: ResolveWork, deletes: ScanDeletes): StrippedScan = {
+  /** A row `found`: its key's entry in the index, and its data file. */
+  final case class Found(entry: LiveKeyEntry, path: String, position: Long)
+
+  /**
+   * By id, each indexed data file's location, data sequence number and scope, from the planning
+   * of `deletes`; null for an id no longer in use (a file gone, or read again under a new id).
+   */
+  private[resolve] def files(deletes: ScanDeletes, ids: Map[String, Int]): Array[(String, Long, Long)] = {
+    val byId = new Array[(String, Long, Long)](if (ids.isEmpty) 0 else ids.values.max + 1)
+    ids.foreach { case (p, id) =>
+      val path = UTF8String.fromString(p)
+      byId(id) = (p, deletes.dataFileScopes.sequenceNumber(path), deletes.dataFileScopes.scope(path))
+    }
+    byId
+  }
+
+  /**
+   * The live rows `set`'s delete rows remove, looked up in `index`: a delete row removes an
+   * entry of its key whose file is in use, older than the delete, and of its scope (or any, for
+   * a global delete), the join's own rule.
+   */
+  private[resolve] def found(sc: SparkContext, index: LiveKeyIndex, scan: StrippedScan, set: EqualityDeleteSet,
+      byId: Array[(String, Long, Long)]): RDD[Found] = {
+    val files = sc.broadcast(byId)
+    val deleteKeys = set.keyPaths.size
+    val keyTypes = scan.keyColumns(set).map(_.dataType).toArray
+    val rows = DeleteRows.rdd(sc, scan.reader(set), set.files, math.max(1, set.files.size), set.describeKeys)
+      .map { row => val key = packed(row, keyTypes); (key, (key, row.getLong(deleteKeys), row.getLong(deleteKeys + 1))) }
+    index.lookup(rows).flatMap { case ((key, deleteScope, deleteSeq), file, position) =>
+      val meta = if (file < files.value.length) files.value(file) else null
+      if (meta != null && meta._2 < deleteSeq && (deleteScope == ScanDeletes.GlobalScope || deleteScope == meta._3)) {
+        Some(Found(LiveKeyEntry(key, file, position), meta._1, position))
+      } else None
+    }
+  }
+
+  /** The read [[DeletedPositions]] makes, over the planned data files `selection` selects. */
+  private[resolve] def strippedScan(session: SparkSession, work: ResolveWork, deletes: ScanDeletes,
+      selection: FileSelection): StrippedScan = {
     val target = work.target
     val decision = Decision.of(target.table.name(), work.snapshotId, Strategy.Join, "indexing the live rows by key",
       "an index of the live rows by key", Some(deletes))
     val view = IcebergViews.sameView(target.relation.table, target.snapshotId,
-      FileSelectingTable(target.table, FileSelection.AllEqualityDeletesRemoved, decision, Some(deletes.scan)))
+      FileSelectingTable(target.table, selection, decision, Some(deletes.scan)))
     StrippedScan.of(target.relation, view, needed = Nil, target.conditions, deletes, target.table, deletes.scan.readSchema,
       metadata = Seq("_file", "_pos"), detached = true)._1
   }
 
-  /** The live rows of every planned data file, as entries of `set`'s key. */
-  private def entries(session: SparkSession, scan: StrippedScan, set: EqualityDeleteSet, ids: Map[String, Int]): RDD[LiveKeyEntry] = {
+  /** The live rows the scan reads, as entries of `set`'s key, each file under its id in `ids`. */
+  private[resolve] def entries(session: SparkSession, scan: StrippedScan, set: EqualityDeleteSet, ids: Map[String, Int]): RDD[LiveKeyEntry] = {
     val keys: Seq[Expression] = scan.keyColumns(set)
     val keyTypes = keys.map(_.dataType).toArray
     val n = keys.size

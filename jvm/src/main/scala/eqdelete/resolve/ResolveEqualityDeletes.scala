@@ -10,7 +10,7 @@ import eqdelete.planning.ScanDeletes
 
 import org.apache.iceberg.{DeleteFile, FileContent, Table}
 import org.apache.spark.internal.Logging
-import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.{DataFrame, SparkSession}
 import org.apache.spark.sql.catalyst.analysis.EliminateSubqueryAliases
 import org.apache.spark.sql.catalyst.expressions.PredicateHelper
 import org.apache.spark.sql.catalyst.plans.logical.Filter
@@ -126,13 +126,20 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
   def prepare(session: SparkSession, tableName: String, where: String): Prepared =
     prepare(session, tableName, where, System.nanoTime())
 
-  private def prepare(session: SparkSession, tableName: String, where: String, started: Long): Prepared = {
+  /** [[prepare]] with the positions found by `positions` instead of [[DeletedPositions]] (a kept index of the live rows). */
+  private[resolve] def prepareWith(session: SparkSession, tableName: String)(
+      positions: (ResolveWork, ScanDeletes) => DataFrame): Prepared =
+    prepare(session, tableName, null, System.nanoTime(), Some(positions))
+
+  private def prepare(session: SparkSession, tableName: String, where: String, started: Long,
+      positionsFinder: Option[(ResolveWork, ScanDeletes) => DataFrame] = None): Prepared = {
+    val positions = positionsFinder.getOrElse((work: ResolveWork, deletes: ScanDeletes) => DeletedPositions.of(session, work, deletes))
     val work = workFor(session, tableName, where)
     val written = work.deletes.toSeq.flatMap { deletes =>
       JobDescription.during(session.sparkContext,
           s"eqdelete resolve ${work.table.name()}: finding and writing the rows equality deletes remove") {
         try {
-          PositionDeleteWriting.write(work.table, work.formatVersion, targets(deletes), DeletedPositions.of(session, work, deletes))
+          PositionDeleteWriting.write(work.table, work.formatVersion, targets(deletes), positions(work, deletes))
         } catch {
           // A Spark job's failure is pages long; the line that matters is its cause's. Files its
           // tasks wrote before it failed are never committed: orphans, as after any failed write.

@@ -37,6 +37,16 @@ object FileSelection {
     def selects(task: FileScanTask): Boolean = true
   }
 
+  /**
+   * Only the files at `locations`, equality deletes removed where there are any: what a kept
+   * index of the live rows reads of the files added or changed since it was last brought forward.
+   */
+  final case class Only(locations: Set[String]) extends FileSelection {
+    def describe: String = s"${locations.size} changed file(s), equality deletes applied by eqdelete"
+    val appliesDeletes = true
+    def selects(task: FileScanTask): Boolean = locations.contains(task.file().location())
+  }
+
   /** Every file exactly as Iceberg plans it: a scan eqdelete left native, named so EXPLAIN says why. */
   case object Unchanged extends FileSelection {
     val describe = "read natively"

@@ -3,7 +3,7 @@ package org.apache.spark.sql.eqdelete.compat
 import scala.jdk.CollectionConverters._
 import scala.util.{Try, Using}
 
-import org.apache.iceberg.{BaseFileScanTask, DeleteFile, FileContent, FileFormat, FileScanTask, InternalData, ManifestFile, ManifestFiles, PartitionSpecParser, Schema, SchemaParser, StructLike, Table, TableUtil}
+import org.apache.iceberg.{BaseFileScanTask, DeleteFile, FileContent, FileFormat, FileScanTask, InternalData, ManifestFile, ManifestFiles, MetadataColumns, PartitionSpecParser, Schema, SchemaParser, StructLike, Table, TableUtil}
 import org.apache.iceberg.data.BaseDeleteLoader
 import org.apache.iceberg.deletes.PositionDeleteIndex
 import org.apache.iceberg.expressions.{Expression, ResidualEvaluator}
@@ -56,6 +56,17 @@ object IcebergInternals {
   /** The rows of a file in a format eqdelete does not read with Spark's readers, projected, as generic records (each reused). */
   def genericRows(format: FileFormat, input: InputFile, projection: Schema): CloseableIterable[StructLike] =
     InternalData.read(format, input).project(projection).reuseContainers().build[StructLike]()
+
+  /**
+   * The data files a position delete file names: the one it is scoped to (a deletion vector, or
+   * a file whose path bounds are equal), else every path in its rows, read from the file.
+   */
+  def positionDeleteTargets(io: FileIO, file: DeleteFile): Set[String] = referencedDataFile(file).map(Set(_)).getOrElse {
+    val projection = new Schema(MetadataColumns.DELETE_FILE_PATH)
+    Using.resource(genericRows(file.format(), io.newInputFile(file.location(), file.fileSizeInBytes()), projection)) { rows =>
+      rows.asScala.map(_.get(0, classOf[CharSequence]).toString).toSet
+    }
+  }
 
   /** `task` with only `deletes` left to apply: same data file, schema, spec and residual. */
   def withDeletes(task: FileScanTask, deletes: Array[DeleteFile]): FileScanTask =
