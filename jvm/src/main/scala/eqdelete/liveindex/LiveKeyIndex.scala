@@ -80,7 +80,7 @@ final class LiveKeyIndex private (val id: String, val partitions: Int, homes: Ar
   /** Bytes the stores hold, on the executors' disks and in RocksDB's memtables. */
   def bytes(sc: SparkContext): Long = {
     val index = id
-    new AtStoreRDD(sc.parallelize(0 until partitions, partitions), homes).map(p => LiveKeyStores.get(index, p).bytes).sum().toLong
+    atEachStore(sc).map(p => LiveKeyStores.get(index, p).bytes).sum().toLong
   }
 
   /** The executors holding the stores. */
@@ -89,8 +89,11 @@ final class LiveKeyIndex private (val id: String, val partitions: Int, homes: Ar
   /** Closes and deletes the stores, on the executors that still hold them. */
   def drop(sc: SparkContext): Unit = {
     val index = id
-    new AtStoreRDD(sc.parallelize(0 until partitions, partitions), homes).foreach(_ => LiveKeyStores.drop(index))
+    atEachStore(sc).foreach(_ => LiveKeyStores.drop(index))
   }
+
+  /** One task per store, at its executor, given the store's number. */
+  private def atEachStore(sc: SparkContext): RDD[Int] = new AtStoreRDD(sc.parallelize(0 until partitions, partitions), homes)
 }
 
 object LiveKeyIndex {

@@ -4,8 +4,8 @@ import java.io.File
 import java.nio.ByteBuffer
 import java.nio.file.Files
 
-import org.rocksdb.{CompressionType, EnvOptions, IngestExternalFileOptions, Options, ReadOptions, RocksDB, SstFileWriter,
-  WriteBatch, WriteOptions}
+import org.rocksdb.{CompressionType, EnvOptions, IngestExternalFileOptions, Options, RocksDB, SstFileWriter, WriteBatch,
+  WriteOptions}
 
 /**
  * One partition of an index of a table's live rows by key: entries `(key, data file, position)`
@@ -58,8 +58,7 @@ final class LiveKeyStore private (val directory: File) extends AutoCloseable {
   /** The `(file, position)` of every entry of a key, calling `found` for each. */
   def lookup(key: Array[Byte], keyLength: Int)(found: (Int, Long) => Unit): Unit = {
     val prefix = keyPrefix(key, keyLength)
-    val read = new ReadOptions().setPrefixSameAsStart(false)
-    val it = db.newIterator(read)
+    val it = db.newIterator()
     try {
       it.seek(prefix)
       var more = true
@@ -71,10 +70,7 @@ final class LiveKeyStore private (val directory: File) extends AutoCloseable {
           it.next()
         } else more = false
       }
-    } finally {
-      it.close()
-      read.close()
-    }
+    } finally it.close()
   }
 
   /**
@@ -103,9 +99,6 @@ final class LiveKeyStore private (val directory: File) extends AutoCloseable {
   /** Bytes the store holds on disk (its sorted files) and in its memtables. */
   def bytes: Long =
     db.getLongProperty("rocksdb.total-sst-files-size") + db.getLongProperty("rocksdb.cur-size-all-mem-tables")
-
-  /** Entries, as RocksDB estimates them. */
-  def estimatedEntries: Long = db.getLongProperty("rocksdb.estimate-num-keys")
 
   /** Merges the store's sorted files into one level, as a store rebuilt after its load is measured. */
   def compact(): Unit = { flush(); db.compactRange() }

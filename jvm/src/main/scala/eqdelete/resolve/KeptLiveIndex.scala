@@ -22,31 +22,29 @@ import org.apache.spark.sql.eqdelete.compat.IcebergInternals
  * The driver holds, per data file, its id: what grows with files, not rows. Entries of files no
  * longer in use stay in the stores until the index is built again (not yet purged).
  */
-final class KeptLiveIndex private (val equalityIds: Seq[Int], private val index: LiveKeyIndex) {
+final class KeptLiveIndex private (private val index: LiveKeyIndex) {
   private var reflects: Option[Long] = None
   private val ids = mutable.HashMap.empty[String, Int]
   private var nextId = 0
   private val own = mutable.Set.empty[Long]
 
-  /** The snapshot the index reflects, if it has been brought to one. */
-  def snapshot: Option[Long] = reflects
-
-  /** How many files were read to bring it forward, the last time: all of them when it was built. */
-  var filesRead: Int = 0
-
   /** The index brought to the work's snapshot; then `set`'s removals found in it, not yet committed. */
   def positions(session: SparkSession, work: ResolveWork, deletes: ScanDeletes, set: EqualityDeleteSet): RDD[IndexedDeletedPositions.Found] = {
-    bringTo(session, work, deletes, set)
-    IndexedDeletedPositions.found(session.sparkContext, index, IndexedDeletedPositions.strippedScan(session, work, deletes,
-      FileSelection.Only(Set.empty)), set, IndexedDeletedPositions.files(deletes, ids.toMap))
+    val toRead = filesToRead(work, deletes)
+    // One scan serves both: it reads the files brought in, and names the key columns the lookup packs.
+    val scan = IndexedDeletedPositions.strippedScan(session, work, deletes, FileSelection.Only(toRead))
+    if (toRead.nonEmpty) index.add(IndexedDeletedPositions.entries(session, scan, set, ids.filter { case (p, _) => toRead(p) }.toMap))
+    reflects = Some(work.snapshotId)
+    IndexedDeletedPositions.found(session.sparkContext, index, scan, set, IndexedDeletedPositions.files(deletes, ids.toMap))
   }
 
-  private def bringTo(session: SparkSession, work: ResolveWork, deletes: ScanDeletes, set: EqualityDeleteSet): Unit = {
+  /** The files to read to bring the index to the work's snapshot, each given a new id: all of them when it is built (again). */
+  private def filesToRead(work: ResolveWork, deletes: ScanDeletes): Set[String] = {
     val table = work.table
     val planned = deletes.scan.tasks.map(_.file().location()).toSet
     val changes = reflects.flatMap(from => TableChanges.between(table, from, work.snapshotId, s => own.contains(s.snapshotId())))
     val toRead = changes match {
-      case None =>  // built (again): every file
+      case None =>
         ids.clear()
         planned
       case Some(c) =>
@@ -56,12 +54,7 @@ final class KeptLiveIndex private (val equalityIds: Seq[Int], private val index:
         (planned -- known) ++ (deletedByOthers intersect known intersect planned)
     }
     toRead.foreach { p => ids(p) = nextId; nextId += 1 }
-    if (toRead.nonEmpty) {
-      val scan = IndexedDeletedPositions.strippedScan(session, work, deletes, FileSelection.Only(toRead))
-      index.add(IndexedDeletedPositions.entries(session, scan, set, ids.filter { case (p, _) => toRead(p) }.toMap))
-    }
-    filesRead = toRead.size
-    reflects = Some(work.snapshotId)
+    toRead
   }
 
   /** After the round's commit, snapshot `committed`: the entries it resolved leave the index. */
@@ -74,6 +67,6 @@ final class KeptLiveIndex private (val equalityIds: Seq[Int], private val index:
 }
 
 object KeptLiveIndex {
-  def create(session: SparkSession, equalityIds: Seq[Int], partitions: Int): KeptLiveIndex =
-    new KeptLiveIndex(equalityIds, LiveKeyIndex.create(session.sparkContext, partitions))
+  def create(session: SparkSession, partitions: Int): KeptLiveIndex =
+    new KeptLiveIndex(LiveKeyIndex.create(session.sparkContext, partitions))
 }

@@ -31,7 +31,7 @@ object KeptLiveIndexes {
         today = DeletedPositions.of(session, work, deletes).collect().map(r => s"${r.getString(0)}#${r.getLong(1)}").distinct.sorted.toSeq
       }
       found = deletes.deleteSets.map { set =>
-        val index = kept.getOrElseUpdate((tableName, set.equalityIds), KeptLiveIndex.create(session, set.equalityIds, partitions))
+        val index = kept.getOrElseUpdate((tableName, set.equalityIds), KeptLiveIndex.create(session, partitions))
         index -> index.positions(session, work, deletes, set).persist(StorageLevel.MEMORY_AND_DISK)
       }
       val rows = session.sparkContext.union(found.map(_._2.map(f => (f.path, f.position)))).distinct().map { case (f, p) => Row(f, p) }
