@@ -9,18 +9,19 @@ deleted by position already. Both ways run on every fixture, on the resolve test
 v2 and v3, partition spec changes and a key column rename (test_differential's). Then rounds
 through indexes kept across them (KeptLiveIndex), each round's positions against today's plan
 on the same snapshot, with others' writes, Iceberg's compactions, snapshot expiry and a lost
-index between rounds.
+index between rounds. Last, rounds of a long-running maintain through the kept index, with a
+store lost between them.
 """
 
 from __future__ import annotations
 
 import pytest
-from fixtures import FIXTURES, sorted_rows
+from fixtures import FIXTURES, MOR, sorted_rows
 from pyspark.sql import SparkSession
 from test_differential import History as RandomHistory
 from test_resolve import build
 
-from eqdelete import _jvm
+from eqdelete import MaintainRound, _jvm, maintain_round, use_strategy, write_equality_deletes
 
 RANDOM_HISTORIES = range(2000, 2003)
 
@@ -98,3 +99,52 @@ def test_a_kept_index_finds_todays_positions_round_after_round(spark: SparkSessi
     finally:
         _jvm.forget_kept_indexes(spark, table_name)
     assert sum(rounds) > 0, rounds
+
+
+def test_maintain_rounds_keep_the_index_and_build_it_again_when_a_store_is_lost(spark: SparkSession, table_name: str) -> None:
+    """Rounds of a long-running maintain find the rows through the table's kept index: the first
+    builds it from the table, the next read only the data files written since; a store lost with its
+    executor makes a round find the rows without it, and the next round builds it again; after a
+    compaction the entries of the files it replaced are purged, so the index holds the live rows
+    exactly. Rows against those written."""
+    spark.sql(f"CREATE TABLE {table_name} (k BIGINT, v STRING, p INT) USING iceberg PARTITIONED BY (p) "
+              f"TBLPROPERTIES ({MOR.format(v=2)})")
+    written = {k: f"a{k}" for k in range(60)}
+    for half in (range(0, 30), range(30, 60)):
+        spark.createDataFrame([(k, written[k], k % 3) for k in half], "k BIGINT, v STRING, p INT").writeTo(table_name).append()
+    files = lambda: {r[0] for r in spark.sql(f"SELECT file_path FROM {table_name}.data_files").collect()}  # noqa: E731
+
+    def upsert(keys: range) -> set[str]:
+        before = files()
+        old = [(k, written[k], k % 3) for k in keys]
+        written.update({k: f"{written[k]}+" for k in keys})
+        write_equality_deletes(spark, table_name, ["k"], old, inserts=[(k, written[k], k % 3) for k in keys],
+                               columns=["k", "v", "p"])
+        return files() - before
+
+    def round_of(keys: range) -> tuple[MaintainRound, set[str]]:
+        new = upsert(keys)
+        r = maintain_round(spark, table_name, keep_index=True)
+        assert r.committed and r.rows_resolved == len(keys), r.render()
+        with use_strategy(spark, "native"):
+            assert sorted_rows(spark.table(table_name).collect()) == sorted((k, v, k % 3) for k, v in written.items())
+        return r, new
+
+    try:
+        first, _ = round_of(range(0, 10))
+        assert "built from the table" in (first.live_index_note or "") and first.data_files_read == len(files())
+        second, new = round_of(range(10, 15))
+        assert second.live_index_note is None and second.data_files_read == len(new) < len(files()), (second, new)
+        assert second.live_index_entries == 60 and second.live_index_bytes > 0
+        _jvm.lose_kept_index_stores(spark, table_name)
+        lost, _ = round_of(range(15, 20))
+        assert "lost with its executor" in (lost.live_index_note or ""), lost
+        rebuilt, _ = round_of(range(20, 25))
+        assert "built from the table" in (rebuilt.live_index_note or ""), rebuilt
+        spark.sql(f"CALL local.system.rewrite_data_files(table => '{table_name.split('.', 1)[1]}', "
+                  "options => map('rewrite-all', 'true'))")
+        compacted, _ = round_of(range(25, 30))
+        # The replaced files' entries were purged: the index holds the live rows, each once.
+        assert compacted.live_index_note is None and compacted.live_index_entries == 60, compacted
+    finally:
+        _jvm.forget_kept_indexes(spark, table_name)

@@ -46,7 +46,7 @@ for strategy in ("filter", "join"):
     with eqdelete.use_strategy(spark, strategy):
         spark.sql(f"SELECT count(*) FROM {table}").collect()
         out[strategy] = last_query_metrics()
-out["round"] = eqdelete.maintain_round(spark, table).as_dict()
+out["round"] = eqdelete.maintain_round(spark, table, keep_index=True).as_dict()
 out["prometheus"] = [line for line in get("/metrics/prometheus").splitlines() if "eqdelete" in line]
 print(json.dumps(out))
 spark.stop()
@@ -86,3 +86,9 @@ def test_metrics_read_back_from_the_rest_api_and_the_prometheus_servlet(tmp_path
     assert value("eqdelete_maintain_equalityDeleteFilesRemoved_Count") == "1"
     assert value("eqdelete_maintain_roundTime_Count") == "1"
     assert any("eqdelete_maintain_lagSeconds" in k for k in prometheus), prometheus
+    # A round of a long-running maintain: its kept index of the live rows, as gauges of the table.
+    entries = out["round"]["live_index_entries"]
+    assert entries > 0 and out["round"]["live_index_bytes"] > 0, out["round"]
+    gauges = {k: v for k, v in prometheus.items() if "eqdelete_maintain_liveIndexEntries" in k}
+    assert gauges and all(float(v) == entries for v in gauges.values()), (entries, gauges)
+    assert any("eqdelete_maintain_liveIndexBytes" in k for k in prometheus), prometheus

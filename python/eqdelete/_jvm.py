@@ -139,10 +139,11 @@ def resolve_equality_deletes(spark: SparkSession, table: str, where: str | None,
     return _calling(lambda: dict(resolver.run(_jsession(spark), table, where, dry_run).asJava().items()))
 
 
-def maintain_round(spark: SparkSession, table: str) -> dict[str, Any]:
-    """Run one round of eqdelete's maintain on the JVM; its result as a dict (see eqdelete.maintain)."""
+def maintain_round(spark: SparkSession, table: str, keep_index: bool) -> dict[str, Any]:
+    """Run one round of eqdelete's maintain on the JVM (``keep_index``: keeping the table's live-row
+    index for the next round); its result as a dict (see eqdelete.maintain)."""
     rounds = _jvm(spark).eqdelete.maintain.MaintainRound
-    return _calling(lambda: dict(rounds.run(_jsession(spark), table).asJava().items()))
+    return _calling(lambda: dict(rounds.run(_jsession(spark), table, keep_index).asJava().items()))
 
 
 def active_stage_progress(spark: SparkSession) -> list[tuple[int, str, int, int]]:
@@ -188,3 +189,9 @@ def kept_index_round(spark: SparkSession, table: str) -> tuple[list[str], list[s
 def forget_kept_indexes(spark: SparkSession, table: str) -> None:
     """Drops the kept live-row indexes of ``table``, as a restart of maintain would lose them."""
     _jvm(spark).eqdelete.resolve.KeptLiveIndexes.forget(_jsession(spark), table)
+
+
+def lose_kept_index_stores(spark: SparkSession, table: str) -> None:
+    """For tests: deletes the stores of ``table``'s kept live-row indexes behind the driver's back,
+    as an executor lost with them would."""
+    _jvm(spark).eqdelete.resolve.KeptLiveIndexes.loseStores(_jsession(spark), table)

@@ -42,7 +42,11 @@ class MaintainRound:
     or data files due for compaction past the hour's byte budget. ``data_files_compacted`` data files
     whose deletes removed ``spark.eqdelete.maintain.compactDataDeadRatio`` of their rows were
     rewritten (``data_bytes_rewritten`` bytes) into ``data_files_written``, when
-    ``spark.eqdelete.maintain.compactDataBytesPerHour`` allows it.
+    ``spark.eqdelete.maintain.compactDataBytesPerHour`` allows it. A round of a long-running
+    ``maintain`` finds the rows through the table's kept index of its live rows
+    (``spark.eqdelete.maintain.liveIndex``): ``data_files_read`` are then only the files it read to
+    come up to date, ``live_index_entries`` and ``live_index_bytes`` its size after the round, and
+    ``live_index_note`` says when it was built from the table (and why) or lost with an executor.
     """
 
     table: str
@@ -67,6 +71,14 @@ class MaintainRound:
     data_files_compacted: int = 0
     data_files_written: int = 0
     data_bytes_rewritten: int = 0
+    live_index_entries: int = 0
+    live_index_bytes: int = 0
+    live_index_note: Optional[str] = None
+
+    @property
+    def live_index_bytes_per_key(self) -> Optional[float]:
+        """The kept index's bytes per entry after the round; None without one."""
+        return self.live_index_bytes / self.live_index_entries if self.live_index_entries else None
 
     @property
     def committed(self) -> bool:
@@ -107,6 +119,11 @@ class MaintainRound:
             conflicts += f"; {self.commit_note}"
         if self._deferred(resolving=False):
             conflicts += f"; {self._deferred(resolving=False)}"
+        if self.live_index_note:
+            conflicts += f"; live index {self.live_index_note}"
+        if self.live_index_entries:
+            conflicts += (f"; {self.data_files_read:,} data file(s) read, live index {self.live_index_entries:,} keys "
+                          f"({self.live_index_bytes_per_key:.1f} bytes each)")
         return (f"{self.table}: {did}{compacted}{conflicts}; {self.equality_delete_files_live:,} equality delete file(s) "
                 f"live, lag {self.lag_seconds:.1f} s; {self.seconds:.1f} s")
 
@@ -138,18 +155,20 @@ class MaintainSummary:
                 f"lag {self.last_lag_seconds:.1f} s at the end; {self.seconds:.0f} s")
 
 
-def maintain_round(spark: SparkSession, table: str) -> MaintainRound:
+def maintain_round(spark: SparkSession, table: str, *, keep_index: bool = False) -> MaintainRound:
     """Run one round on ``table``: resolve its live equality deletes (retrying after conflicts),
     compact piled-up position delete files (format v2), and report the lag. A delete file that
     cannot be read raises ``ResolveFailedError``, a commit whose outcome the table cannot show
     ``CommitOutcomeUnknownError`` (nothing deleted: the next round settles it); a round whose every
-    attempt conflicted returns with ``committed`` False and the table as it was."""
+    attempt conflicted returns with ``committed`` False and the table as it was. ``keep_index``: the
+    round is one of many, and keeps the table's index of its live rows on the executors for the
+    next (as ``maintain`` does); over Spark Connect a round keeps nothing."""
     if not isinstance(table, str) or not table.strip():
         raise ValueError(f"table must name an Iceberg table, not {table!r}")
     if _remote.is_remote(spark):
         raw = _remote.call(spark, f"{PROCEDURE_CATALOG}.system.maintain", table=table)
     else:
-        raw = _jvm.maintain_round(spark, table)
+        raw = _jvm.maintain_round(spark, table, keep_index)
     return MaintainRound(**{f.name: raw[f.name] for f in fields(MaintainRound)})
 
 
@@ -180,7 +199,8 @@ def maintain(
     while not stop.is_set() and (rounds is None or len(done) + len(unknown) < rounds):
         began = time.monotonic()
         try:
-            result = maintain_round(spark, table)
+            # One round of a run keeps nothing: an index built for no next round costs more than it saves.
+            result = maintain_round(spark, table, keep_index=rounds != 1)
         except CommitOutcomeUnknownError as error:
             unknown.append(error)
             if on_unknown is not None:

@@ -27,7 +27,7 @@ from typing import Callable, Optional
 
 from pyspark.sql import SparkSession
 
-from eqdelete import _remote
+from eqdelete import _jvm, _remote
 from eqdelete.errors import CommitOutcomeUnknownError, one_line
 from eqdelete.maintain import MaintainRound, maintain_round
 from eqdelete.status import TableStatus, status
@@ -132,6 +132,8 @@ def maintain_tables(
     def let_go(table: TableService, why: str) -> None:
         table.let_go = why
         served.pop(table.table, None)
+        if not _remote.is_remote(spark):  # its kept index of live rows, if any, frees the executors' disks
+            _jvm.forget_kept_indexes(spark, table.table)
         tell(table.table, "let go", why)
 
     def fail(table: TableService, error: BaseException) -> None:
@@ -169,7 +171,7 @@ def maintain_tables(
     def round_of(table: TableService) -> MaintainRound:
         if not _remote.is_remote(spark):  # Spark's UI names the jobs after the table
             spark.sparkContext.setJobDescription(f"eqdelete maintain {table.table}")
-        return maintain_round(spark, table.table)
+        return maintain_round(spark, table.table, keep_index=True)
 
     def finish(future: Future) -> None:
         table, began = running.pop(future)

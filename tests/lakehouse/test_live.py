@@ -186,6 +186,11 @@ def test_maintain_beside_a_live_flink_job_and_a_compacting_writer(spark: SparkSe
     assert "RESTARTING" not in flink_log and "to FAILED" not in flink_log
     assert all(n > 0 for n in reads.values()), reads
     assert len([r for r in rounds if r.committed]) >= 3, [r.render() for r in rounds]
+    # The rounds went through the kept index of the live rows, built on the first round and
+    # brought forward past the writer's commits and the compactions since.
+    assert "built from the table" in (rounds[0].live_index_note or ""), rounds[0].render()
+    assert any(r.committed and r.live_index_note is None and r.live_index_entries > 0 for r in rounds[1:]), \
+        [r.render() for r in rounds]
     # Conflicts on both sides, each a validation of Iceberg's, none a failure of another kind.
     assert compactions["committed"] >= 1, compactions
     assert sum(r.conflicts for r in rounds) + compactions["failed"] >= 1, "maintain and the compaction never met"

@@ -373,7 +373,7 @@ def _maintain_tick(spark: SparkSession, table: str, how: str, sizes: Sizes) -> T
                   ("spark.eqdelete.maintain.compactDataDeadRatio", str(sizes.compaction_dead_ratio)),
                   ("spark.eqdelete.maintain.compactPositionDeleteFiles", "2")]
     with use_conf(spark, compacting if how == "maintain+compaction" else []):
-        r = maintain_round(spark, table)
+        r = maintain_round(spark, table, keep_index=True)  # a long-running maintain
     return Tick(committed=r.committed, seconds=r.seconds, rows_resolved=r.rows_resolved,
                 data_files_read=r.data_files_read, files_rewritten=r.position_delete_files_compacted,
                 data_files_compacted=r.data_files_compacted, conflicts=r.conflicts + r.compaction_conflicted,

@@ -77,6 +77,13 @@ final class LiveKeyIndex private (val id: String, val partitions: Int, homes: Ar
     }
   }
 
+  /** Removes the entries of every file id in `gone`, at each store; how many. */
+  def purge(sc: SparkContext, gone: Set[Int]): Long = {
+    val (index, ids) = (id, sc.broadcast(gone))
+    try atEachStore(sc).map(p => LiveKeyStores.get(index, p).purge(ids.value.contains)).sum().toLong
+    finally ids.destroy()
+  }
+
   /** Bytes the stores hold, on the executors' disks and in RocksDB's memtables. */
   def bytes(sc: SparkContext): Long = {
     val index = id

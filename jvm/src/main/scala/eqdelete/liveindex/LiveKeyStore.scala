@@ -96,6 +96,26 @@ final class LiveKeyStore private (val directory: File) extends AutoCloseable {
     n
   }
 
+  /**
+   * Removes every entry whose file id `gone` holds (files no longer in use, or read again under
+   * a new id): one pass over the store, then a compaction so their bytes leave the disk. How many.
+   */
+  def purge(gone: Int => Boolean): Long = {
+    flush()
+    val it = db.newIterator()
+    var n = 0L
+    try {
+      it.seekToFirst()
+      while (it.isValid) {
+        val k = it.key()
+        if (gone(ByteBuffer.wrap(k, k.length - 12, 4).getInt)) { batch.delete(k); written(); n += 1 }
+        it.next()
+      }
+    } finally it.close()
+    if (n > 0) compact()
+    n
+  }
+
   /** Bytes the store holds on disk (its sorted files) and in its memtables. */
   def bytes: Long =
     db.getLongProperty("rocksdb.total-sst-files-size") + db.getLongProperty("rocksdb.cur-size-all-mem-tables")

@@ -3,9 +3,10 @@ package eqdelete.maintain
 import scala.jdk.CollectionConverters._
 
 import eqdelete.commit.{CommitOutcome, Failures, GuardedCommit}
+import eqdelete.liveindex.LiveKeyStoreLostException
 import eqdelete.planning.LiveDeleteFiles
-import eqdelete.resolve.ResolveEqualityDeletes
-import eqdelete.resolve.ResolveEqualityDeletes.ResolveConflictException
+import eqdelete.resolve.{KeptLiveIndexes, ResolveEqualityDeletes}
+import eqdelete.resolve.ResolveEqualityDeletes.{ResolveConflictException, ResolveFailedException}
 
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
@@ -22,6 +23,12 @@ import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, IntegerTyp
  * enough; rewrite the data files deletes have emptied enough of, within a byte budget
  * ([[DataCompaction]], off unless set); then measure the lag.
  *
+ * A round of a long-running `maintain` finds the rows through the table's kept index of its live
+ * rows ([[KeptLiveIndexes]]), so it reads only the data files added or changed since the last
+ * round; a round run once plans as a single resolve does, with no state. When a store of the
+ * index was lost with its executor, the round falls back to that plan and the index is built
+ * again next round.
+ *
  * A writer's appends and new equality deletes never conflict with a round (they are newer than
  * every delete it resolves); a compaction rewriting the data files it read does, and so does a
  * commit changing a deletion vector it merges into. A round that runs out of attempts commits
@@ -31,7 +38,8 @@ object MaintainRound extends Logging {
 
   /** The session's settings of a round; each table's properties may override the compaction ones (`TableSettings`). */
   final case class Settings(maxAttempts: Int, retryWaitMillis: Long, compactPositionDeleteFiles: Long,
-      compactDataBytesPerHour: Long = 0, compactDataDeadRatio: Double = 0.3)
+      compactDataBytesPerHour: Long = 0, compactDataDeadRatio: Double = 0.3, liveIndex: Boolean = true,
+      liveIndexStores: Int = 0)
 
   object Settings {
     def from(conf: SQLConf): Settings = Settings(
@@ -39,7 +47,9 @@ object MaintainRound extends Logging {
       retryWaitMillis = EqDeleteConf.maintainRetryWaitMillis(conf),
       compactPositionDeleteFiles = EqDeleteConf.maintainCompactPositionDeleteFiles(conf),
       compactDataBytesPerHour = EqDeleteConf.maintainCompactDataBytesPerHour(conf),
-      compactDataDeadRatio = EqDeleteConf.maintainCompactDataDeadRatio(conf))
+      compactDataDeadRatio = EqDeleteConf.maintainCompactDataDeadRatio(conf),
+      liveIndex = EqDeleteConf.maintainLiveIndex(conf),
+      liveIndexStores = EqDeleteConf.maintainLiveIndexStores(conf).min(Int.MaxValue).toInt)
   }
 
   /**
@@ -64,6 +74,10 @@ object MaintainRound extends Logging {
    *                           data files due for compaction past the hour's byte budget
    * @param dataFilesCompacted data files rewritten because deletes removed enough of their rows
    *                           ([[DataCompaction]]), into `dataFilesWritten` files; `dataBytesRewritten` their bytes
+   * @param liveIndexEntries   entries of the table's kept index of its live rows after the round
+   *                           (0 without one), `liveIndexBytes` the bytes its stores hold
+   * @param liveIndexNote      how the round came by its kept index when not by bringing it forward:
+   *                           built from the table (why), or a store lost and the plan without it used
    */
   final case class Result(
       table: String,
@@ -87,12 +101,16 @@ object MaintainRound extends Logging {
       deferred: Option[String] = None,
       dataFilesCompacted: Int = 0,
       dataFilesWritten: Int = 0,
-      dataBytesRewritten: Long = 0) {
+      dataBytesRewritten: Long = 0,
+      liveIndexEntries: Long = 0,
+      liveIndexBytes: Long = 0,
+      liveIndexNote: Option[String] = None) {
 
     def values: Seq[Any] = Seq(table, startingSnapshotId, snapshotId.map(Long.box).orNull, attempts, conflicts,
       compactionConflicted, lastConflict.orNull, equalityDeleteFilesRemoved, rowsResolved, dataFilesRead, positionDeleteFilesWritten,
       deletionVectorsWritten, positionDeleteFilesCompacted, compactionFilesWritten, equalityDeleteFilesLive, lagSeconds, seconds,
-      commitNote.orNull, deferred.orNull, dataFilesCompacted, dataFilesWritten, dataBytesRewritten)
+      commitNote.orNull, deferred.orNull, dataFilesCompacted, dataFilesWritten, dataBytesRewritten, liveIndexEntries,
+      liveIndexBytes, liveIndexNote.orNull)
 
     /** Field name to value, for Python and the SQL procedure's row. */
     def asJava: java.util.Map[String, Any] = Result.Fields.map(_._1).zip(values).toMap.asJava
@@ -107,25 +125,37 @@ object MaintainRound extends Logging {
       "deletion_vectors_written" -> IntegerType, "position_delete_files_compacted" -> IntegerType,
       "compaction_files_written" -> IntegerType, "equality_delete_files_live" -> IntegerType, "lag_seconds" -> DoubleType,
       "seconds" -> DoubleType, "commit_note" -> StringType, "deferred" -> StringType,
-      "data_files_compacted" -> IntegerType, "data_files_written" -> IntegerType, "data_bytes_rewritten" -> LongType)
-    val Nullable: Set[String] = Set("snapshot_id", "last_conflict", "commit_note", "deferred")
+      "data_files_compacted" -> IntegerType, "data_files_written" -> IntegerType, "data_bytes_rewritten" -> LongType,
+      "live_index_entries" -> LongType, "live_index_bytes" -> LongType, "live_index_note" -> StringType)
+    val Nullable: Set[String] = Set("snapshot_id", "last_conflict", "commit_note", "deferred", "live_index_note")
   }
 
   /** The longest wait between two attempts. */
   private val MaxWaitMillis = 60000L
 
-  def run(session: SparkSession, tableName: String): Result = run(session, tableName, Settings.from(session.sessionState.conf))
+  /** A round run once: no state kept (`--once`, `CALL`, Spark Connect). */
+  def run(session: SparkSession, tableName: String): Result = run(session, tableName, keepIndex = false)
 
-  def run(session: SparkSession, tableName: String, settings: Settings): Result = run(session, tableName, settings, _ => ())
+  /** A round; `keepIndex`: one of a long-running `maintain`, which keeps the table's index of its live rows (if the settings allow). */
+  def run(session: SparkSession, tableName: String, keepIndex: Boolean): Result =
+    run(session, tableName, Settings.from(session.sessionState.conf), keepIndex)
+
+  def run(session: SparkSession, tableName: String, settings: Settings, keepIndex: Boolean): Result =
+    run(session, tableName, settings, keepIndex, _ => ())
 
   /**
    * `beforeCommit(attempt)` runs between an attempt's writing and its commit (tests put a
    * concurrent commit there). What the round did goes to Spark's metrics system too.
    */
-  private[maintain] def run(session: SparkSession, tableName: String, settings: Settings, beforeCommit: Int => Unit): Result = {
+  private[maintain] def run(session: SparkSession, tableName: String, settings: Settings, keepIndex: Boolean,
+      beforeCommit: Int => Unit): Result = {
     val metrics = MaintainMetricsSource.of(session.sparkContext)
     val timing = metrics.roundTime.time()
-    val result = try runRound(session, tableName, settings, beforeCommit) catch {
+    val keep = keepIndex && settings.liveIndex
+    val result = try {
+      if (keep) KeptLiveIndexes.exclusively(tableName)(runRound(session, tableName, settings, keep, beforeCommit))
+      else runRound(session, tableName, settings, keep, beforeCommit)
+    } catch {
       case e: Throwable =>
         metrics.rounds.inc()
         metrics.roundsFailed.inc()
@@ -142,10 +172,12 @@ object MaintainRound extends Logging {
     metrics.dataFilesCompacted.inc(result.dataFilesCompacted)
     metrics.dataBytesRewritten.inc(result.dataBytesRewritten)
     metrics.lag(result.table, result.lagSeconds)
+    if (keep) metrics.liveIndex(result.table, result.liveIndexEntries, result.liveIndexBytes)
     result
   }
 
-  private def runRound(session: SparkSession, tableName: String, settings: Settings, beforeCommit: Int => Unit): Result = {
+  private def runRound(session: SparkSession, tableName: String, settings: Settings, keep: Boolean,
+      beforeCommit: Int => Unit): Result = {
     val started = System.nanoTime()
     val before = IcebergSparkTables.load(session, tableName)
     val tableSettings = TableSettings.of(before, settings)
@@ -155,13 +187,26 @@ object MaintainRound extends Logging {
     var attempt = 0
     var resolved: Option[ResolveEqualityDeletes.Result] = None
     var lastStart = Option(before.currentSnapshot()).map(_.snapshotId()).getOrElse(-1L)
+    val stores = if (settings.liveIndexStores > 0) settings.liveIndexStores else session.sparkContext.defaultParallelism
+    var lost: Option[String] = None
+    def attemptWith(index: Boolean): ResolveEqualityDeletes.Result = {
+      val prepared =
+        if (index) KeptLiveIndexes.prepare(session, tableName, stores) else ResolveEqualityDeletes.prepare(session, tableName, null)
+      beforeCommit(attempt)
+      prepared.commit()
+    }
     while (resolved.isEmpty && attempt < settings.maxAttempts && next.deferred.isEmpty) {
       if (attempt > 0) Thread.sleep(math.min(MaxWaitMillis, settings.retryWaitMillis << math.min(attempt - 1, 16)))
       attempt += 1
       try {
-        val prepared = ResolveEqualityDeletes.prepare(session, tableName, null)
-        beforeCommit(attempt)
-        resolved = Some(prepared.commit())
+        resolved = Some(try attemptWith(keep && lost.isEmpty) catch {
+          // The index is a cache of the table: without it the round plans as a single resolve does.
+          case failed: ResolveFailedException if keep && Failures.causes(failed).exists(_.isInstanceOf[LiveKeyStoreLostException]) =>
+            lost = Some(s"a store of the kept index was lost with its executor (${Failures.describe(failed)}); this round " +
+              "found the rows without it, and the index is built again next round")
+            logWarning(s"eqdelete maintain: $tableName: ${lost.get}")
+            attemptWith(index = false)
+        })
       } catch {
         case conflict: ResolveConflictException =>
           logWarning(s"eqdelete maintain: attempt $attempt of ${settings.maxAttempts} on $tableName conflicted: ${conflict.getMessage}")
@@ -177,6 +222,7 @@ object MaintainRound extends Logging {
     val (dataCompaction, overBudget) = compactData(session, table, tableSettings)
     table.refresh()
     val (live, lag) = EqualityDeleteLag.of(table, System.currentTimeMillis())
+    val index = if (keep) KeptLiveIndexes.state(session, tableName) else None
     val resolveConflicts = conflicts.result()
     val compactionConflicts = compaction.conflict.toSeq ++ dataCompaction.conflict
     val all = resolveConflicts ++ compactionConflicts
@@ -203,7 +249,10 @@ object MaintainRound extends Logging {
       deferred = (next.deferred.toSeq ++ overBudget).reduceOption(_ + "; " + _),
       dataFilesCompacted = dataCompaction.done.map(_.rewritten).getOrElse(0),
       dataFilesWritten = dataCompaction.done.map(_.added).getOrElse(0),
-      dataBytesRewritten = dataCompaction.done.map(_.rewrittenBytes).getOrElse(0L))
+      dataBytesRewritten = dataCompaction.done.map(_.rewrittenBytes).getOrElse(0L),
+      liveIndexEntries = index.map(_.entries).getOrElse(0L),
+      liveIndexBytes = index.map(_.bytes).getOrElse(0L),
+      liveIndexNote = lost.orElse(index.flatMap(_.built)))
   }
 
   /**

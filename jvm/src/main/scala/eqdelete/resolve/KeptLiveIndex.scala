@@ -15,52 +15,104 @@ import org.apache.spark.sql.eqdelete.compat.IcebergInternals
  * long-running `maintain` and brought forward to each round's snapshot from the snapshots
  * between ([[TableChanges]]): files added since are read and indexed, files gone are no longer
  * in use, files whose rows another writer deleted by position since are read again under a new
- * id, and the positions its own rounds resolved are removed when they commit. When the
- * snapshot it reflects is not an ancestor of the round's, or a snapshot between has expired, it
- * is built again from the table.
+ * id, and the positions its own rounds resolved are removed when they commit. It is built again
+ * from the table when the snapshot it reflects is not an ancestor of the round's, a snapshot
+ * between has expired, or its own last commit is not in the round's lineage (rolled back).
  *
- * The driver holds, per data file, its id: what grows with files, not rows. Entries of files no
- * longer in use stay in the stores until the index is built again (not yet purged).
+ * The driver holds, per data file in use, its id and row count: what grows with files, not
+ * rows. Entries of files out of use are purged from the stores once they are as many as the
+ * rows of the files in use, so the stores stay within twice the live rows and a purge's pass is
+ * paid for by the changes that made it due.
  */
-final class KeptLiveIndex private (private val index: LiveKeyIndex) {
+final class KeptLiveIndex private (private var index: LiveKeyIndex) {
   private var reflects: Option[Long] = None
   private val ids = mutable.HashMap.empty[String, Int]
+  private val records = mutable.HashMap.empty[Int, Long]  // rows of each file id in use
+  private val outOfUse = mutable.Set.empty[Int]
+  private var outOfUseRecords = 0L
   private var nextId = 0
-  private val own = mutable.Set.empty[Long]
+  private var ownCommit: Option[Long] = None
+  private var entryCount = 0L
+
+  /** What the last round did to the index: built it from the table (why), else None; and the data files it read. */
+  private[resolve] var lastBuild: Option[String] = None
+  private[resolve] var lastFilesRead: Int = 0
+
+  /** Entries in the stores (those of files out of use, not purged yet, included). */
+  def entries: Long = entryCount
+
+  /** Bytes the stores hold. */
+  def bytes(session: SparkSession): Long = index.bytes(session.sparkContext)
 
   /** The index brought to the work's snapshot; then `set`'s removals found in it, not yet committed. */
   def positions(session: SparkSession, work: ResolveWork, deletes: ScanDeletes, set: EqualityDeleteSet): RDD[IndexedDeletedPositions.Found] = {
-    val toRead = filesToRead(work, deletes)
+    val toRead = filesToRead(session, work, deletes)
+    if (outOfUse.nonEmpty && outOfUseRecords >= records.values.sum) {
+      entryCount -= index.purge(session.sparkContext, outOfUse.toSet)
+      outOfUse.clear()
+      outOfUseRecords = 0
+    }
     // One scan serves both: it reads the files brought in, and names the key columns the lookup packs.
     val scan = IndexedDeletedPositions.strippedScan(session, work, deletes, FileSelection.Only(toRead))
-    if (toRead.nonEmpty) index.add(IndexedDeletedPositions.entries(session, scan, set, ids.filter { case (p, _) => toRead(p) }.toMap))
+    if (toRead.nonEmpty) entryCount += index.add(IndexedDeletedPositions.entries(session, scan, set, ids.filter { case (p, _) => toRead(p) }.toMap))
     reflects = Some(work.snapshotId)
+    ownCommit = None
+    lastFilesRead = toRead.size
     IndexedDeletedPositions.found(session.sparkContext, index, scan, set, IndexedDeletedPositions.files(deletes, ids.toMap))
   }
 
   /** The files to read to bring the index to the work's snapshot, each given a new id: all of them when it is built (again). */
-  private def filesToRead(work: ResolveWork, deletes: ScanDeletes): Set[String] = {
+  private def filesToRead(session: SparkSession, work: ResolveWork, deletes: ScanDeletes): Set[String] = {
     val table = work.table
-    val planned = deletes.scan.tasks.map(_.file().location()).toSet
-    val changes = reflects.flatMap(from => TableChanges.between(table, from, work.snapshotId, s => own.contains(s.snapshotId())))
+    val planned = deletes.scan.tasks.map(t => t.file().location() -> t.file().recordCount()).toMap
+    val changes = reflects.flatMap(from => TableChanges.between(table, from, work.snapshotId, s => ownCommit.contains(s.snapshotId())))
+    lastBuild = (reflects, changes) match {
+      case (None, _) => Some("built from the table: its first round here")
+      case (Some(from), None) => Some(s"built again from the table: snapshot $from it reflected is not an ancestor of " +
+        s"${work.snapshotId}, or one between has expired")
+      case (_, Some(c)) if ownCommit.exists(own => !c.snapshots.contains(own)) =>
+        Some(s"built again from the table: its own commit ${ownCommit.get} is no longer in the table's lineage (rolled back)")
+      case _ => None
+    }
     val toRead = changes match {
-      case None =>
-        ids.clear()
-        planned
-      case Some(c) =>
+      case Some(c) if lastBuild.isEmpty =>
         val known = ids.keySet.toSet
         val deletedByOthers = c.positionDeletes.flatMap(IcebergInternals.positionDeleteTargets(table.io(), _)).toSet
-        ids --= (known -- planned)
-        (planned -- known) ++ (deletedByOthers intersect known intersect planned)
+        val reread = deletedByOthers intersect known intersect planned.keySet
+        retire(known -- planned.keySet ++ reread)
+        (planned.keySet -- known) ++ reread
+      case _ =>
+        if (ids.nonEmpty || outOfUse.nonEmpty) rebuilt(session)
+        planned.keySet
     }
-    toRead.foreach { p => ids(p) = nextId; nextId += 1 }
+    toRead.foreach { p => ids(p) = nextId; records(nextId) = planned(p); nextId += 1 }
     toRead
+  }
+
+  /** The files leave use: their entries are dead (lookups skip them) until purged. */
+  private def retire(files: Set[String]): Unit = files.foreach { p =>
+    ids.remove(p).foreach { id =>
+      outOfUse += id
+      outOfUseRecords += records.remove(id).getOrElse(0L)
+    }
+  }
+
+  /** Fresh, empty stores in place of the old (dropped whole: cheaper than purging every entry). */
+  private def rebuilt(session: SparkSession): Unit = {
+    val partitions = index.partitions
+    index.drop(session.sparkContext)
+    index = LiveKeyIndex.create(session.sparkContext, partitions)
+    ids.clear(); records.clear(); outOfUse.clear()
+    outOfUseRecords = 0
+    entryCount = 0
   }
 
   /** After the round's commit, snapshot `committed`: the entries it resolved leave the index. */
   def committed(committed: Long, resolved: RDD[LiveKeyEntry]): Unit = {
-    index.remove(resolved)
-    own += committed
+    // Two delete rows of one key find its entry twice: removed once, so the count stays exact.
+    entryCount -= index.remove(resolved.map(e => (e.key.toSeq, e.file, e.position)).distinct()
+      .map { case (k, f, p) => LiveKeyEntry(k.toArray, f, p) })
+    ownCommit = Some(committed)
   }
 
   def drop(session: SparkSession): Unit = index.drop(session.sparkContext)

@@ -1,8 +1,14 @@
 package eqdelete.resolve
 
+import java.util.concurrent.ConcurrentHashMap
+
 import scala.collection.mutable
 import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
 
+import eqdelete.resolve.ResolveEqualityDeletes.FoundPositions
+
+import org.apache.spark.internal.Logging
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.{Row, SparkSession}
 import org.apache.spark.sql.types.{LongType, StringType, StructField, StructType}
@@ -10,49 +16,96 @@ import org.apache.spark.storage.StorageLevel
 
 /**
  * The kept indexes of the live rows ([[KeptLiveIndex]]) of this driver, one per table and
- * equality set, and a resolve that finds its positions through them.
+ * equality set, and a resolve that finds its positions through them. An index that a failure
+ * may have left half brought forward is dropped, never trusted: the next round builds it again.
  */
-object KeptLiveIndexes {
+object KeptLiveIndexes extends Logging {
   private val kept = mutable.HashMap.empty[(String, Seq[Int]), KeptLiveIndex]
+  private val tables = new ConcurrentHashMap[String, Object]()
 
   private val Positions = StructType(Seq(StructField("_file", StringType, nullable = false), StructField("_pos", LongType, nullable = false)))
 
+  /** A table's kept indexes after a round: their entries and bytes, and how the round built them (None: brought forward). */
+  final case class State(entries: Long, bytes: Long, built: Option[String])
+
+  /** Runs `body` with `tableName`'s kept indexes to itself: two rounds of one table never bring them forward at once. */
+  def exclusively[A](tableName: String)(body: => A): A = tables.computeIfAbsent(tableName, _ => new Object).synchronized(body)
+
   /**
-   * Resolves `tableName`'s equality deletes, finding the positions through the kept indexes
-   * (each brought to the round's snapshot first); the same commit as
-   * [[ResolveEqualityDeletes.run]]. `alsoToday`: today's plan's positions are found too, for the
-   * differential test. Returns the result, and (today's, the index's) positions as `file#pos`.
+   * The first half of a resolve of `tableName` whose positions are found through its kept
+   * indexes (each brought to the round's snapshot first, `stores` stores when built); its
+   * commit is [[ResolveEqualityDeletes]]'s, after which the positions it resolved leave the
+   * indexes. Call it within [[exclusively]].
    */
-  def resolve(session: SparkSession, tableName: String, partitions: Int, alsoToday: Boolean): (ResolveEqualityDeletes.Result, Seq[String], Seq[String]) = synchronized {
-    var today = Seq.empty[String]
+  def prepare(session: SparkSession, tableName: String, stores: Int): ResolveEqualityDeletes.Prepared =
+    prepared(session, tableName, stores, alsoToday = false)._1
+
+  /** The positions a resolve found (`file#pos`, sorted): today's plan's (when asked for), and the index's once it commits. */
+  private final class Seen { var today = Seq.empty[String]; var indexed = Seq.empty[String] }
+
+  private def prepared(session: SparkSession, tableName: String, stores: Int,
+      alsoToday: Boolean): (ResolveEqualityDeletes.Prepared, Seen) = {
+    val seen = new Seen
     var found = Seq.empty[(KeptLiveIndex, RDD[IndexedDeletedPositions.Found])]
-    val prepared = ResolveEqualityDeletes.prepareWith(session, tableName) { (work, deletes) =>
-      if (alsoToday) {
-        today = DeletedPositions.of(session, work, deletes).collect().map(r => s"${r.getString(0)}#${r.getLong(1)}").distinct.sorted.toSeq
-      }
-      found = deletes.deleteSets.map { set =>
-        val index = kept.getOrElseUpdate((tableName, set.equalityIds), KeptLiveIndex.create(session, partitions))
-        index -> index.positions(session, work, deletes, set).persist(StorageLevel.MEMORY_AND_DISK)
-      }
-      val rows = session.sparkContext.union(found.map(_._2.map(f => (f.path, f.position)))).distinct().map { case (f, p) => Row(f, p) }
-      session.createDataFrame(rows, Positions)
-    }
+    def release(): Unit = found.foreach(_._2.unpersist())
+    def settled(result: Option[ResolveEqualityDeletes.Result]): Unit =
+      try {
+        if (alsoToday) seen.indexed = found.flatMap(_._2.map(f => s"${f.path}#${f.position}").collect()).distinct.sorted
+        result.flatMap(_.snapshotId).foreach(s => found.foreach { case (index, rows) => index.committed(s, rows.map(_.entry)) })
+      } catch {
+        // The commit stands; the index may not have taken all of it, so it is not trusted again.
+        case NonFatal(e) =>
+          logWarning(s"eqdelete: the kept index of $tableName missed its round's commit (${e.getMessage}); built again next round")
+          forget(session, tableName)
+      } finally release()
     try {
-      val result = prepared.commit()
-      result.snapshotId.foreach(s => found.foreach { case (index, rows) => index.committed(s, rows.map(_.entry)) })
-      val indexed = found.flatMap(_._2.map(f => s"${f.path}#${f.position}").collect()).distinct.sorted
-      (result, today, indexed)
-    } finally found.foreach(_._2.unpersist())
+      val prepared = ResolveEqualityDeletes.prepareWith(session, tableName)({ (work, deletes) =>
+        if (alsoToday) seen.today = DeletedPositions.of(session, work, deletes).collect()
+          .map(r => s"${r.getString(0)}#${r.getLong(1)}").distinct.sorted.toSeq
+        found = deletes.deleteSets.map { set =>
+          val index = synchronized(kept.getOrElseUpdate((tableName, set.equalityIds), KeptLiveIndex.create(session, stores)))
+          index -> index.positions(session, work, deletes, set).persist(StorageLevel.MEMORY_AND_DISK)
+        }
+        val rows = session.sparkContext.union(found.map(_._2.map(f => (f.path, f.position)))).distinct().map { case (f, p) => Row(f, p) }
+        FoundPositions(session.createDataFrame(rows, Positions), found.map(_._1.lastFilesRead).sum)
+      }, settled)
+      (prepared, seen)
+    } catch {
+      case NonFatal(e) =>
+        release()
+        forget(session, tableName)
+        throw e
+    }
   }
 
   /** For the differential test: a round through the kept indexes; (today's positions, the index's, rows resolved). */
-  def roundBothWays(session: SparkSession, tableName: String): (java.util.List[String], java.util.List[String], Long) = {
-    val (result, today, indexed) = resolve(session, tableName, partitions = 3, alsoToday = true)
-    (today.asJava, indexed.asJava, result.rowsResolved)
+  def roundBothWays(session: SparkSession, tableName: String): (java.util.List[String], java.util.List[String], Long) =
+    exclusively(tableName) {
+      val (prepared, seen) = this.prepared(session, tableName, stores = 3, alsoToday = true)
+      val result = prepared.commit()
+      (seen.today.asJava, seen.indexed.asJava, result.rowsResolved)
+    }
+
+  /** The state of `tableName`'s kept indexes (a job per index, for their bytes); None when it has none. */
+  def state(session: SparkSession, tableName: String): Option[State] = {
+    val indexes = synchronized(kept.collect { case ((t, _), index) if t == tableName => index }.toVector)
+    if (indexes.isEmpty) None
+    else Some(State(indexes.map(_.entries).sum, indexes.map(_.bytes(session)).sum,
+      indexes.flatMap(_.lastBuild).headOption))
   }
 
-  /** Drops the kept indexes of `tableName`. */
-  def forget(session: SparkSession, tableName: String): Unit = synchronized {
-    kept.keys.filter(_._1 == tableName).toSeq.foreach(k => kept.remove(k).foreach(_.drop(session)))
+  /** For tests: deletes the stores of `tableName`'s kept indexes behind the driver's back, as an executor lost with them would. */
+  def loseStores(session: SparkSession, tableName: String): Unit =
+    synchronized(kept.collect { case ((t, _), index) if t == tableName => index }.toVector).foreach(_.drop(session))
+
+  /** Drops the kept indexes of `tableName` (a restart loses them so; so does a store lost with its executor). */
+  def forget(session: SparkSession, tableName: String): Unit = {
+    val dropped = synchronized(kept.keys.filter(_._1 == tableName).toVector.flatMap(kept.remove))
+    dropped.foreach { index =>
+      try index.drop(session) catch {
+        // A store lost with its executor is gone already; the others are deleted with their executors' files.
+        case NonFatal(e) => logWarning(s"eqdelete: dropping a kept index of $tableName: ${e.getMessage}")
+      }
+    }
   }
 }

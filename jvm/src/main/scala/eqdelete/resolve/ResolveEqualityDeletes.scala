@@ -44,7 +44,9 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
    *
    * @param snapshotId    the snapshot committed; None when nothing was (a dry run, or nothing to resolve)
    * @param dataFilesRead the data files whose key columns were read to find the rows: those Iceberg's
-   *                      planning pairs with an equality delete (partition, sequence numbers, key bounds)
+   *                      planning pairs with an equality delete (partition, sequence numbers, key bounds);
+   *                      through a kept index of the live rows ([[KeptLiveIndex]]), those it read to
+   *                      come up to date: added or changed since its last round, all when built
    * @param commitNote    when the client saw the commit fail although it landed (a lost answer, a 409 to
    *                      a commit sent again), what it saw; None otherwise
    */
@@ -115,7 +117,7 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
           DeletedPositions.of(session, work, deletes).distinct().count()
         }
       }.getOrElse(0L)
-      result(work, None, rows, Nil, dryRun = true, started)
+      result(work, None, rows, work.deletes.map(DeletedPositions.dataFilesRead).getOrElse(0), Nil, dryRun = true, started)
     }
   }
 
@@ -126,20 +128,31 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
   def prepare(session: SparkSession, tableName: String, where: String): Prepared =
     prepare(session, tableName, where, System.nanoTime())
 
-  /** [[prepare]] with the positions found by `positions` instead of [[DeletedPositions]] (a kept index of the live rows). */
+  /** What finds a resolve's positions: the rows `(_file, _pos)`, and how many data files it read for them. */
+  private[resolve] final case class FoundPositions(rows: DataFrame, dataFilesRead: Int)
+
+  /**
+   * [[prepare]] with the positions found by `positions` instead of [[DeletedPositions]] (a kept
+   * index of the live rows); `settled` is told the commit's result, or None when it did not commit.
+   */
   private[resolve] def prepareWith(session: SparkSession, tableName: String)(
-      positions: (ResolveWork, ScanDeletes) => DataFrame): Prepared =
-    prepare(session, tableName, null, System.nanoTime(), Some(positions))
+      positions: (ResolveWork, ScanDeletes) => FoundPositions, settled: Option[Result] => Unit): Prepared =
+    prepare(session, tableName, null, System.nanoTime(), Some(positions), settled)
 
   private def prepare(session: SparkSession, tableName: String, where: String, started: Long,
-      positionsFinder: Option[(ResolveWork, ScanDeletes) => DataFrame] = None): Prepared = {
-    val positions = positionsFinder.getOrElse((work: ResolveWork, deletes: ScanDeletes) => DeletedPositions.of(session, work, deletes))
+      positionsFinder: Option[(ResolveWork, ScanDeletes) => FoundPositions] = None,
+      settled: Option[Result] => Unit = _ => ()): Prepared = {
+    val positions = positionsFinder.getOrElse((work: ResolveWork, deletes: ScanDeletes) =>
+      FoundPositions(DeletedPositions.of(session, work, deletes), DeletedPositions.dataFilesRead(deletes)))
     val work = workFor(session, tableName, where)
+    var filesRead = 0
     val written = work.deletes.toSeq.flatMap { deletes =>
       JobDescription.during(session.sparkContext,
           s"eqdelete resolve ${work.table.name()}: finding and writing the rows equality deletes remove") {
         try {
-          PositionDeleteWriting.write(work.table, work.formatVersion, targets(deletes), positions(work, deletes))
+          val found = positions(work, deletes)
+          filesRead = found.dataFilesRead
+          PositionDeleteWriting.write(work.table, work.formatVersion, targets(deletes), found.rows)
         } catch {
           // A Spark job's failure is pages long; the line that matters is its cause's. Files its
           // tasks wrote before it failed are never committed: orphans, as after any failed write.
@@ -149,26 +162,34 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
         }
       }
     }
-    new Prepared(work, written, started)
+    new Prepared(work, written, filesRead, started, settled)
   }
 
   /** Deletes written for a resolve, not committed yet. */
-  final class Prepared private[ResolveEqualityDeletes] (work: ResolveWork, written: Seq[WrittenDeletes], started: Long) {
+  final class Prepared private[ResolveEqualityDeletes] (work: ResolveWork, written: Seq[WrittenDeletes], filesRead: Int,
+      started: Long, settled: Option[Result] => Unit) {
     /** Commits them with the removals, if there is anything to commit; the outcome. */
     def commit(): Result = {
-      val committed = if (work.removable.isEmpty && written.isEmpty) None else Some(commitDelta(work, written))
-      result(work, committed.map(_._1), written.map(_.positions).sum, written, dryRun = false, started)
-        .copy(commitNote = committed.flatMap(_._2))
+      val done = try {
+        val committed = if (work.removable.isEmpty && written.isEmpty) None else Some(commitDelta(work, written))
+        result(work, committed.map(_._1), written.map(_.positions).sum, filesRead, written, dryRun = false, started)
+          .copy(commitNote = committed.flatMap(_._2))
+      } catch {
+        case e: Throwable =>
+          settled(None)
+          throw e
+      }
+      settled(Some(done))
+      done
     }
   }
 
-  private def result(work: ResolveWork, snapshot: Option[Long], rows: Long, written: Seq[WrittenDeletes], dryRun: Boolean,
-      started: Long): Result = {
+  private def result(work: ResolveWork, snapshot: Option[Long], rows: Long, filesRead: Int, written: Seq[WrittenDeletes],
+      dryRun: Boolean, started: Long): Result = {
     val files = written.flatMap(_.files)
     val dvs = files.count(IcebergInternals.isDeletionVector)
     Result(work.table.name(), work.snapshotId, snapshot, work.formatVersion,
-      if (snapshot.isDefined || dryRun) work.removable.size else 0, work.kept, work.deletes.map(DeletedPositions.dataFilesRead).getOrElse(0),
-      rows, files.size - dvs, dvs,
+      if (snapshot.isDefined || dryRun) work.removable.size else 0, work.kept, filesRead, rows, files.size - dvs, dvs,
       replaced(written).size, dryRun, (System.nanoTime() - started) / 1e9)
   }
 

@@ -8,7 +8,7 @@ import eqdelete.testing.TestSpark
 import org.apache.spark.SparkException
 import org.scalatest.funsuite.AnyFunSuite
 
-/** The distributed index against a reference multimap: a sorted load, adds, removes, lookups, and a lost store. */
+/** The distributed index against a reference multimap: a sorted load, adds, removes, a purge, lookups, and a lost store. */
 class LiveKeyIndexSuite extends AnyFunSuite {
 
   private def packed(k: Long): Array[Byte] = {
@@ -17,7 +17,7 @@ class LiveKeyIndexSuite extends AnyFunSuite {
     java.util.Arrays.copyOf(b.bytes, b.length)
   }
 
-  test("lookups find exactly the live entries of each key, through a load, adds and removes, with payloads") {
+  test("lookups find exactly the live entries of each key, through a load, adds, removes and a purge, with payloads") {
     val sc = TestSpark.session.sparkContext
     val random = new Random(3)
     val loaded = (0 until 5000).map(i => (random.nextInt(2000).toLong, i % 7, i.toLong))
@@ -36,6 +36,12 @@ class LiveKeyIndexSuite extends AnyFunSuite {
       def nullable(k: Long) = if (k % 97 == 0) 0L else k
       val expected = live.toSeq.map { case (k, f, p) => (nullable(k), f, p) }.sorted
       assert(found.sorted == expected)
+
+      // Files 2 and 8 go out of use: their entries leave, every other stays.
+      val gone = Set(2, 8)
+      assert(index.purge(sc, gone) == live.count { case (_, f, _) => gone(f) })
+      val afterPurge = index.lookup(sc.parallelize(asked.map(k => (packed(k), k)), 4)).collect().toSeq
+      assert(afterPurge.sorted == expected.filterNot { case (_, f, _) => gone(f) })
     } finally index.drop(sc)
 
     val lost = intercept[SparkException](index.lookup(sc.parallelize(Seq((packed(1L), 1L)), 1)).collect())

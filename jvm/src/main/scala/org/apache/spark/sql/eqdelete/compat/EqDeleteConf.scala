@@ -184,6 +184,21 @@ object EqDeleteConf {
       "maintain's compaction leaves, one per data file).",
     0.3)
 
+  val MAINTAIN_LIVE_INDEX: ConfigEntry[Boolean] = booleanConf("maintain.liveIndex",
+    "Whether a long-running maintain (python -m eqdelete maintain without --once, maintain --tables) keeps, per " +
+      "table, an index of the live rows by key on the executors' local disks (RocksDB, about 20 bytes per key; " +
+      "none on the driver), brought forward each round from the table's changes, so a round reads only the data " +
+      "files added or changed since the last one instead of every data file its deletes may touch. It is built " +
+      "from the table on a start, and again after a rollback, an expiry it cannot see past, or a lost executor " +
+      "(that round uses the plan without the index). A round run once (--once, CALL eqdelete.system.maintain, " +
+      "Spark Connect) never keeps one.",
+    default = true)
+
+  val MAINTAIN_LIVE_INDEX_STORES: ConfigEntry[Long] = countConf("maintain.liveIndexStores",
+    "How many stores (one RocksDB each, on one executor) a kept index of the live rows is split into by key hash " +
+      "when built; 0 is the session's default parallelism, one per core.",
+    0L)
+
   /**
    * A table property eqdelete reads (`ALTER TABLE ... SET TBLPROPERTIES`), so each table of a
    * lakehouse can be maintained its own way; declared here with the session keys, and documented
@@ -265,6 +280,8 @@ object EqDeleteConf {
   def maintainCompactPositionDeleteFiles(conf: SQLConf): Long = conf.getConf(MAINTAIN_COMPACT_POSITION_DELETE_FILES)
   def maintainCompactDataBytesPerHour(conf: SQLConf): Long = conf.getConf(MAINTAIN_COMPACT_DATA_BYTES_PER_HOUR)
   def maintainCompactDataDeadRatio(conf: SQLConf): Double = conf.getConf(MAINTAIN_COMPACT_DATA_DEAD_RATIO)
+  def maintainLiveIndex(conf: SQLConf): Boolean = conf.getConf(MAINTAIN_LIVE_INDEX)
+  def maintainLiveIndexStores(conf: SQLConf): Long = conf.getConf(MAINTAIN_LIVE_INDEX_STORES)
 
   /**
    * Reads every key of `conf`, so a bad value given before the session existed

@@ -10,8 +10,8 @@ import org.apache.spark.metrics.source.Source
  * What maintain did, in Spark's metrics system (source `eqdelete`), so any sink configured for
  * the application (`spark.metrics.conf.*.sink.*`: Prometheus's servlet, JMX, CSV, Graphite)
  * exports it beside Spark's own: counters of rounds, commits, failures, conflicts, rows resolved
- * and files removed, compacted and written, data files compacted and their bytes, a timer of rounds, and per table a gauge of the lag
- * after its last round. Registered once per SparkContext, on the driver, where rounds run.
+ * and files removed, compacted and written, data files compacted and their bytes, a timer of rounds, and per table gauges of the lag
+ * after its last round and of its kept index of the live rows (entries, bytes). Registered once per SparkContext, on the driver, where rounds run.
  * (Spark's `Source` is private to Spark: hence here, in the compat package.)
  */
 final class MaintainMetricsSource private () extends Source {
@@ -32,13 +32,22 @@ final class MaintainMetricsSource private () extends Source {
   val dataBytesRewritten = counter("dataBytesRewritten")
   val roundTime = metricRegistry.timer(MetricRegistry.name("maintain", "roundTime"))
 
-  private val lags = new ConcurrentHashMap[String, java.lang.Double]()
+  private val tableValues = new ConcurrentHashMap[(String, String), java.lang.Double]()
 
   /** The lag of `table` after its last round, as a gauge named after the table. */
-  def lag(table: String, seconds: Double): Unit = {
-    if (lags.put(table, seconds) == null) {
-      val gauge: Gauge[java.lang.Double] = () => lags.get(table)
-      metricRegistry.register(MetricRegistry.name("maintain", "lagSeconds", table), gauge)
+  def lag(table: String, seconds: Double): Unit = tableGauge("lagSeconds", table, seconds)
+
+  /** The entries and bytes of `table`'s kept index of its live rows after its last round. */
+  def liveIndex(table: String, entries: Long, bytes: Long): Unit = {
+    tableGauge("liveIndexEntries", table, entries.toDouble)
+    tableGauge("liveIndexBytes", table, bytes.toDouble)
+  }
+
+  /** Sets the gauge `maintain.<name>.<table>`, registering it the first time. */
+  private def tableGauge(name: String, table: String, value: Double): Unit = {
+    if (tableValues.put((name, table), value) == null) {
+      val gauge: Gauge[java.lang.Double] = () => tableValues.get((name, table))
+      metricRegistry.register(MetricRegistry.name("maintain", name, table), gauge)
     }
   }
 }
