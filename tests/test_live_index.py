@@ -8,8 +8,8 @@ deleted by position already. Both ways run on every fixture, on the resolve test
 (checked against its model's count too), and on random histories of mixed key types, format
 v2 and v3, partition spec changes and a key column rename (test_differential's). Then rounds
 through indexes kept across them (KeptLiveIndex), each round's positions against today's plan
-on the same snapshot, with others' writes, Iceberg's compactions, snapshot expiry and a lost
-index between rounds. Last, rounds of a long-running maintain through the kept index, with a
+on the same snapshot, with others' writes, Iceberg's compactions, snapshot expiry, a rollback
+and a lost index between rounds. Last, rounds of a long-running maintain through the kept index, with a
 store lost between them.
 """
 
@@ -59,8 +59,8 @@ KEPT_HISTORIES = range(3000, 3003)
 def test_a_kept_index_finds_todays_positions_round_after_round(spark: SparkSession, table_name: str, seed: int) -> None:
     """Rounds of resolve through indexes kept across them, each brought forward from the snapshots
     between: others' inserts, upserts, equality and position deletes, a spec change, a key
-    rename, Iceberg's compactions of data and of position deletes, snapshot expiry, and a lost
-    index (a restart), in a random order between rounds."""
+    rename, Iceberg's compactions of data and of position deletes, snapshot expiry, a rollback of
+    the last round, and a lost index (a restart), in a random order between rounds."""
     history = RandomHistory(spark, table_name, seed)
     rng = history.rng
     name = table_name.split(".", 1)[1]
@@ -78,6 +78,13 @@ def test_a_kept_index_finds_todays_positions_round_after_round(spark: SparkSessi
                   "retain_last => 1)")
 
     rounds = []
+    last_start: list[int] = []
+
+    def roll_back() -> None:
+        # Back to before the last round: its commit (which the index took) leaves the lineage.
+        if last_start:
+            spark.sql(f"CALL local.system.rollback_to_snapshot(table => '{name}', snapshot_id => {last_start[-1]})")
+
     try:
         for _ in range(rng.randint(5, 7)):
             writes = [history.insert, history.upsert, history.upsert, history.equality_delete, history.equality_delete,
@@ -85,11 +92,12 @@ def test_a_kept_index_finds_todays_positions_round_after_round(spark: SparkSessi
                       [] if history.renamed else [history.rename_key])
             for change in rng.sample(writes, 2):
                 change()
-            for change, chance in ((rewrite_data, 0.25), (rewrite_position_deletes, 0.25), (expire, 0.2),
+            for change, chance in ((roll_back, 0.15), (rewrite_data, 0.25), (rewrite_position_deletes, 0.25), (expire, 0.2),
                                    (lambda: _jvm.forget_kept_indexes(spark, table_name), 0.15)):
                 if rng.random() < chance:
                     change()
             before = sorted_rows(spark.table(table_name).collect())
+            last_start[:] = [_jvm.current_snapshot_id(spark, table_name)]
             today, indexed, resolved = _jvm.kept_index_round(spark, table_name)
             assert indexed == today, (f"seed {seed} round {len(rounds)}: only today's plan found "
                                       f"{sorted(set(today) - set(indexed))[:5]}; only the index {sorted(set(indexed) - set(today))[:5]}")
