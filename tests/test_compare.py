@@ -119,6 +119,21 @@ def test_resolve_scale_quick_profile_reads_only_the_files_new_deletes_can_touch(
     assert (tmp_path / "resolve-scale.png").stat().st_size > 0
 
 
+def test_maintain_scale_quick_profile_reads_only_what_was_written_since(spark: SparkSession, tmp_path: Path) -> None:
+    from eqdelete.tools import maintain_scale
+
+    [point] = maintain_scale.default_points(quick=True)
+    # Rows are checked inside: each round's rows both ways, and the native read after against eqdelete's before.
+    [r] = maintain_scale.run(spark, [point], tmp_path, runs=1, progress=lambda _m: None)
+    assert r.data_files == 8 and r.build_rows_resolved > 0 and r.index_entries > 0 and 10 < r.bytes_per_key < 200
+    assert [s.delete_rows for s in r.rounds] == [100, 400]
+    for s in r.rounds:
+        # Today's plan reads every data file; the kept index only the commit's own inserts (none here).
+        assert s.rows_resolved > 0 and s.today_files_read == 8 and s.kept_files_read == 0, s
+    assert (tmp_path / "maintain-scale.md").read_text().startswith("| data rows")
+    assert (tmp_path / "maintain-scale.png").stat().st_size > 0
+
+
 def test_scale_quick_profile_checks_rows_against_the_floor(spark: SparkSession, tmp_path: Path) -> None:
     from eqdelete.tools import scale
 

@@ -298,11 +298,12 @@ def _only(items: list, only: str | None, name: Callable[[Any], str], noun: str) 
 def _scale_points(points: list, args: argparse.Namespace) -> list:
     """The scale points ``--only`` (axes) and ``--at`` (sizes on their axis) pick."""
     points = _only(points, args.only, lambda p: p.axis, "axis")
-    picked = [p for p in points if not args.at or p.size in args.at]
-    if not picked:
-        sizes = ", ".join(f"{p.axis} {p.size:,}" for p in points)
-        raise ValueError(f"no scale point has a size in --at {', '.join(f'{a:,}' for a in sorted(args.at))}: choose from {sizes}")
-    return picked
+    return [p for p in points if not args.at or p.size in args.at] or _none_at(points, args)
+
+
+def _none_at(points: list, args: argparse.Namespace) -> list:
+    sizes = ", ".join(f"{p.axis} {p.size:,}" for p in points)
+    raise ValueError(f"no scale point has a size in --at {', '.join(f'{a:,}' for a in sorted(args.at))}: choose from {sizes}")
 
 
 def resolve_bench_scenarios(quick: bool, rows_factor: float) -> list:
@@ -390,6 +391,17 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         live_index_probe.save(points, Path(args.out))
         print(live_index_probe.markdown(points))
         print(f"results in {args.out}/live-index-probe.json, live-index-probe.md")
+        return 0
+
+    if args.maintain_scale:
+        from eqdelete.tools import maintain_scale
+
+        points = maintain_scale.default_points(quick=args.quick)
+        points = [p for p in points if not args.at or p.size in args.at] or _none_at(points, args)
+        spark = _session(args, "eqdelete bench --maintain-scale")
+        results = maintain_scale.run(spark, points, Path(args.out), runs=1 if args.quick else args.runs)
+        print(maintain_scale.markdown(results))
+        print(f"results in {args.out}/maintain-scale.json, maintain-scale.md, maintain-scale.png")
         return 0
 
     if args.resolve and args.scale:
@@ -553,6 +565,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="instead: what an index of the live rows by key (eqdelete.liveindex.LiveKeyStore, RocksDB on the "
                             "executors' disks) costs per entry to load, look up and update, and its bytes per entry; "
                             "'sorted': only the load Spark sorts for; sizes with --at (default: 1e6,1e7,1e8)")
+    bench.add_argument("--maintain-scale", action="store_true",
+                       help="instead: rounds of maintain of 10^3, 10^4 and 10^5 new delete rows on scattered tables of "
+                            "10^6 to 3x10^8 rows, today's plan against the kept index of the live rows, with the index's build "
+                            "time and bytes per key; sizes with --at (data rows); run it with --master local-cluster[2,1,MB]")
     bench.add_argument("--writer-intervals-ms", type=_sizes, metavar="MS,MS",
                        help="with --lakehouse: then maintain beside a Flink job committing every one of these intervals, "
                             "e.g. 1000,2000,10000, and its lag")

@@ -1,0 +1,232 @@
+"""The maintain scale benchmark: what a round of ``maintain`` costs on a large table whose keys
+are scattered, with today's plan and with the kept index of the live rows.
+
+On a table whose every data file holds a random share of the keys (as every streaming sink
+writes them), today's plan reads the key column of every data file each round: its cost follows
+the table. A long-running ``maintain`` keeps an index of the live rows by key on the executors
+(``spark.eqdelete.maintain.liveIndex``), brought forward each round, so a round reads only what
+was written since and looks its new delete keys up.
+
+Each point is a scattered table of ``data_rows`` rows (10^6 rows a data file, 0.1% of its keys
+deleted by its history). Its first round of a long-running maintain builds the index from the
+table: the **build** after a start (reading the table's keys and loading the stores), with the
+index's entries and bytes. Then, for each round size (10^3, 10^4, 10^5 new delete rows spread
+over all keys), ``runs`` times: one commit of that many equality delete rows, then from that
+snapshot a round with **today's plan** (a round run once: no state), timed, the table rolled back
+to the snapshot; then a round of the long-running maintain through the **kept index**, timed,
+which commits and stays. Both must resolve the same rows; at the end the native read must equal
+eqdelete's read before the last round. Times are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from eqdelete import _jvm
+from eqdelete._progress import stderr_reporter
+from eqdelete.compare import ResultsDifferError, fingerprint
+from eqdelete.deletes import write_equality_deletes
+from eqdelete.maintain import MaintainRound, maintain_round
+from eqdelete.tools.cdc import CdcSpec, generate
+from eqdelete.tools.report import load_results, run_merged
+from eqdelete.tools.resolve_bench import call_procedure
+from eqdelete.toggles import use_conf, use_strategy
+
+SIZES = (10**6, 10**7, 10**8, 3 * 10**8)
+ROUNDS = (10**3, 10**4, 10**5)
+DATA_ROWS_PER_FILE = 1_000_000
+HISTORY_DELETES = 0.001
+NAMESPACE = "local.maintain_scale"
+#: Rounds measure finding and writing the deletes, not the compactions that follow some of them.
+ROUND_CONF = [("spark.eqdelete.maintain.compactPositionDeleteFiles", "0")]
+
+
+@dataclass(frozen=True)
+class MaintainScalePoint:
+    """A scattered table of ``data_rows`` rows, with rounds of ``rounds`` new delete rows."""
+
+    data_rows: int
+    rounds: tuple[int, ...] = ROUNDS
+    rows_per_file: int = DATA_ROWS_PER_FILE
+
+    @property
+    def key(self) -> str:
+        return f"scattered/{self.data_rows}"
+
+    @property
+    def size(self) -> int:
+        return self.data_rows
+
+    @property
+    def axis(self) -> str:
+        return "data_rows"
+
+    @property
+    def spec(self) -> CdcSpec:
+        return CdcSpec(table=f"{NAMESPACE}.scattered_{self.data_rows}", rows=self.data_rows,
+                       data_files=max(2, self.data_rows // self.rows_per_file), commits=1,
+                       delete_fraction=HISTORY_DELETES, upsert_fraction=0.0, layout="scattered")
+
+
+def default_points(quick: bool = False) -> list[MaintainScalePoint]:
+    """10^6 to 3x10^8 rows; ``quick``: a tiny profile checking rows (CI)."""
+    if quick:
+        return [MaintainScalePoint(40_000, rounds=(100, 400), rows_per_file=5_000)]
+    return [MaintainScalePoint(n) for n in SIZES]
+
+
+@dataclass
+class RoundSize:
+    """Rounds of ``delete_rows`` new delete rows: medians, today's plan against the kept index."""
+
+    delete_rows: int
+    rows_resolved: int
+    today_seconds: float
+    kept_seconds: float
+    today_files_read: int
+    kept_files_read: int
+
+    @property
+    def kept_to_today(self) -> float:
+        return self.kept_seconds / self.today_seconds
+
+
+@dataclass
+class MaintainScaleResult:
+    point: str
+    data_rows: int
+    data_files: int
+    build_seconds: float        # the first round of a long-running maintain: reads every data file, builds the index
+    build_rows_resolved: int
+    index_entries: int
+    index_bytes: int
+    rounds: list[RoundSize] = field(default_factory=list)
+
+    @property
+    def bytes_per_key(self) -> float:
+        return self.index_bytes / self.index_entries if self.index_entries else 0.0
+
+    def __post_init__(self) -> None:
+        self.rounds = [r if isinstance(r, RoundSize) else RoundSize(**r) for r in self.rounds]
+
+
+def _checked(today: MaintainRound, kept: MaintainRound, where: str) -> None:
+    if today.rows_resolved != kept.rows_resolved or not kept.committed:
+        raise ResultsDifferError(f"{where}: today's plan resolved {today.rows_resolved:,} rows, the kept index "
+                                 f"{kept.rows_resolved:,} (committed: {kept.committed})")
+
+
+def run_point(spark: SparkSession, point: MaintainScalePoint, runs: int,
+              progress: Callable[[str], None]) -> MaintainScaleResult:
+    spec, say = point.spec, (lambda m: progress(f"{point.key}: {m}"))
+    table = spec.table
+    say(f"generating {spec.rows:,} rows in {spec.data_files} files (scattered), deleting {HISTORY_DELETES:.1%}")
+    generate(spark, spec, replace=True, progress=say)
+    _jvm.forget_kept_indexes(spark, table)
+    data_files = spark.sql(f"SELECT count(*) FROM {table}.data_files").first()[0]
+    say("the first round of a long-running maintain: building the index from the table")
+    with use_conf(spark, ROUND_CONF):
+        built = maintain_round(spark, table, keep_index=True)
+    say(f"built in {built.seconds:.1f} s: {built.live_index_entries:,} entries, "
+        f"{built.live_index_bytes_per_key or 0:.1f} bytes each")
+    result = MaintainScaleResult(point.key, point.data_rows, data_files, built.seconds, built.rows_resolved,
+                                 built.live_index_entries, built.live_index_bytes)
+    truth: tuple[int, int] | None = None
+    batch = 0
+    try:
+        for size in point.rounds:
+            today: list[MaintainRound] = []
+            kept: list[MaintainRound] = []
+            for run in range(runs):
+                batch += 1
+                stride = max(1, point.data_rows // size)
+                ids = spark.range(0, size).select((F.col("id") * stride + (batch * 7919) % stride).alias("id"))
+                write_equality_deletes(spark, table, spec.key_columns, spec._rows(ids, F.lit(1)))
+                start = _jvm.current_snapshot_id(spark, table)
+                last = size == point.rounds[-1] and run == runs - 1
+                if last:
+                    with use_strategy(spark, "auto"):
+                        truth = fingerprint(spark.table(table))
+                with use_conf(spark, ROUND_CONF):
+                    today.append(maintain_round(spark, table))
+                    call_procedure(spark, "rollback_to_snapshot", table, f"snapshot_id => {start}")
+                    kept.append(maintain_round(spark, table, keep_index=True))
+                _checked(today[-1], kept[-1], f"{point.key}, {size:,} delete rows, run {run + 1}")
+                if kept[-1].live_index_note:
+                    raise ResultsDifferError(f"{point.key}: the kept index was not brought forward: {kept[-1].live_index_note}")
+                say(f"{size:,} delete rows, run {run + 1}/{runs}: today's plan {today[-1].seconds:.2f} s "
+                    f"({today[-1].data_files_read:,} files read), kept index {kept[-1].seconds:.2f} s "
+                    f"({kept[-1].data_files_read:,} files read), {kept[-1].rows_resolved:,} rows")
+            result.rounds.append(RoundSize(size, kept[-1].rows_resolved,
+                                           statistics.median(r.seconds for r in today),
+                                           statistics.median(r.seconds for r in kept),
+                                           today[-1].data_files_read, kept[-1].data_files_read))
+        with use_strategy(spark, "native"):
+            if fingerprint(spark.table(table)) != truth:
+                raise ResultsDifferError(f"{point.key}: the native read after the rounds differs from eqdelete's before")
+        result.index_entries, result.index_bytes = kept[-1].live_index_entries, kept[-1].live_index_bytes
+    finally:
+        _jvm.forget_kept_indexes(spark, table)
+    return result
+
+
+def markdown(results: list[MaintainScaleResult]) -> str:
+    lines = ["| data rows | data files | index build s | index entries | bytes a key | new delete rows "
+             "| rows resolved | today's plan s (files read) | kept index s (files read) | kept x today |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in sorted(results, key=lambda r: r.data_rows):
+        for i, s in enumerate(r.rounds):
+            head = (f"| {r.data_rows:,} | {r.data_files:,} | {r.build_seconds:.1f} | {r.index_entries:,} | {r.bytes_per_key:.1f} "
+                    if i == 0 else "| | | | | ")
+            lines.append(f"{head}| {s.delete_rows:,} | {s.rows_resolved:,} | {s.today_seconds:.2f} ({s.today_files_read:,}) "
+                         f"| {s.kept_seconds:.2f} ({s.kept_files_read:,}) | {s.kept_to_today:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def chart(results: list[MaintainScaleResult], path: Path) -> None:
+    """Log-log: a round's seconds against data rows, a line per round size, today's plan solid and
+    the kept index dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.4))
+    ordered = sorted(results, key=lambda r: r.data_rows)
+    sizes = sorted({s.delete_rows for r in results for s in r.rounds})
+    for size, color in zip(sizes, ("tab:blue", "tab:orange", "tab:green", "tab:red")):
+        points = [(r.data_rows, s) for r in ordered for s in r.rounds if s.delete_rows == size]
+        if points:
+            ax.plot([x for x, _ in points], [s.today_seconds for _, s in points], marker="o", color=color,
+                    label=f"today's plan, {size:,} new delete rows")
+            ax.plot([x for x, _ in points], [s.kept_seconds for _, s in points], marker="s", linestyle="--", color=color,
+                    label=f"kept index, {size:,} new delete rows")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("data rows (keys scattered over every data file)")
+    ax.set_ylabel("seconds a round")
+    ax.set_title("a round of maintain: today's plan against the kept index of the live rows", fontsize=10)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(spark: SparkSession, points: list[MaintainScalePoint], out: Path, runs: int,
+        progress: Callable[[str], None] | None = None) -> list[MaintainScaleResult]:
+    """Measure ``points``; results already in ``out`` for other points are kept beside them."""
+    report = progress or stderr_reporter("eqdelete bench --maintain-scale")
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {NAMESPACE}")
+    return run_merged(points, lambda p: run_point(spark, p, runs, report), {p.key for p in points},
+                      out, "maintain-scale", MaintainScaleResult, markdown, chart, report)
+
+
+def load(out: Path) -> list[MaintainScaleResult]:
+    """The results saved in ``out``, if any."""
+    return load_results(out, "maintain-scale", MaintainScaleResult)
