@@ -35,7 +35,7 @@ from eqdelete.deletes import write_equality_deletes
 from eqdelete.maintain import MaintainRound, maintain_round
 from eqdelete.tools.cdc import CdcSpec, generate
 from eqdelete.tools.report import load_results, run_merged
-from eqdelete.tools.resolve_bench import call_procedure
+from eqdelete.tools.resolve_bench import call_procedure, timed_with_peak
 from eqdelete.toggles import use_conf, use_strategy
 
 SIZES = (10**6, 10**7, 10**8, 3 * 10**8)
@@ -91,6 +91,7 @@ class RoundSize:
     kept_seconds: float
     today_files_read: int
     kept_files_read: int
+    kept_driver_peak_heap_mb: float = 0.0   # the most the driver's heap reached in a kept round (garbage included)
 
     @property
     def kept_to_today(self) -> float:
@@ -106,6 +107,7 @@ class MaintainScaleResult:
     build_rows_resolved: int
     index_entries: int
     index_bytes: int
+    build_driver_peak_heap_mb: float = 0.0
     rounds: list[RoundSize] = field(default_factory=list)
 
     @property
@@ -132,17 +134,18 @@ def run_point(spark: SparkSession, point: MaintainScalePoint, runs: int,
     data_files = spark.sql(f"SELECT count(*) FROM {table}.data_files").first()[0]
     say("the first round of a long-running maintain: building the index from the table")
     with use_conf(spark, ROUND_CONF):
-        built = maintain_round(spark, table, keep_index=True)
+        _, build_heap, built = timed_with_peak(spark, lambda: maintain_round(spark, table, keep_index=True))
     say(f"built in {built.seconds:.1f} s: {built.live_index_entries:,} entries, "
         f"{built.live_index_bytes_per_key or 0:.1f} bytes each")
     result = MaintainScaleResult(point.key, point.data_rows, data_files, built.seconds, built.rows_resolved,
-                                 built.live_index_entries, built.live_index_bytes)
+                                 built.live_index_entries, built.live_index_bytes, build_heap)
     truth: tuple[int, int] | None = None
     batch = 0
     try:
         for size in point.rounds:
             today: list[MaintainRound] = []
             kept: list[MaintainRound] = []
+            kept_heap: list[float] = []
             for run in range(runs):
                 batch += 1
                 stride = max(1, point.data_rows // size)
@@ -156,7 +159,9 @@ def run_point(spark: SparkSession, point: MaintainScalePoint, runs: int,
                 with use_conf(spark, ROUND_CONF):
                     today.append(maintain_round(spark, table))
                     call_procedure(spark, "rollback_to_snapshot", table, f"snapshot_id => {start}")
-                    kept.append(maintain_round(spark, table, keep_index=True))
+                    _, heap, round_ = timed_with_peak(spark, lambda: maintain_round(spark, table, keep_index=True))
+                    kept.append(round_)
+                    kept_heap.append(heap)
                 _checked(today[-1], kept[-1], f"{point.key}, {size:,} delete rows, run {run + 1}")
                 if kept[-1].live_index_note:
                     raise ResultsDifferError(f"{point.key}: the kept index was not brought forward: {kept[-1].live_index_note}")
@@ -166,7 +171,7 @@ def run_point(spark: SparkSession, point: MaintainScalePoint, runs: int,
             result.rounds.append(RoundSize(size, kept[-1].rows_resolved,
                                            statistics.median(r.seconds for r in today),
                                            statistics.median(r.seconds for r in kept),
-                                           today[-1].data_files_read, kept[-1].data_files_read))
+                                           today[-1].data_files_read, kept[-1].data_files_read, max(kept_heap)))
         with use_strategy(spark, "native"):
             if fingerprint(spark.table(table)) != truth:
                 raise ResultsDifferError(f"{point.key}: the native read after the rounds differs from eqdelete's before")
@@ -178,14 +183,14 @@ def run_point(spark: SparkSession, point: MaintainScalePoint, runs: int,
 
 def markdown(results: list[MaintainScaleResult]) -> str:
     lines = ["| data rows | data files | index build s | index entries | bytes a key | new delete rows "
-             "| rows resolved | today's plan s (files read) | kept index s (files read) | kept x today |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| rows resolved | today's plan s (files read) | kept index s (files read) | kept x today | driver peak heap MB, kept |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in sorted(results, key=lambda r: r.data_rows):
         for i, s in enumerate(r.rounds):
             head = (f"| {r.data_rows:,} | {r.data_files:,} | {r.build_seconds:.1f} | {r.index_entries:,} | {r.bytes_per_key:.1f} "
                     if i == 0 else "| | | | | ")
             lines.append(f"{head}| {s.delete_rows:,} | {s.rows_resolved:,} | {s.today_seconds:.2f} ({s.today_files_read:,}) "
-                         f"| {s.kept_seconds:.2f} ({s.kept_files_read:,}) | {s.kept_to_today:.2f} |")
+                         f"| {s.kept_seconds:.2f} ({s.kept_files_read:,}) | {s.kept_to_today:.2f} | {s.kept_driver_peak_heap_mb:,.0f} |")
     return "\n".join(lines) + "\n"
 
 
