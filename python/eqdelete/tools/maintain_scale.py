@@ -105,7 +105,7 @@ class MaintainScaleResult:
     data_files: int
     build_seconds: float        # the first round of a long-running maintain: reads every data file, builds the index
     build_rows_resolved: int
-    index_entries: int
+    index_entries: int          # after the last round
     index_bytes: int
     build_driver_peak_heap_mb: float = 0.0
     rounds: list[RoundSize] = field(default_factory=list)
@@ -182,7 +182,7 @@ def run_point(spark: SparkSession, point: MaintainScalePoint, runs: int,
 
 
 def markdown(results: list[MaintainScaleResult]) -> str:
-    lines = ["| data rows | data files | index build s | index entries | bytes a key | new delete rows "
+    lines = ["| data rows | data files | index build s | index entries after | bytes a key | new delete rows "
              "| rows resolved | today's plan s (files read) | kept index s (files read) | kept x today | driver peak heap MB, kept |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in sorted(results, key=lambda r: r.data_rows):
