@@ -156,3 +156,24 @@ def test_maintain_rounds_keep_the_index_and_build_it_again_when_a_store_is_lost(
         assert compacted.live_index_note is None and compacted.live_index_entries == 60, compacted
     finally:
         _jvm.forget_kept_indexes(spark, table_name)
+
+
+def test_a_commit_resolving_two_equality_sets_leaves_neither_index_a_row_the_other_deleted(
+        spark: SparkSession, table_name: str) -> None:
+    """One round resolves deletes by key and by value together: each set's index removes the rows
+    it found, and reads again the files where the other set's rows went, so a later delete by key
+    of a row the value delete took finds nothing, as today's plan finds nothing."""
+    spark.sql(f"CREATE TABLE {table_name} (k BIGINT, v STRING) USING iceberg TBLPROPERTIES ({MOR.format(v=2)})")
+    spark.createDataFrame([(k, f"a{k}") for k in range(1, 7)], "k BIGINT, v STRING").writeTo(table_name).append()
+    write_equality_deletes(spark, table_name, ["k"], [(1, "a1")], columns=["k", "v"])
+    write_equality_deletes(spark, table_name, ["v"], [(2, "a2")], columns=["k", "v"])
+    try:
+        today, indexed, resolved = _jvm.kept_index_round(spark, table_name)
+        assert indexed == today and resolved == 2
+        write_equality_deletes(spark, table_name, ["k"], [(2, "a2"), (3, "a3")], columns=["k", "v"])
+        today, indexed, resolved = _jvm.kept_index_round(spark, table_name)
+        assert indexed == today and resolved == 1, (today, indexed)  # row 2 went with the value delete
+        with use_strategy(spark, "native"):
+            assert sorted_rows(spark.table(table_name).collect()) == [(k, f"a{k}") for k in range(4, 7)]
+    finally:
+        _jvm.forget_kept_indexes(spark, table_name)

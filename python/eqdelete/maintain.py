@@ -13,6 +13,7 @@ SIGTERM/SIGINT in ``python -m eqdelete maintain``) stops between rounds, never i
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, fields
@@ -196,22 +197,29 @@ def maintain(
     started = time.monotonic()
     done: list[MaintainRound] = []
     unknown: list[CommitOutcomeUnknownError] = []
-    while not stop.is_set() and (rounds is None or len(done) + len(unknown) < rounds):
-        began = time.monotonic()
-        try:
-            # One round of a run keeps nothing: an index built for no next round costs more than it saves.
-            result = maintain_round(spark, table, keep_index=rounds != 1)
-        except CommitOutcomeUnknownError as error:
-            unknown.append(error)
-            if on_unknown is not None:
-                on_unknown(error)
-        else:
-            done.append(result)
-            if on_round is not None:
-                on_round(result)
-        if rounds is not None and len(done) + len(unknown) >= rounds:
-            break
-        stop.wait(max(0.0, interval - (time.monotonic() - began)))
+    try:
+        while not stop.is_set() and (rounds is None or len(done) + len(unknown) < rounds):
+            began = time.monotonic()
+            try:
+                # One round of a run keeps nothing: an index built for no next round costs more than it saves.
+                result = maintain_round(spark, table, keep_index=rounds != 1)
+            except CommitOutcomeUnknownError as error:
+                unknown.append(error)
+                if on_unknown is not None:
+                    on_unknown(error)
+            else:
+                done.append(result)
+                if on_round is not None:
+                    on_round(result)
+            if rounds is not None and len(done) + len(unknown) >= rounds:
+                break
+            stop.wait(max(0.0, interval - (time.monotonic() - began)))
+    finally:
+        if rounds != 1 and not _remote.is_remote(spark):
+            # The kept index leaves the executors' disks; a JVM already gone has nothing to free, and
+            # the error that ended the loop is the one to raise.
+            with contextlib.suppress(Exception):
+                _jvm.forget_kept_indexes(spark, table)
     return MaintainSummary(
         table=done[-1].table if done else table,
         rounds=len(done) + len(unknown),

@@ -129,11 +129,16 @@ def maintain_tables(
         if on_event is not None:
             on_event(ServiceEvent(table, kind, message))
 
+    def forget_index(table: TableService) -> None:
+        """Its kept index of the live rows, if any, leaves the executors' disks."""
+        if not _remote.is_remote(spark):
+            _jvm.forget_kept_indexes(spark, table.table)
+
     def let_go(table: TableService, why: str) -> None:
         table.let_go = why
         served.pop(table.table, None)
-        if not _remote.is_remote(spark):  # its kept index of live rows, if any, frees the executors' disks
-            _jvm.forget_kept_indexes(spark, table.table)
+        if not any(t is table for t, _ in running.values()):  # else once its round ends (finish)
+            forget_index(table)
         tell(table.table, "let go", why)
 
     def fail(table: TableService, error: BaseException) -> None:
@@ -176,6 +181,8 @@ def maintain_tables(
     def finish(future: Future) -> None:
         table, began = running.pop(future)
         table.rounds += 1
+        if table.let_go:
+            forget_index(table)
         try:
             result = future.result()
         except CommitOutcomeUnknownError as error:  # the next round settles it
@@ -224,5 +231,7 @@ def maintain_tables(
         done, _ = wait(list(running))  # rounds under way finish: never stopped inside a commit
         for future in done:
             finish(future)
+    for table in summary.tables.values():
+        forget_index(table)
     summary.seconds = time.monotonic() - started
     return summary

@@ -192,7 +192,7 @@ object MaintainRound extends Logging {
     def attemptWith(index: Boolean): ResolveEqualityDeletes.Result = {
       val prepared =
         if (index) KeptLiveIndexes.prepare(session, tableName, stores) else ResolveEqualityDeletes.prepare(session, tableName, null)
-      beforeCommit(attempt)
+      try beforeCommit(attempt) catch { case e: Throwable => prepared.abandon(); throw e }
       prepared.commit()
     }
     while (resolved.isEmpty && attempt < settings.maxAttempts && next.deferred.isEmpty) {

@@ -26,9 +26,9 @@ import org.apache.spark.unsafe.types.UTF8String
  * deletes stripped, position deletes and deletion vectors applied, as [[DeletedPositions]] reads
  * them) are its entries, and each delete row's key is looked up in it; an entry found is
  * deleted when the delete is newer than its file and of its file's partition, or global, the
- * join's own rule. This is the index's first use: built from the snapshot for each call, and
- * compared with [[DeletedPositions]] by the differential test, before a long-running `maintain`
- * keeps the index across rounds.
+ * join's own rule. [[of]] builds an index from the snapshot for one call (the differential
+ * test compares it with [[DeletedPositions]]); [[KeptLiveIndex]] keeps one across the rounds of
+ * a long-running `maintain`, with the same reads and lookups.
  */
 object IndexedDeletedPositions {
 

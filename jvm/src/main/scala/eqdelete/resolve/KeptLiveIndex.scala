@@ -9,6 +9,7 @@ import eqdelete.scan.FileSelection
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.eqdelete.compat.IcebergInternals
+import org.apache.spark.sql.types.DataType
 
 /**
  * An index of one table's live rows by the key of one equality set, kept across rounds by a
@@ -19,10 +20,14 @@ import org.apache.spark.sql.eqdelete.compat.IcebergInternals
  * from the table when the snapshot it reflects is not an ancestor of the round's, a snapshot
  * between has expired, or its own last commit is not in the round's lineage (rolled back).
  *
+ * It is built again too when the key's types change (a promoted column packs its values
+ * otherwise). A commit resolving several equality sets' rows removes from each set's index the
+ * rows it found; the files where the others' were resolved are read again next round.
+ *
  * The driver holds, per data file in use, its id and row count: what grows with files, not
  * rows. Entries of files out of use are purged from the stores once they are as many as the
- * rows of the files in use, so the stores stay within twice the live rows and a purge's pass is
- * paid for by the changes that made it due.
+ * rows of the files in use, so the stores hold at most twice the entries of the files in use,
+ * and a purge's pass is paid for by the changes that made it due.
  */
 final class KeptLiveIndex private (private var index: LiveKeyIndex) {
   private var reflects: Option[Long] = None
@@ -33,10 +38,16 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
   private var nextId = 0
   private var ownCommit: Option[Long] = None
   private var entryCount = 0L
+  private var keyTypes: Option[Seq[DataType]] = None
+  /** Files another equality set's rows were resolved in by its own last commit: read again next round. */
+  private var resolvedByOtherSets = Set.empty[String]
 
   /** What the last round did to the index: built it from the table (why), else None; and the data files it read. */
   private[resolve] var lastBuild: Option[String] = None
   private[resolve] var lastFilesRead: Int = 0
+
+  /** A round begins: what the last one did to the index is no longer news. */
+  private[resolve] def beginRound(): Unit = { lastBuild = None; lastFilesRead = 0 }
 
   /** Entries in the stores (those of files out of use, not purged yet, included). */
   def entries: Long = entryCount
@@ -44,16 +55,28 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
   /** Bytes the stores hold. */
   def bytes(session: SparkSession): Long = index.bytes(session.sparkContext)
 
-  /** The index brought to the work's snapshot; then `set`'s removals found in it, not yet committed. */
-  def positions(session: SparkSession, work: ResolveWork, deletes: ScanDeletes, set: EqualityDeleteSet): RDD[IndexedDeletedPositions.Found] = {
-    val toRead = filesToRead(session, work, deletes)
+  /**
+   * The index brought to the work's snapshot (`stores` stores when built); then `set`'s removals
+   * found in it, not yet committed.
+   */
+  def positions(session: SparkSession, work: ResolveWork, deletes: ScanDeletes, set: EqualityDeleteSet,
+      stores: Int): RDD[IndexedDeletedPositions.Found] = {
+    var toRead = filesToRead(session, work, deletes, stores, None)
+    // One scan serves both: it reads the files brought in, and names the key columns the lookup packs.
+    var scan = IndexedDeletedPositions.strippedScan(session, work, deletes, FileSelection.Only(toRead))
+    val types = scan.keyColumns(set).map(_.dataType)
+    if (keyTypes.exists(_ != types)) {
+      // A promoted key column (float to double, a wider decimal) packs its values differently.
+      toRead = filesToRead(session, work, deletes, stores, Some(s"built again from the table: the key's types changed " +
+        s"(${keyTypes.get.map(_.simpleString).mkString(", ")} to ${types.map(_.simpleString).mkString(", ")})"))
+      scan = IndexedDeletedPositions.strippedScan(session, work, deletes, FileSelection.Only(toRead))
+    }
+    keyTypes = Some(types)
     if (outOfUse.nonEmpty && outOfUseRecords >= records.values.sum) {
       entryCount -= index.purge(session.sparkContext, outOfUse.toSet)
       outOfUse.clear()
       outOfUseRecords = 0
     }
-    // One scan serves both: it reads the files brought in, and names the key columns the lookup packs.
-    val scan = IndexedDeletedPositions.strippedScan(session, work, deletes, FileSelection.Only(toRead))
     if (toRead.nonEmpty) entryCount += index.add(IndexedDeletedPositions.entries(session, scan, set, ids.filter { case (p, _) => toRead(p) }.toMap))
     reflects = Some(work.snapshotId)
     ownCommit = None
@@ -61,13 +84,20 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
     IndexedDeletedPositions.found(session.sparkContext, index, scan, set, IndexedDeletedPositions.files(deletes, ids.toMap))
   }
 
-  /** The files to read to bring the index to the work's snapshot, each given a new id: all of them when it is built (again). */
-  private def filesToRead(session: SparkSession, work: ResolveWork, deletes: ScanDeletes): Set[String] = {
+  /**
+   * The files to read to bring the index to the work's snapshot, each given a new id: all of
+   * them when it is built (again), as it is when `rebuild` says why.
+   */
+  private def filesToRead(session: SparkSession, work: ResolveWork, deletes: ScanDeletes, stores: Int,
+      rebuild: Option[String]): Set[String] = {
     val table = work.table
     val planned = deletes.scan.tasks.map(t => t.file().location() -> t.file().recordCount()).toMap
     val changes = reflects.flatMap(from => TableChanges.between(table, from, work.snapshotId, s => ownCommit.contains(s.snapshotId())))
     lastBuild = (reflects, changes) match {
+      case _ if rebuild.isDefined => rebuild
       case (None, _) => Some("built from the table: its first round here")
+      case _ if index.partitions != stores =>
+        Some(s"built again from the table: $stores stores asked for, not ${index.partitions}")
       case (Some(from), None) => Some(s"built again from the table: snapshot $from it reflected is not an ancestor of " +
         s"${work.snapshotId}, or one between has expired")
       case (_, Some(c)) if ownCommit.exists(own => !c.snapshots.contains(own)) =>
@@ -77,14 +107,16 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
     val toRead = changes match {
       case Some(c) if lastBuild.isEmpty =>
         val known = ids.keySet.toSet
-        val deletedByOthers = c.positionDeletes.flatMap(IcebergInternals.positionDeleteTargets(table.io(), _)).toSet
+        val deletedByOthers = c.positionDeletes.flatMap(IcebergInternals.positionDeleteTargets(table.io(), _)).toSet ++
+          resolvedByOtherSets
         val reread = deletedByOthers intersect known intersect planned.keySet
         retire(known -- planned.keySet ++ reread)
         (planned.keySet -- known) ++ reread
       case _ =>
-        if (ids.nonEmpty || outOfUse.nonEmpty) rebuilt(session)
+        if (ids.nonEmpty || outOfUse.nonEmpty || index.partitions != stores) rebuilt(session, stores)
         planned.keySet
     }
+    resolvedByOtherSets = Set.empty
     toRead.foreach { p => ids(p) = nextId; records(nextId) = planned(p); nextId += 1 }
     toRead
   }
@@ -98,17 +130,21 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
   }
 
   /** Fresh, empty stores in place of the old (dropped whole: cheaper than purging every entry). */
-  private def rebuilt(session: SparkSession): Unit = {
-    val partitions = index.partitions
+  private def rebuilt(session: SparkSession, stores: Int): Unit = {
     index.drop(session.sparkContext)
-    index = LiveKeyIndex.create(session.sparkContext, partitions)
+    index = LiveKeyIndex.create(session.sparkContext, stores)
     ids.clear(); records.clear(); outOfUse.clear()
     outOfUseRecords = 0
     entryCount = 0
   }
 
-  /** After the round's commit, snapshot `committed`: the entries it resolved leave the index. */
-  def committed(committed: Long, resolved: RDD[LiveKeyEntry]): Unit = {
+  /**
+   * After the round's commit, snapshot `committed`: the entries it resolved leave the index; the
+   * data files where other equality sets' rows were resolved by the same commit (`byOtherSets`)
+   * are read again next round, for this index cannot find those rows by their other key.
+   */
+  def committed(committed: Long, resolved: RDD[LiveKeyEntry], byOtherSets: Set[String]): Unit = {
+    resolvedByOtherSets = byOtherSets
     // Two delete rows of one key find its entry twice: removed once, so the count stays exact.
     entryCount -= index.remove(resolved.map(e => (e.key.toSeq, e.file, e.position)).distinct()
       .map { case (k, f, p) => LiveKeyEntry(k.toArray, f, p) })

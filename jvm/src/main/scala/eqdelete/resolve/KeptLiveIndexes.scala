@@ -6,6 +6,7 @@ import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
+import eqdelete.commit.Failures
 import eqdelete.resolve.ResolveEqualityDeletes.FoundPositions
 
 import org.apache.spark.internal.Logging
@@ -17,7 +18,8 @@ import org.apache.spark.storage.StorageLevel
 /**
  * The kept indexes of the live rows ([[KeptLiveIndex]]) of this driver, one per table and
  * equality set, and a resolve that finds its positions through them. An index that a failure
- * may have left half brought forward is dropped, never trusted: the next round builds it again.
+ * may have left half brought forward, or that missed its round's commit, is dropped, never
+ * trusted: the next round builds it again.
  */
 object KeptLiveIndexes extends Logging {
   private val kept = mutable.HashMap.empty[(String, Seq[Int]), KeptLiveIndex]
@@ -47,11 +49,19 @@ object KeptLiveIndexes extends Logging {
       alsoToday: Boolean): (ResolveEqualityDeletes.Prepared, Seen) = {
     val seen = new Seen
     var found = Seq.empty[(KeptLiveIndex, RDD[IndexedDeletedPositions.Found])]
+    indexesOf(tableName).foreach(_.beginRound())
     def release(): Unit = found.foreach(_._2.unpersist())
     def settled(result: Option[ResolveEqualityDeletes.Result]): Unit =
       try {
         if (alsoToday) seen.indexed = found.flatMap(_._2.map(f => s"${f.path}#${f.position}").collect()).distinct.sorted
-        result.flatMap(_.snapshotId).foreach(s => found.foreach { case (index, rows) => index.committed(s, rows.map(_.entry)) })
+        result.flatMap(_.snapshotId).foreach { s =>
+          // Where each set's rows were resolved, for the other sets' indexes (one set: none to tell).
+          val files = if (found.size < 2) found.map(_ => Set.empty[String])
+            else found.map { case (_, rows) => rows.map(_.path).distinct().collect().toSet }
+          found.zipWithIndex.foreach { case ((index, rows), i) =>
+            index.committed(s, rows.map(_.entry), files.indices.filter(_ != i).flatMap(files).toSet)
+          }
+        }
       } catch {
         // The commit stands; the index may not have taken all of it, so it is not trusted again.
         case NonFatal(e) =>
@@ -63,20 +73,30 @@ object KeptLiveIndexes extends Logging {
         if (alsoToday) seen.today = DeletedPositions.of(session, work, deletes).collect()
           .map(r => s"${r.getString(0)}#${r.getLong(1)}").distinct.sorted.toSeq
         found = deletes.deleteSets.map { set =>
-          val index = synchronized(kept.getOrElseUpdate((tableName, set.equalityIds), KeptLiveIndex.create(session, stores)))
-          index -> index.positions(session, work, deletes, set).persist(StorageLevel.MEMORY_AND_DISK)
+          val key = (tableName, set.equalityIds)
+          // The round has the table to itself (exclusively): no other creates its index meanwhile.
+          val index = synchronized(kept.get(key)).getOrElse {
+            val created = KeptLiveIndex.create(session, stores)
+            synchronized(kept(key) = created)
+            created
+          }
+          index -> index.positions(session, work, deletes, set, stores).persist(StorageLevel.MEMORY_AND_DISK)
         }
         val rows = session.sparkContext.union(found.map(_._2.map(f => (f.path, f.position)))).distinct().map { case (f, p) => Row(f, p) }
         FoundPositions(session.createDataFrame(rows, Positions), found.map(_._1.lastFilesRead).sum)
       }, settled)
       (prepared, seen)
     } catch {
-      case NonFatal(e) =>
+      // Whatever stopped it (an interrupt too), an index it may have half brought forward is dropped.
+      case e: Throwable =>
         release()
         forget(session, tableName)
         throw e
     }
   }
+
+  private def indexesOf(tableName: String): Vector[KeptLiveIndex] =
+    synchronized(kept.collect { case ((t, _), index) if t == tableName => index }.toVector)
 
   /** For the differential test: a round through the kept indexes; (today's positions, the index's, rows resolved). */
   def roundBothWays(session: SparkSession, tableName: String): (java.util.List[String], java.util.List[String], Long) =
@@ -86,20 +106,29 @@ object KeptLiveIndexes extends Logging {
       (seen.today.asJava, seen.indexed.asJava, result.rowsResolved)
     }
 
-  /** The state of `tableName`'s kept indexes (a job per index, for their bytes); None when it has none. */
+  /**
+   * The state of `tableName`'s kept indexes after a round (a job per index, for their bytes);
+   * None when it has none. A store found lost here drops them: the next round builds them again.
+   */
   def state(session: SparkSession, tableName: String): Option[State] = {
-    val indexes = synchronized(kept.collect { case ((t, _), index) if t == tableName => index }.toVector)
+    val indexes = indexesOf(tableName)
     if (indexes.isEmpty) None
-    else Some(State(indexes.map(_.entries).sum, indexes.map(_.bytes(session)).sum,
-      indexes.flatMap(_.lastBuild).headOption))
+    else try Some(State(indexes.map(_.entries).sum, indexes.map(_.bytes(session)).sum, indexes.flatMap(_.lastBuild).headOption))
+    catch {
+      case NonFatal(e) =>
+        forget(session, tableName)
+        Some(State(0, 0, Some(s"lost after the round (${Failures.describe(e)}); built again next round")))
+    }
   }
 
   /** For tests: deletes the stores of `tableName`'s kept indexes behind the driver's back, as an executor lost with them would. */
-  def loseStores(session: SparkSession, tableName: String): Unit =
-    synchronized(kept.collect { case ((t, _), index) if t == tableName => index }.toVector).foreach(_.drop(session))
+  def loseStores(session: SparkSession, tableName: String): Unit = indexesOf(tableName).foreach(_.drop(session))
 
-  /** Drops the kept indexes of `tableName` (a restart loses them so; so does a store lost with its executor). */
-  def forget(session: SparkSession, tableName: String): Unit = {
+  /**
+   * Drops the kept indexes of `tableName` (a restart loses them so; so does a store lost with its
+   * executor), once no round of it is under way.
+   */
+  def forget(session: SparkSession, tableName: String): Unit = exclusively(tableName) {
     val dropped = synchronized(kept.keys.filter(_._1 == tableName).toVector.flatMap(kept.remove))
     dropped.foreach { index =>
       try index.drop(session) catch {

@@ -182,6 +182,9 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
       settled(Some(done))
       done
     }
+
+    /** Not to be committed after all: what was kept for the commit is let go. */
+    def abandon(): Unit = settled(None)
   }
 
   private def result(work: ResolveWork, snapshot: Option[Long], rows: Long, filesRead: Int, written: Seq[WrittenDeletes],

@@ -195,8 +195,9 @@ object EqDeleteConf {
     default = true)
 
   val MAINTAIN_LIVE_INDEX_STORES: ConfigEntry[Long] = countConf("maintain.liveIndexStores",
-    "How many stores (one RocksDB each, on one executor) a kept index of the live rows is split into by key hash " +
-      "when built; 0 is the session's default parallelism, one per core.",
+    "How many stores (one RocksDB each, on one executor) a kept index of the live rows is split into by key hash; " +
+      "0 is the session's default parallelism, one per core. A change takes effect when the index is next built " +
+      "(a round that finds another count builds it again).",
     0L)
 
   /**
