@@ -19,6 +19,7 @@ import pytest
 from fixtures import FIXTURES, MOR, sorted_rows
 from pyspark.sql import SparkSession
 from test_differential import History as RandomHistory
+from test_key_types import PROMOTIONS
 from test_resolve import build
 
 from eqdelete import MaintainRound, _jvm, maintain_round, use_strategy, write_equality_deletes
@@ -175,5 +176,25 @@ def test_a_commit_resolving_two_equality_sets_leaves_neither_index_a_row_the_oth
         assert indexed == today and resolved == 1, (today, indexed)  # row 2 went with the value delete
         with use_strategy(spark, "native"):
             assert sorted_rows(spark.table(table_name).collect()) == [(k, f"a{k}") for k in range(4, 7)]
+    finally:
+        _jvm.forget_kept_indexes(spark, table_name)
+
+
+@pytest.mark.parametrize("promotion", list(PROMOTIONS))
+def test_a_kept_index_is_built_again_when_its_key_is_promoted(spark: SparkSession, table_name: str, promotion: str) -> None:
+    """A promoted key column packs its values otherwise (a float's bits are not its double's): the
+    index kept from before the promotion would find no new delete key, so it is built again."""
+    before, after, value, _ = PROMOTIONS[promotion]
+    spark.sql(f"CREATE TABLE {table_name} (k {before}, v STRING) USING iceberg TBLPROPERTIES ({MOR.format(v=2)})")
+    spark.createDataFrame([(value(i), f"v{i}") for i in range(20)], spark.table(table_name).schema).writeTo(table_name).append()
+    try:
+        for step, key in enumerate((3, 5)):
+            if step == 1:
+                spark.sql(f"ALTER TABLE {table_name} ALTER COLUMN k TYPE {after}")
+            write_equality_deletes(spark, table_name, ["k"], [(value(key),)])
+            today, indexed, resolved = _jvm.kept_index_round(spark, table_name)
+            assert indexed == today and resolved == 1, (promotion, step, today, indexed)
+        with use_strategy(spark, "native"):
+            assert sorted(r.k for r in spark.table(table_name).collect()) == sorted(value(i) for i in range(20) if i not in (3, 5))
     finally:
         _jvm.forget_kept_indexes(spark, table_name)

@@ -189,6 +189,7 @@ object MaintainRound extends Logging {
     var lastStart = Option(before.currentSnapshot()).map(_.snapshotId()).getOrElse(-1L)
     val stores = if (settings.liveIndexStores > 0) settings.liveIndexStores else session.sparkContext.defaultParallelism
     var lost: Option[String] = None
+    if (keep) KeptLiveIndexes.beginRound(tableName)
     def attemptWith(index: Boolean): ResolveEqualityDeletes.Result = {
       val prepared =
         if (index) KeptLiveIndexes.prepare(session, tableName, stores) else ResolveEqualityDeletes.prepare(session, tableName, null)

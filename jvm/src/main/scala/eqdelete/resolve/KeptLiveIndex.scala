@@ -42,11 +42,11 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
   /** Files another equality set's rows were resolved in by its own last commit: read again next round. */
   private var resolvedByOtherSets = Set.empty[String]
 
-  /** What the last round did to the index: built it from the table (why), else None; and the data files it read. */
+  /** What this round did to the index: built it from the table (why), else None; and the data files its last attempt read. */
   private[resolve] var lastBuild: Option[String] = None
   private[resolve] var lastFilesRead: Int = 0
 
-  /** A round begins: what the last one did to the index is no longer news. */
+  /** A round begins (not each of its attempts): what the last one did to the index is no longer news. */
   private[resolve] def beginRound(): Unit = { lastBuild = None; lastFilesRead = 0 }
 
   /** Entries in the stores (those of files out of use, not purged yet, included). */
@@ -93,7 +93,7 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
     val table = work.table
     val planned = deletes.scan.tasks.map(t => t.file().location() -> t.file().recordCount()).toMap
     val changes = reflects.flatMap(from => TableChanges.between(table, from, work.snapshotId, s => ownCommit.contains(s.snapshotId())))
-    lastBuild = (reflects, changes) match {
+    val build = (reflects, changes) match {
       case _ if rebuild.isDefined => rebuild
       case (None, _) => Some("built from the table: its first round here")
       case _ if index.partitions != stores =>
@@ -104,8 +104,10 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
         Some(s"built again from the table: its own commit ${ownCommit.get} is no longer in the table's lineage (rolled back)")
       case _ => None
     }
+    // A round's later attempt (after a conflict) keeps the news of a build in an earlier one.
+    lastBuild = build.orElse(lastBuild)
     val toRead = changes match {
-      case Some(c) if lastBuild.isEmpty =>
+      case Some(c) if build.isEmpty =>
         val known = ids.keySet.toSet
         val deletedByOthers = c.positionDeletes.flatMap(IcebergInternals.positionDeleteTargets(table.io(), _)).toSet ++
           resolvedByOtherSets

@@ -49,7 +49,6 @@ object KeptLiveIndexes extends Logging {
       alsoToday: Boolean): (ResolveEqualityDeletes.Prepared, Seen) = {
     val seen = new Seen
     var found = Seq.empty[(KeptLiveIndex, RDD[IndexedDeletedPositions.Found])]
-    indexesOf(tableName).foreach(_.beginRound())
     def release(): Unit = found.foreach(_._2.unpersist())
     def settled(result: Option[ResolveEqualityDeletes.Result]): Unit =
       try {
@@ -95,12 +94,16 @@ object KeptLiveIndexes extends Logging {
     }
   }
 
+  /** A round of `tableName` begins (before its first attempt): its indexes' news of the last round is cleared. */
+  def beginRound(tableName: String): Unit = indexesOf(tableName).foreach(_.beginRound())
+
   private def indexesOf(tableName: String): Vector[KeptLiveIndex] =
     synchronized(kept.collect { case ((t, _), index) if t == tableName => index }.toVector)
 
   /** For the differential test: a round through the kept indexes; (today's positions, the index's, rows resolved). */
   def roundBothWays(session: SparkSession, tableName: String): (java.util.List[String], java.util.List[String], Long) =
     exclusively(tableName) {
+      beginRound(tableName)
       val (prepared, seen) = this.prepared(session, tableName, stores = 3, alsoToday = true)
       val result = prepared.commit()
       (seen.today.asJava, seen.indexed.asJava, result.rowsResolved)
