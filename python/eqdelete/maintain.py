@@ -197,12 +197,13 @@ def maintain(
     started = time.monotonic()
     done: list[MaintainRound] = []
     unknown: list[CommitOutcomeUnknownError] = []
+    # One round of a run keeps nothing: an index built for no next round costs more than it saves.
+    keep_index = rounds != 1
     try:
         while not stop.is_set() and (rounds is None or len(done) + len(unknown) < rounds):
             began = time.monotonic()
             try:
-                # One round of a run keeps nothing: an index built for no next round costs more than it saves.
-                result = maintain_round(spark, table, keep_index=rounds != 1)
+                result = maintain_round(spark, table, keep_index=keep_index)
             except CommitOutcomeUnknownError as error:
                 unknown.append(error)
                 if on_unknown is not None:
@@ -215,7 +216,7 @@ def maintain(
                 break
             stop.wait(max(0.0, interval - (time.monotonic() - began)))
     finally:
-        if rounds != 1 and not _remote.is_remote(spark):
+        if keep_index and not _remote.is_remote(spark):
             # The kept index leaves the executors' disks; a JVM already gone has nothing to free, and
             # the error that ended the loop is the one to raise.
             with contextlib.suppress(Exception):
