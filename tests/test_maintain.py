@@ -7,6 +7,8 @@ the Scala suite's (MaintainRoundSuite, deterministic) and the lakehouse tier's (
 from __future__ import annotations
 
 import dataclasses
+import os
+import random
 import threading
 import typing
 from typing import Optional
@@ -86,8 +88,8 @@ def test_position_delete_files_piling_up_are_compacted(spark: SparkSession, tabl
     assert f"compacted {second.position_delete_files_compacted} position delete file(s)" in second.render()
     assert max(position_delete_files_per_partition(spark, table_name)) <= most
     assert native_rows(spark, table_name) == h.model.live()
-    # What Iceberg's rewrite left is one file per data file: no reader opens more than the
-    # setting, so nothing is compacted again until rounds add more.
+    # The compaction left each data file its own file: no reader opens more than the setting,
+    # so nothing is compacted again until rounds add more.
     with eqdelete.use_conf(spark, [("spark.eqdelete.maintain.compactPositionDeleteFiles", str(most + 1))]):
         third = eqdelete.maintain_round(spark, table_name)
     assert (third.committed, third.position_delete_files_compacted) == (False, 0)
@@ -146,7 +148,7 @@ def test_data_files_emptied_enough_are_rewritten_within_the_budget(spark: SparkS
     eqdelete.write_equality_deletes(spark, table_name, ["k"], [(k,) for k in range(40, 45)])   # 45% of the first
     live = {k for k in range(200) if not (k < 45 or 100 <= k < 110)}
     # On v3 each data file's deletion vector counts at once. On v2, maintain's position delete
-    # files cover the partition until its compaction leaves one per data file (here at two).
+    # files cover the partition until its compaction splits them into each data file's own (here at two).
     settings = [("spark.eqdelete.maintain.compactDataBytesPerHour", "-1"),
                 ("spark.eqdelete.maintain.compactDataDeadRatio", "0.3"),
                 ("spark.eqdelete.maintain.compactPositionDeleteFiles", "2")]
@@ -179,3 +181,176 @@ def test_data_files_emptied_enough_are_rewritten_within_the_budget(spark: SparkS
     assert waiting.committed and waiting.data_files_compacted == 0, waiting
     assert waiting.deferred is not None and "left of this hour's budget" in waiting.deferred, waiting
     assert "data compaction: 1 data file(s) due" in waiting.render()
+
+
+@dataclasses.dataclass(frozen=True)
+class PositionDeleteLayout:
+    """A v2 table's position delete files: those naming one data file (its own), the others
+    (partition-wide) by partition, and the live data files by partition."""
+
+    scoped: dict[str, set[str]]          # data file -> its own delete files
+    wide: dict[int, set[str]]            # partition -> its partition-wide delete files
+    named: dict[str, set[str]]           # partition-wide delete file -> the data files it names
+    data: dict[int, set[str]]            # partition -> its live data files
+    partition: dict[str, int]            # delete file -> its partition
+
+    @staticmethod
+    def of(spark: SparkSession, table: str) -> "PositionDeleteLayout":
+        data: dict[int, set[str]] = {}
+        for r in spark.sql(f"SELECT file_path, partition.p FROM {table}.files WHERE content = 0").collect():
+            data.setdefault(r[1], set()).add(r[0])
+        names = {r[0]: (r[1], set(r[2])) for r in spark.sql(
+            f"SELECT delete_file_path, first(partition.p), collect_set(file_path) FROM {table}.position_deletes GROUP BY 1").collect()}
+        scoped: dict[str, set[str]] = {}
+        wide: dict[int, set[str]] = {}
+        named: dict[str, set[str]] = {}
+        for delete_file, (p, files) in names.items():
+            if len(files) == 1:
+                scoped.setdefault(next(iter(files)), set()).add(delete_file)
+            else:
+                wide.setdefault(p, set()).add(delete_file)
+                named[delete_file] = files
+        return PositionDeleteLayout(scoped, wide, named, data, {f: p for f, (p, _) in names.items()})
+
+    def files(self) -> set[str]:
+        return set().union(*self.scoped.values(), *self.wide.values())
+
+    def opened(self) -> int:
+        """The most position delete files a reader of one data file opens."""
+        return max((len(self.wide.get(p, ())) + len(self.scoped.get(f, ())) for p, fs in self.data.items() for f in fs), default=0)
+
+    def rewritable(self, threshold: int) -> set[str]:
+        """What a compaction at ``threshold`` may rewrite: in each partition due (counted as
+        maintain counts, PositionDeletePileUp), its partition-wide files, and the own files of
+        the data files they name, of data files holding more than half the threshold, and of
+        data files gone."""
+        keep = max(1, threshold // 2)
+        live = set().union(*self.data.values())
+        out: set[str] = set()
+        for p in set(self.partition.values()):
+            own = {d: {f for f in fs if self.partition[f] == p} for d, fs in self.scoped.items()}
+            if len(self.wide.get(p, ())) + max((len(fs) for fs in own.values()), default=0) < threshold:
+                continue
+            touched = set().union(*(self.named[w] for w in self.wide.get(p, ())))
+            out |= self.wide.get(p, set())
+            out |= {f for d, fs in own.items() if d not in live or d in touched or len(self.scoped[d]) > keep for f in fs}
+        return out
+
+
+def _create_v2(spark: SparkSession, table: str) -> None:
+    spark.sql(f"CREATE TABLE {table} (k bigint, p int) USING iceberg PARTITIONED BY (p) "
+              "TBLPROPERTIES ('format-version' = '2', 'write.delete.mode' = 'merge-on-read')")
+
+
+def _keys(spark: SparkSession, table: str) -> set[int]:
+    with eqdelete.use_strategy(spark, "native"):
+        return {r.k for r in spark.table(table).collect()}
+
+
+def _compact_only(spark: SparkSession, table: str, threshold: int) -> MaintainRound:
+    with eqdelete.use_conf(spark, [("spark.eqdelete.maintain.compactPositionDeleteFiles", str(threshold))]):
+        return eqdelete.maintain_round(spark, table)
+
+
+def _resolve_only(spark: SparkSession, table: str) -> MaintainRound:
+    with eqdelete.use_conf(spark, [("spark.eqdelete.maintain.compactPositionDeleteFiles", "0")]):
+        return eqdelete.maintain_round(spark, table)
+
+
+def test_a_compaction_rewrites_only_the_position_deletes_that_changed(spark: SparkSession, table_name: str) -> None:
+    """Iceberg's rewrite_position_delete_files rewrote every position delete file of a partition
+    each time; maintain's compaction splits the partition-wide files rounds wrote into each data
+    file's own, and leaves the files of data files no new delete names as they were."""
+    _create_v2(spark, table_name)
+    for start in range(0, 400, 100):  # four data files in p=0
+        spark.createDataFrame([(k, 0) for k in range(start, start + 100)], "k bigint, p int").coalesce(1).writeTo(table_name).append()
+    live = set(range(400))
+
+    def delete(keys: list[int]) -> None:
+        eqdelete.write_equality_deletes(spark, table_name, ["k"], [(k, 0) for k in keys], columns=["k", "p"])
+        live.difference_update(keys)
+        assert _resolve_only(spark, table_name).rows_resolved == len(keys)
+
+    for r in range(4):  # rounds deleting from the first two data files only
+        delete([r, 150 + r])
+    before = PositionDeleteLayout.of(spark, table_name)
+    assert len(before.wide[0]) == 4 and before.opened() == 4 and not before.scoped
+    first = _compact_only(spark, table_name, 4)
+    after = PositionDeleteLayout.of(spark, table_name)
+    assert (first.position_delete_files_compacted, first.compaction_files_written) == (4, 2), first
+    assert not after.wide and len(after.scoped) == 2 and after.opened() == 1
+    assert _keys(spark, table_name) == live
+
+    for r in range(3):  # now the other two (a round's deletes in one data file only would be that file's own already)
+        delete([250 + r, 350 + r])
+    before = PositionDeleteLayout.of(spark, table_name)
+    second = _compact_only(spark, table_name, 4)
+    after = PositionDeleteLayout.of(spark, table_name)
+    # Only the three partition-wide files went; the first two data files' own files are untouched.
+    assert (second.position_delete_files_compacted, second.compaction_files_written) == (3, 2), second
+    assert before.files() - after.files() == before.wide[0]
+    assert all(after.scoped[d] == fs for d, fs in before.scoped.items())
+    assert _keys(spark, table_name) == live
+    for strategy in ("filter", "join"):
+        with eqdelete.use_strategy(spark, strategy):
+            assert {r.k for r in spark.table(table_name).collect()} == live
+
+
+#: One history in the README test command (CI time); EQDELETE_DIFF_HISTORIES=N runs more, as for test_differential.
+COMPACTION_HISTORIES = max(1, int(os.environ.get("EQDELETE_DIFF_HISTORIES", "12")) // 12)
+
+
+@pytest.mark.parametrize("seed", range(7, 7 + COMPACTION_HISTORIES))
+def test_compactions_over_random_histories_keep_the_rows_and_rewrite_only_what_changed(
+        spark: SparkSession, table_name: str, seed: int) -> None:
+    """Random v2 histories: deletes concentrated on a few of several data files per partition,
+    upserts, inserts, Iceberg's rewrite_data_files (leaving the old files' own deletes dangling),
+    a random threshold each time. After each compaction the rows are those written, no reader
+    opens the threshold's number of files, and nothing outside what changed was rewritten."""
+    rng = random.Random(seed)
+    _create_v2(spark, table_name)
+    next_key = 0
+    live: set[int] = set()
+
+    def insert(n: int) -> None:
+        nonlocal next_key
+        rows = [(k, k % 2) for k in range(next_key, next_key + n)]
+        spark.createDataFrame(rows, "k bigint, p int").repartition(1, "p").writeTo(table_name).append()
+        live.update(k for k, _ in rows)
+        next_key += n
+
+    for _ in range(4):
+        insert(60)
+    merged_own = kept_own = 0  # compactions that merged some data file's own files, and that left some as they were
+    for step in range(12):
+        hot = sorted(live)[rng.randrange(len(live)):][:40]   # a run of keys: a few data files
+        deleted = rng.sample(hot, k=min(len(hot), rng.randint(1, 6)))
+        upserted = [k for k in deleted if rng.random() < 0.3]
+        eqdelete.write_equality_deletes(spark, table_name, ["k"], [(k, k % 2) for k in deleted], columns=["k", "p"],
+                                        inserts=[(k, k % 2) for k in upserted] or None)
+        live.difference_update(deleted)
+        live.update(upserted)
+        if rng.random() < 0.3:
+            insert(rng.randint(5, 30))
+        if rng.random() < 0.15:
+            p = rng.randrange(2)
+            spark.sql(f"CALL local.system.rewrite_data_files(table => '{table_name.split('.', 1)[1]}', where => 'p = {p}', "
+                      "options => map('rewrite-all', 'true'))")
+        _resolve_only(spark, table_name)
+        threshold = rng.choice([2, 3, 4])
+        before = PositionDeleteLayout.of(spark, table_name)
+        compaction = _compact_only(spark, table_name, threshold)
+        after = PositionDeleteLayout.of(spark, table_name)
+        removed, added = before.files() - after.files(), after.files() - before.files()
+        assert removed <= before.rewritable(threshold), (step, removed - before.rewritable(threshold))
+        assert (compaction.position_delete_files_compacted, compaction.compaction_files_written) == (len(removed), len(added))
+        assert not added or removed, step
+        assert after.opened() < threshold, (step, threshold, after.opened())
+        assert _keys(spark, table_name) == live, step
+        own_before = set().union(*before.scoped.values())
+        if compaction.position_delete_files_compacted:
+            merged_own += bool(removed & own_before)
+            kept_own += bool(own_before - removed)
+    assert merged_own and kept_own, (merged_own, kept_own)
+    with eqdelete.use_strategy(spark, "auto"):
+        assert {r.k for r in spark.table(table_name).collect()} == live

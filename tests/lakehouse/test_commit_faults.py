@@ -214,8 +214,8 @@ def test_a_commit_that_landed_is_reported_committed(spark: SparkSession, lakehou
 
 def test_a_compaction_that_landed_is_reported_committed(spark: SparkSession, lakehouse: Lakehouse,
                                                         faults: Proxies) -> None:
-    """The compaction of position delete files (Iceberg's rewrite_position_delete_files, run by a
-    round on v2) through the same sequence: its commit (told apart by its marker) sent again, 409."""
+    """The compaction of position delete files (maintain's own, run by a round on v2) through the
+    same sequence: its commit (told apart by its marker) sent again, 409."""
     table = make_table(spark, 2)  # two position delete files; the round's resolve adds a third
     rule = faults.catalog.add(Rule("POST", table.path, Fault.send_again(), body="eqdelete.compaction-id"))
     with eqdelete.use_conf(spark, [("spark.eqdelete.maintain.compactPositionDeleteFiles", "2")]):
@@ -225,8 +225,12 @@ def test_a_compaction_that_landed_is_reported_committed(spark: SparkSession, lak
     assert "the compaction's answer was lost" in (round_.commit_note or ""), round_
     faults.clear()
     check_table(spark, lakehouse, table, resolved=True)
-    positions = spark.sql(f"SELECT count(*) FROM {table.name}.delete_files WHERE content = 1").first()[0]
-    assert positions == round_.compaction_files_written
+    # Each delete file is its data file's own now, one a data file (threshold 2 keeps one).
+    named = spark.sql(f"SELECT delete_file_path, count(DISTINCT file_path) FROM {table.name}.position_deletes GROUP BY 1").collect()
+    assert named and all(n == 1 for _, n in named), named
+    per_data_file = spark.sql(f"SELECT file_path, count(DISTINCT delete_file_path) FROM {table.name}.position_deletes "
+                              "GROUP BY 1").collect()
+    assert all(n == 1 for _, n in per_data_file), per_data_file
 
 
 def test_a_409_before_the_catalog_is_retried_by_iceberg(spark: SparkSession, lakehouse: Lakehouse,

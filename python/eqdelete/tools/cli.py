@@ -404,6 +404,17 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print(f"results in {args.out}/maintain-scale.json, maintain-scale.md, maintain-scale.png")
         return 0
 
+    if args.compaction:
+        from eqdelete.tools import compaction_bench
+
+        points = compaction_bench.default_points(quick=args.quick)
+        points = [p for p in points if not args.at or p.size in args.at] or _none_at(points, args)
+        spark = _session(args, "eqdelete bench --compaction")
+        results = compaction_bench.run(spark, points, Path(args.out))
+        print(compaction_bench.markdown(results))
+        print(f"results in {args.out}/compaction.json, compaction.md, compaction.png")
+        return 0
+
     if args.resolve and args.scale:
         from eqdelete.tools import resolve_scale
 
@@ -569,6 +580,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="instead: rounds of maintain of 10^3, 10^4 and 10^5 new delete rows on scattered tables of "
                             "10^6 to 3x10^8 rows, today's plan against the kept index of the live rows, with the index's build "
                             "time and bytes per key; sizes with --at (data rows); run it with --master local-cluster[2,1,MB]")
+    bench.add_argument("--compaction", action="store_true",
+                       help="instead: compacting a v2 table's position delete files as rounds of maintain pile them up, "
+                            "maintain's compaction against Iceberg's rewrite_position_delete_files, on scattered tables "
+                            "of 10^7 and 10^8 rows; sizes with --at (data rows)")
     bench.add_argument("--writer-intervals-ms", type=_sizes, metavar="MS,MS",
                        help="with --lakehouse: then maintain beside a Flink job committing every one of these intervals, "
                             "e.g. 1000,2000,10000, and its lag")

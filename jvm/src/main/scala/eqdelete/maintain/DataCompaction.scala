@@ -59,7 +59,7 @@ object DataCompaction {
    * The data files of `snapshotId` whose deletes scoped to that one file (deletion vectors,
    * file-scoped position deletes; what Iceberg's planner counts) remove at least `ratio` of its
    * rows. On format v2, maintain's own position delete files cover a partition until its
-   * compaction leaves one per data file: only then do they count.
+   * compaction splits them into each data file's own: only then do they count.
    */
   def candidates(table: Table, snapshotId: Long, ratio: Double): Candidates = {
     val seen = mutable.HashSet.empty[String]

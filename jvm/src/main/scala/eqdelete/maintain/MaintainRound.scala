@@ -218,7 +218,7 @@ object MaintainRound extends Logging {
     val table = IcebergSparkTables.load(session, tableName)
     table.refresh()
     val compaction =
-      if (IcebergInternals.formatVersion(table) == 2) compact(session, table, tableSettings) else Maintenance.none[IcebergActions.RewrittenDeletes]
+      if (IcebergInternals.formatVersion(table) == 2) compact(session, table, tableSettings) else Maintenance.none[PositionDeleteCompaction.Rewritten]
     table.refresh()
     val (dataCompaction, overBudget) = compactData(session, table, tableSettings)
     table.refresh()
@@ -262,15 +262,19 @@ object MaintainRound extends Logging {
    * the client saw if the commit landed all the same.
    */
   private def compact(session: SparkSession, table: org.apache.iceberg.Table,
-      settings: TableSettings): Maintenance[IcebergActions.RewrittenDeletes] = {
+      settings: TableSettings): Maintenance[PositionDeleteCompaction.Rewritten] = {
     val threshold = settings.compactPositionDeleteFiles
     val due = threshold > 0 && Option(table.currentSnapshot()).exists { s =>
       NextRound.compacts(settings, formatVersion = 2, PositionDeletePileUp.mostFilesPerDataFile(table, s.snapshotId()))
     }
     if (!due) Maintenance.none
-    else guarded(table, CompactionKey, "compacting the position delete files", "the compaction") { summary =>
-      IcebergActions.RewrittenDeletes(summary("removed-position-delete-files").toInt, summary("added-position-delete-files").toInt)
-    } { (guardedTable, marker) => IcebergActions.rewritePositionDeletes(session, guardedTable, threshold, marker) }
+    else PositionDeleteCompaction.prepare(session, table, threshold) match {
+      case None => Maintenance.none
+      case Some(prepared) =>
+        guarded(table, CompactionKey, "compacting the position delete files", "the compaction", prepared.discard) { summary =>
+          PositionDeleteCompaction.Rewritten(summary("removed-position-delete-files").toInt, summary("added-position-delete-files").toInt)
+        } { (guardedTable, marker) => prepared.commit(guardedTable, marker) }
+    }
   }
 
   /** Rewrites the data files past the dead-row share, within the hour's budget ([[DataCompaction]]). */
@@ -296,10 +300,12 @@ object MaintainRound extends Logging {
   /**
    * Runs one of maintain's own rewrites as a guarded commit marked with `key`. A commit whose
    * answer was lost is read back from its snapshot's summary (`fromSummary`, absent counts as 0);
-   * one whose outcome cannot be told is reported as such, its files kept (Iceberg deletes a
-   * rewrite's files only on a known failure).
+   * one whose outcome cannot be told is reported as such, its files kept. The files a rewrite
+   * wrote before its commit are deleted by `discard` only on a known failure (Iceberg's actions
+   * delete their own then).
    */
-  private def guarded[A](table: org.apache.iceberg.Table, key: String, doing: String, what: String)(
+  private def guarded[A](table: org.apache.iceberg.Table, key: String, doing: String, what: String,
+      discard: () => Unit = () => ())(
       fromSummary: (String => Long) => A)(rewrite: (org.apache.iceberg.Table, (String, String)) => A): Maintenance[A] = {
     var done: Option[A] = None
     val marker = key -> java.util.UUID.randomUUID().toString
@@ -310,10 +316,13 @@ object MaintainRound extends Logging {
           recovered.map(why => s"$what's answer was lost ($why); its snapshot $snapshot was found in the table"))
       case CommitOutcome.NothingToCommit => Maintenance(done, None, None)
       case CommitOutcome.NotCommitted(e) if Failures.isConflict(e) =>
+        discard()
         val message = s"eqdelete: $doing of ${table.name()} conflicts with a concurrent commit: ${Failures.describe(e)}"
         logWarning(message)
         Maintenance(None, Some(message), None)
-      case CommitOutcome.NotCommitted(e) => throw e
+      case CommitOutcome.NotCommitted(e) =>
+        discard()
+        throw e
       case CommitOutcome.Unknown(e, why) =>
         val message = s"$what's commit has an unknown outcome (${Failures.describe(e)}; $why): nothing was deleted, the next round sees"
         logWarning(s"eqdelete: ${table.name()}: $message")

@@ -164,7 +164,9 @@ object EqDeleteConf {
   val MAINTAIN_COMPACT_POSITION_DELETE_FILES: ConfigEntry[Long] = countConf("maintain.compactPositionDeleteFiles",
     "On a format v2 table, once a reader of some data file would open at least this many position delete " +
       "files (each round of maintain adds one to every data file of a partition it resolves in), maintain " +
-      "rewrites them with Iceberg's rewrite_position_delete_files, which leaves one per data file. 0 never " +
+      "compacts that partition: the partition-wide files become each data file's own, merged with as few of its " +
+      "older ones as keep it at half this many; a data file no new delete names keeps its files, so a compaction " +
+      "costs what was deleted since the last one (Iceberg's rewrite_position_delete_files rewrites them all). 0 never " +
       "compacts. (Format v3 keeps one deletion vector per data file, which every resolve merges into: " +
       "nothing piles up.)",
     10L)

@@ -3,7 +3,7 @@ package org.apache.spark.sql.eqdelete.compat
 import scala.jdk.CollectionConverters._
 import scala.util.{Try, Using}
 
-import org.apache.iceberg.{BaseFileScanTask, DeleteFile, FileContent, FileFormat, FileScanTask, InternalData, ManifestFile, ManifestFiles, MetadataColumns, PartitionSpecParser, Schema, SchemaParser, StructLike, Table, TableUtil}
+import org.apache.iceberg.{BaseFileScanTask, DataFile, DeleteFile, FileContent, FileFormat, FileScanTask, InternalData, ManifestFile, ManifestFiles, MetadataColumns, PartitionSpecParser, Schema, SchemaParser, StructLike, Table, TableUtil}
 import org.apache.iceberg.data.BaseDeleteLoader
 import org.apache.iceberg.deletes.PositionDeleteIndex
 import org.apache.iceberg.expressions.{Expression, ResidualEvaluator}
@@ -66,6 +66,33 @@ object IcebergInternals {
     Using.resource(genericRows(file.format(), io.newInputFile(file.location(), file.fileSizeInBytes()), projection)) { rows =>
       rows.asScala.map(_.get(0, classOf[CharSequence]).toString).toSet
     }
+  }
+
+  /**
+   * The (data file path, position) rows of a position delete file (not a deletion vector), in
+   * the file's order; the caller closes them.
+   */
+  def positionDeleteRows(io: FileIO, file: DeleteFile): CloseableIterable[(String, Long)] = {
+    val projection = new Schema(MetadataColumns.DELETE_FILE_PATH, MetadataColumns.DELETE_FILE_POS)
+    CloseableIterable.transform[StructLike, (String, Long)](
+      genericRows(file.format(), io.newInputFile(file.location(), file.fileSizeInBytes()), projection),
+      row => (row.get(0, classOf[CharSequence]).toString, row.get(1, classOf[java.lang.Long]).longValue()))
+  }
+
+  /** Hands `each` every live data file a data manifest lists; copy what is kept (the reader may reuse its entries). */
+  def foreachLiveDataFile(manifest: ManifestFile, table: Table)(each: DataFile => Unit): Unit =
+    Using.resource(ManifestFiles.read(manifest, table.io(), table.specs())) { reader =>
+      reader.asScala.foreach(each)
+    }
+
+  /** Whether eqdelete reads this delete file's rows itself (Iceberg's generic readers: Parquet and Avro, not ORC). */
+  def readsRows(file: DeleteFile): Boolean = file.format() == FileFormat.PARQUET || file.format() == FileFormat.AVRO
+
+  /** The positions `files` delete in data file `path`, merged, in ascending order. */
+  def deletedPositions(io: FileIO, files: Seq[DeleteFile], path: String): Array[Long] = {
+    val positions = Array.newBuilder[Long]
+    loadPositionDeletes(io, files.asJava, path).forEach((position: Long) => positions += position)
+    positions.result()
   }
 
   /** `task` with only `deletes` left to apply: same data file, schema, spec and residual. */
