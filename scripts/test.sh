@@ -61,10 +61,12 @@ for entry in "${pairs[@]}"; do
     kind="full suite"
     if [ ${#args[@]} -eq 0 ]; then
       echo "[test] Spark $line: Scala unit tests" >&2
+      began=$SECONDS
       if ! "$root/scripts/sbt.sh" "spark${line//./}/test" >&2; then
         status=1
         echo "[test] FAILED: Scala unit tests of Spark $line" >&2
       fi
+      echo "[test] Spark $line: Scala unit tests: $((SECONDS - began)) s" >&2
     fi
   else
     tests=(tests/test_smoke.py)
@@ -91,10 +93,12 @@ for entry in "${pairs[@]}"; do
     fi
   fi
   echo "[test] Spark $line + Iceberg $iceberg: $kind" >&2
+  began=$SECONDS
   if ! EQDELETE_TEST_ICEBERG=$iceberg "$venv/bin/python" -m pytest "${tests[@]}" "${args[@]}"; then
     status=1
     echo "[test] FAILED: Spark $line + Iceberg $iceberg" >&2
   fi
+  echo "[test] Spark $line + Iceberg $iceberg: $((SECONDS - began)) s" >&2
 done
 # The Connect tier: a real Spark Connect server per Spark 4.x line (its default Iceberg), the
 # public functions and CLI over it, compared with a classic session. Its own pytest process:
@@ -105,10 +109,12 @@ if [ -z "$only" ]; then
     venv=.venv
     [ "$line" = "$primary_line" ] || venv="build/venvs/spark-$line"
     echo "[test] Spark $line: Connect tier" >&2
+    began=$SECONDS
     if ! "$venv/bin/python" -m pytest tests/connect; then
       status=1
       echo "[test] FAILED: Connect tier of Spark $line" >&2
     fi
+    echo "[test] Spark $line: Connect tier: $((SECONDS - began)) s" >&2
   done <<< "$rows"
 fi
 if [ "$ran" = 0 ]; then

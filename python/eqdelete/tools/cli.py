@@ -583,7 +583,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--compaction", action="store_true",
                        help="instead: compacting a v2 table's position delete files as rounds of maintain pile them up, "
                             "maintain's compaction against Iceberg's rewrite_position_delete_files, on scattered tables "
-                            "of 10^7 and 10^8 rows; sizes with --at (data rows)")
+                            "of 10^7 rows over 150 rounds; sizes with --at (data rows)")
     bench.add_argument("--writer-intervals-ms", type=_sizes, metavar="MS,MS",
                        help="with --lakehouse: then maintain beside a Flink job committing every one of these intervals, "
                             "e.g. 1000,2000,10000, and its lag")

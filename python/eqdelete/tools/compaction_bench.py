@@ -53,7 +53,7 @@ class CompactionPoint:
     """A scattered v2 table of ``data_rows`` rows; ``rounds`` rounds of ``delete_rows`` new delete rows."""
 
     data_rows: int
-    rounds: int = 60
+    rounds: int = 150
     delete_rows: int = 10_000
     rows_per_file: int = 100_000
     threshold: int = THRESHOLD   # spark.eqdelete.maintain.compactPositionDeleteFiles
@@ -74,10 +74,10 @@ class CompactionPoint:
 
 
 def default_points(quick: bool = False) -> list[CompactionPoint]:
-    """10^7 and 10^8 rows; ``quick``: a tiny profile checking rows (CI)."""
+    """10^7 rows in 100 files, 150 rounds of 10^4 new delete rows; ``quick``: a tiny profile checking rows (CI)."""
     if quick:
         return [CompactionPoint(20_000, rounds=8, delete_rows=50, rows_per_file=2_000, threshold=4)]
-    return [CompactionPoint(10**7), CompactionPoint(10**8, rows_per_file=1_000_000)]
+    return [CompactionPoint(10**7, rounds=150)]
 
 
 @dataclass
@@ -174,21 +174,27 @@ def run_point(spark: SparkSession, point: CompactionPoint, progress: Callable[[s
 
 
 def markdown(results: list[CompactionResult]) -> str:
-    lines = ["| data rows | data files | compaction | after round | deletes resolved | Iceberg's s | files in / out "
-             "| rows written | maintain's s | files in / out | rows written | maintain x Iceberg |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    """Per table, the two runs' compactions side by side in order (they come after different
+    rounds once maintain's leave a data file several files), then each run's totals."""
+    lines = ["| data rows | data files | compaction | Iceberg's: after round | s | files in / out | rows written "
+             "| maintain's: after round | s | files in / out | rows written |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+
+    def cells(c: Compaction | None) -> str:
+        return (f"{c.rounds_before} | {c.seconds:.2f} | {c.files_removed:,} / {c.files_added:,} | {c.rows_written:,}"
+                if c else " | | | ")
+
+    def total(cs: list[Compaction]) -> str:
+        return (f"{len(cs)} | {sum(c.seconds for c in cs):.1f} | {sum(c.files_removed for c in cs):,} / "
+                f"{sum(c.files_added for c in cs):,} | **{sum(c.rows_written for c in cs):,}**")
+
     for r in sorted(results, key=lambda r: r.data_rows):
-        # Both runs compact after the same rounds until maintain's files per data file first differ; rows are by round.
-        iceberg = {c.rounds_before: c for c in r.of("iceberg")}
-        ours = {c.rounds_before: c for c in r.of("maintain")}
-        for i, at in enumerate(sorted(set(iceberg) | set(ours))):
+        iceberg, ours = r.of("iceberg"), r.of("maintain")
+        for i in range(max(len(iceberg), len(ours))):
             head = f"| {r.data_rows:,} | {r.data_files:,} " if i == 0 else "| | "
-            a, b = iceberg.get(at), ours.get(at)
-            left = f"{a.seconds:.2f} | {a.files_removed:,} / {a.files_added:,} | {a.rows_written:,}" if a else "| |"
-            right = f"{b.seconds:.2f} | {b.files_removed:,} / {b.files_added:,} | {b.rows_written:,}" if b else "| |"
-            ratio = f"{b.seconds / a.seconds:.2f}" if a and b and a.seconds else ""
-            deletes = (a or b).deletes_before
-            lines.append(f"{head}| {i + 1} | {at} | {deletes:,} | {left} | {right} | {ratio} |")
+            lines.append(f"{head}| {i + 1} | {cells(iceberg[i] if i < len(iceberg) else None)} "
+                         f"| {cells(ours[i] if i < len(ours) else None)} |")
+        lines.append(f"| | | **all** ({r.rounds} rounds of {r.delete_rows:,}) | {total(iceberg)} | {total(ours)} |")
     return "\n".join(lines) + "\n"
 
 
