@@ -39,7 +39,7 @@ from eqdelete.deletes import write_equality_deletes
 from eqdelete.maintain import maintain_round
 from eqdelete.status import status
 from eqdelete.tools.cdc import CdcSpec, generate
-from eqdelete.tools.report import load_results, run_merged
+from eqdelete.tools.report import ScatteredPoint, load_results, run_merged
 from eqdelete.tools.resolve_bench import call_procedure
 from eqdelete.toggles import use_conf, use_strategy
 
@@ -49,7 +49,7 @@ KINDS = ("iceberg", "maintain")
 
 
 @dataclass(frozen=True)
-class CompactionPoint:
+class CompactionPoint(ScatteredPoint):
     """A scattered v2 table of ``data_rows`` rows; ``rounds`` rounds of ``delete_rows`` new delete rows."""
 
     data_rows: int
@@ -57,14 +57,6 @@ class CompactionPoint:
     delete_rows: int = 10_000
     rows_per_file: int = 100_000
     threshold: int = THRESHOLD   # spark.eqdelete.maintain.compactPositionDeleteFiles
-
-    @property
-    def key(self) -> str:
-        return f"scattered/{self.data_rows}"
-
-    @property
-    def size(self) -> int:
-        return self.data_rows
 
     @property
     def spec(self) -> CdcSpec:

@@ -34,7 +34,7 @@ from eqdelete.compare import ResultsDifferError, fingerprint
 from eqdelete.deletes import write_equality_deletes
 from eqdelete.maintain import MaintainRound, maintain_round
 from eqdelete.tools.cdc import CdcSpec, generate
-from eqdelete.tools.report import load_results, run_merged
+from eqdelete.tools.report import ScatteredPoint, load_results, run_merged
 from eqdelete.tools.resolve_bench import call_procedure, timed_with_peak
 from eqdelete.toggles import use_conf, use_strategy
 
@@ -48,20 +48,12 @@ ROUND_CONF = [("spark.eqdelete.maintain.compactPositionDeleteFiles", "0")]
 
 
 @dataclass(frozen=True)
-class MaintainScalePoint:
+class MaintainScalePoint(ScatteredPoint):
     """A scattered table of ``data_rows`` rows, with rounds of ``rounds`` new delete rows."""
 
     data_rows: int
     rounds: tuple[int, ...] = ROUNDS
     rows_per_file: int = DATA_ROWS_PER_FILE
-
-    @property
-    def key(self) -> str:
-        return f"scattered/{self.data_rows}"
-
-    @property
-    def size(self) -> int:
-        return self.data_rows
 
     @property
     def axis(self) -> str:

@@ -12,6 +12,21 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 
+class ScatteredPoint:
+    """What a benchmark point on one scattered table of ``data_rows`` rows is called: its key in
+    the saved results, and its size for ``--at`` (a mixin of the points' frozen dataclasses)."""
+
+    data_rows: int
+
+    @property
+    def key(self) -> str:
+        return f"scattered/{self.data_rows}"
+
+    @property
+    def size(self) -> int:
+        return self.data_rows
+
+
 def saver(out: Path, stem: str, markdown: Callable[[list], str]) -> Callable[[list], None]:
     """Writes all results so far to ``out/<stem>.json`` (dataclasses as dicts) and ``<stem>.md``."""
     out.mkdir(parents=True, exist_ok=True)

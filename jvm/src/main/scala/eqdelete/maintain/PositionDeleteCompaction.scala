@@ -1,7 +1,6 @@
 package eqdelete.maintain
 
 import scala.jdk.CollectionConverters._
-import scala.util.Try
 import scala.util.control.NonFatal
 
 import eqdelete.resolve.WrittenDeletes
@@ -119,11 +118,7 @@ object PositionDeleteCompaction extends Logging {
     private def scopedTo(file: DeleteFile): String = IcebergInternals.referencedDataFile(file).getOrElse(
       throw new IllegalStateException(s"eqdelete: the compaction wrote ${file.location()}, which is not scoped to one data file"))
 
-    def discard(): Unit = added.map(_.location()).distinct.foreach { path =>
-      try io.deleteFile(path) catch {
-        case NonFatal(e) => logWarning(s"eqdelete: could not delete $path, written by a compaction that did not commit", e)
-      }
-    }
+    def discard(): Unit = WrittenDeletes.discard(io, written, "a compaction")
   }
 
   /** Plans the compaction of the table's current snapshot and writes its files, in Spark tasks; None when nothing is due. */
@@ -213,7 +208,7 @@ object PositionDeleteCompaction extends Logging {
     } catch {
       case NonFatal(e) =>
         // Nothing references a failed task's files: they go with it.
-        files.foreach(f => Try(table.io().deleteFile(f.location())))
+        WrittenDeletes.discard(table.io(), Seq(WrittenDeletes(files.toVector, Nil, Nil, 0L)), "a failed compaction task")
         throw e
     }
     WrittenDeletes(files.toVector, replaced.result(), referenced.result(), positions)

@@ -1,8 +1,11 @@
 package eqdelete.resolve
 
 import scala.collection.mutable
+import scala.util.control.NonFatal
 
 import org.apache.iceberg.{DeleteFile, StructLike, Table}
+import org.apache.iceberg.io.FileIO
+import org.apache.spark.internal.Logging
 import org.apache.spark.sql.DataFrame
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.eqdelete.compat.{IcebergInternals, IcebergWriters, PartitionFiles}
@@ -17,6 +20,16 @@ final case class TargetFile(specId: Int, partition: StructLike, positionDeletes:
  * positions written.
  */
 final case class WrittenDeletes(files: Seq[DeleteFile], replaced: Seq[DeleteFile], referenced: Seq[String], positions: Long)
+
+object WrittenDeletes extends Logging {
+  /** Deletes the files `written` by `what` (a resolve, a compaction) whose commit is known not to have landed. */
+  def discard(io: FileIO, written: Seq[WrittenDeletes], what: String): Unit =
+    written.flatMap(_.files).map(_.location()).distinct.foreach { path =>
+      try io.deleteFile(path) catch {
+        case NonFatal(e) => logWarning(s"eqdelete: could not delete $path, written by $what that did not commit", e)
+      }
+    }
+}
 
 /**
  * Writes the positions of deleted rows with Iceberg's own writers, in Spark tasks. The

@@ -298,7 +298,7 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
       case CommitOutcome.NothingToCommit =>
         throw new IllegalStateException(s"eqdelete: the resolve of $name made a commit with no change")
       case CommitOutcome.NotCommitted(failure) =>
-        discard(work.table, written)
+        WrittenDeletes.discard(work.table.io(), written, "a resolve")
         val why = Failures.describe(failure)
         if (Failures.isConflict(failure)) {
           throw new ResolveConflictException(s"eqdelete: resolving the equality deletes of $name conflicts with a commit " +
@@ -318,12 +318,4 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
 
   /** The snapshot summary property marking a resolve's commit. */
   val SummaryKey = "eqdelete.resolve-id"
-
-  /** Deletes the files a failed commit would have added. */
-  private def discard(table: Table, written: Seq[WrittenDeletes]): Unit =
-    written.flatMap(_.files).map(_.location()).distinct.foreach { path =>
-      try table.io().deleteFile(path) catch {
-        case NonFatal(e) => logWarning(s"eqdelete: could not delete $path, written by a resolve that did not commit", e)
-      }
-    }
 }
