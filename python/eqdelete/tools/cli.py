@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -369,8 +370,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             args.conf = [*args.conf, *lake.spark_options("lake").items(), aws]
             spark = _session(args, "eqdelete bench --lakehouse")
             sizes = lakehouse_bench.Sizes.quick() if args.quick else lakehouse_bench.Sizes()
+            if args.seed_rows:
+                sizes = dataclasses.replace(sizes, seed_rows=args.seed_rows)
             streams = (() if args.streams == "none" else tuple(s.strip() for s in args.streams.split(",") if s.strip())
-                       ) if args.streams else tuple(lakehouse_bench.STREAMS)
+                       ) if args.streams else lakehouse_bench.DEFAULT_STREAMS
             results = lakehouse_bench.run(spark, lake, out, sizes=sizes, runs=1 if args.quick else args.runs,
                                           progress=stderr_reporter("eqdelete bench --lakehouse"), streams_of=streams,
                                           with_reads=not args.skip_reads, latencies_ms=tuple(sorted(args.latency_ms or ())),
@@ -567,7 +570,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "the limit, with each strategy's GETs of delete files; then maintain, maintain with data compaction, "
                             "and rewrite_data_files, every cadence while Flink writes (docs/lakehouse.md)")
     bench.add_argument("--streams", help="with --lakehouse: which ways of keeping the stream's table to run, "
-                                         "comma-separated, or none (default: maintain,maintain+compaction,rewrite_data_files)")
+                                         "comma-separated, or none (default: maintain,maintain+compaction,rewrite_data_files; "
+                                         "also maintain-once, rounds without the kept index)")
+    bench.add_argument("--seed-rows", type=_size, metavar="N",
+                       help="with --lakehouse: each stream's table starts as a scattered table of N rows (10^6 a data "
+                            "file) before Flink's job upserts into it, e.g. 1e8")
     bench.add_argument("--skip-reads", action="store_true", help="with --lakehouse: only the streams, not the reads")
     bench.add_argument("--latency-ms", type=_sizes, metavar="MS,MS",
                        help="with --lakehouse: also the reads and a round of maintain with this many milliseconds to the "

@@ -342,7 +342,8 @@ def _ddl(catalog: str, namespace: str, table: dict[str, Any]) -> str:
     part = partition_of(table)
     partitioned = f" PARTITIONED BY ({', '.join(_quote(c) for c in part)})" if part else ""
     upsert = "false" if table["scenario"] == "cdc" else "true"
-    return (f"CREATE TABLE {catalog}.{_quote(namespace)}.{_quote(table['name'])} "
+    exists = " IF NOT EXISTS" if table.get("if_not_exists") else ""  # a table seeded before the job
+    return (f"CREATE TABLE{exists} {catalog}.{_quote(namespace)}.{_quote(table['name'])} "
             f"({columns}, PRIMARY KEY ({key}) NOT ENFORCED){partitioned} "
             f"WITH ('format-version'='{table.get('format_version', 2)}', 'write.upsert.enabled'='{upsert}')")
 

@@ -25,7 +25,14 @@ then. A third job runs the same while ``maintain`` also compacts the data files 
 emptied past ``compaction_dead_ratio``, within ``compaction_budget_bytes`` an hour, compacting
 position delete files at 2 a data file so their share counts on format v2 (the
 "maintain+compaction" stream), and a fourth while Iceberg's ``rewrite_data_files`` compacts at
-the same cadence instead.
+the same cadence instead. The "maintain-once" stream runs maintain's rounds without the kept
+index, as ``--once``, the procedure and each round of a restarted service plan them (today's
+plan: every data file the new deletes may touch read again).
+
+With ``seed_rows``, each stream's table starts as a scattered table of that many rows (keys
+0 .. seed_rows-1, every data file of ``seed_rows_per_file`` spanning all of them, as a streaming
+sink leaves a table after a year) that Spark writes before Flink's job starts, so the job's
+upserts delete rows in every data file: what a round costs on a large table, not a fresh one.
 
 Results: ``lakehouse.json`` and ``lakehouse.md`` in the output directory, and a chart,
 ``lakehouse.png``: seconds a round against the rows Flink had committed, and the lag over time,
@@ -74,6 +81,8 @@ class Sizes:
     cadence: float = 20.0
     compaction_dead_ratio: float = 0.3
     compaction_budget_bytes: int = 64 << 20   # an hour, for the maintain+compaction stream
+    seed_rows: int = 0          # a scattered table of this many rows under each stream's job
+    seed_rows_per_file: int = 1_000_000
 
     @staticmethod
     def quick() -> Sizes:
@@ -309,7 +318,10 @@ def _lag(spark: SparkSession, table: str) -> float:
 
 
 #: The ways of keeping the stream's table, each on a table of its own.
-STREAMS = {"maintain": "maintained", "maintain+compaction": "maintained_compacting", "rewrite_data_files": "compacted"}
+STREAMS = {"maintain": "maintained", "maintain+compaction": "maintained_compacting", "rewrite_data_files": "compacted",
+           "maintain-once": "maintained_once"}
+#: What runs unless the streams are named (maintain-once is a reference for large seeded tables).
+DEFAULT_STREAMS = ("maintain", "maintain+compaction", "rewrite_data_files")
 
 
 def _stream_table(how: str) -> str:
@@ -324,6 +336,10 @@ def stream(spark: SparkSession, lake: Lakehouse, sizes: Sizes, how: str, workdir
     name = table.rsplit(".", 1)[1]
     spark.sql(f"DROP TABLE IF EXISTS {table} PURGE")
     spec = _spec(name, sizes.stream_rows, sizes.stream_keys, sizes.stream_checkpoints, sizes.checkpoint_ms)
+    if sizes.seed_rows:
+        say(f"seeding {table} with {sizes.seed_rows:,} scattered rows")
+        seed(spark, table, sizes.seed_rows, sizes.seed_rows_per_file)
+        spec["if_not_exists"] = True
     say(f"{how} every {sizes.cadence:.0f} s while Flink writes {spec['rows']:,} upserts of {spec['keys']:,} keys")
     run = _write(lake, spec, workdir / f"flink-{name}")
     result, started = Stream(how, 0, spec["rows"]), None
@@ -349,7 +365,7 @@ def stream(spark: SparkSession, lake: Lakehouse, sizes: Sizes, how: str, workdir
             time.sleep(max(0.0, sizes.cadence - (time.monotonic() - began)))
     finally:
         written = run.wait(timeout=3600)
-    result.commits = len(written["tables"][name]["snapshots"])
+    result.commits = sum("flink.job-id" in s["summary"] for s in written["tables"][name]["snapshots"])
     spark.sql(f"REFRESH TABLE {table}")
     result.files_after = {CONTENT[c]: n for c, n in spark.sql(
         f"SELECT content, count(*) FROM {table}.files GROUP BY content ORDER BY content").collect()}
@@ -357,6 +373,24 @@ def stream(spark: SparkSession, lake: Lakehouse, sizes: Sizes, how: str, workdir
 
 
 CONTENT = {0: "data", 1: "position deletes", 2: "equality deletes"}
+
+
+def seed(spark: SparkSession, table: str, rows: int, rows_per_file: int) -> int:
+    """``table`` created as Flink's job would create it (its key an identifier field, upserts on),
+    holding keys 0 .. n-1 (n: ``rows`` rounded down to whole files) scattered: data file i holds
+    the keys k with k % files == i, so every file spans every key. Returns n."""
+    from pyspark.sql import functions as F
+
+    files = max(1, rows // rows_per_file)
+    per_file = rows // files
+    spark.sql(f"CREATE TABLE {table} (k BIGINT NOT NULL, seq BIGINT, v STRING) USING iceberg "
+              "TBLPROPERTIES ('format-version'='2', 'write.upsert.enabled'='true')")
+    spark.sql(f"ALTER TABLE {table} SET IDENTIFIER FIELDS k")
+    ids = spark.range(0, files * per_file, 1, files)  # partition i: ids i*per_file .. (i+1)*per_file-1
+    (ids.select(((F.col("id") % per_file) * files + F.floor(F.col("id") / per_file)).cast("bigint").alias("k"),
+                F.lit(-1).cast("bigint").alias("seq"), F.concat(F.lit("s"), F.col("id").cast("string")).alias("v"))
+        .writeTo(table).option("distribution-mode", "none").append())
+    return files * per_file
 
 
 def _bytes_committed_since(spark: SparkSession, table: str, since_ms: int) -> int:
@@ -373,7 +407,8 @@ def _maintain_tick(spark: SparkSession, table: str, how: str, sizes: Sizes) -> T
                   ("spark.eqdelete.maintain.compactDataDeadRatio", str(sizes.compaction_dead_ratio)),
                   ("spark.eqdelete.maintain.compactPositionDeleteFiles", "2")]
     with use_conf(spark, compacting if how == "maintain+compaction" else []):
-        r = maintain_round(spark, table, keep_index=True)  # a long-running maintain
+        # A long-running maintain, or (maintain-once) today's plan, each round as --once runs it.
+        r = maintain_round(spark, table, keep_index=how != "maintain-once")
     return Tick(committed=r.committed, seconds=r.seconds, rows_resolved=r.rows_resolved,
                 data_files_read=r.data_files_read, files_rewritten=r.position_delete_files_compacted,
                 data_files_compacted=r.data_files_compacted, conflicts=r.conflicts + r.compaction_conflicted,
@@ -420,7 +455,7 @@ def writer_interval(spark: SparkSession, lake: Lakehouse, sizes: Sizes, interval
 
 
 def run(spark: SparkSession, lake: Lakehouse, out: Path, *, sizes: Sizes, runs: int,
-        progress: Callable[[str], None], streams_of: tuple[str, ...] = tuple(STREAMS),
+        progress: Callable[[str], None], streams_of: tuple[str, ...] = DEFAULT_STREAMS,
         with_reads: bool = True, latencies_ms: tuple[int, ...] = (),
         writer_intervals_ms: tuple[int, ...] = ()) -> dict[str, Any]:
     """The reads (unless ``with_reads`` is False), each of ``latencies_ms`` (with the reads), then
