@@ -304,7 +304,7 @@ def start(spec: dict[str, Any], workdir: Path, *, debug: bool = True) -> FlinkRu
     made the Flink virtualenv yet."""
     if not PYTHON.exists():
         raise FlinkWriterError(f"no Flink virtualenv at {PYTHON.parent.parent}: run scripts/setup.sh")
-    workdir = Path(workdir)
+    workdir = Path(workdir).resolve()  # the job runs in it: paths relative to the caller's would not be found
     workdir.mkdir(parents=True, exist_ok=True)
     spec = {**spec, "result": str(workdir / "flink-result.json")}
     spec_path = workdir / "flink-spec.json"

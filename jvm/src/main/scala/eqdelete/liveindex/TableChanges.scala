@@ -3,26 +3,22 @@ package eqdelete.liveindex
 import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 
-import org.apache.iceberg.{DataFile, DataOperations, DeleteFile, FileContent, Snapshot, Table}
+import org.apache.iceberg.{DataOperations, DeleteFile, FileContent, Snapshot, Table}
 
 /**
- * What changed in a table's live rows between the snapshot an index of them reflects and a
- * newer one, from the manifests of the snapshots between only (what each added and removed),
- * so it costs the change, not the table.
+ * What other writers changed in a table's live rows between the snapshot an index of them
+ * reflects and a newer one, beyond the data files the round's own scan plans: the position
+ * deletes they added. Read from the delete manifests the snapshots between added only, so it
+ * costs the change, not the table; the data files added and gone are the difference between
+ * the files the index holds and those the round plans, which needs no manifest of its own.
  *
- * @param addedData         data files added since, and still there: their rows are new entries
- * @param removedData       data files gone since (a compaction, an overwrite, a delete): their entries are dead
  * @param positionDeletes   position delete files and deletion vectors others added to the table
  *                          since, outside a `replace` (which changes no row): the rows they
- *                          delete in older data files must leave the index; those of files in
- *                          `addedData` are applied when those files are read
+ *                          delete in older data files must leave the index; those of data files
+ *                          added since are applied when those files are read
  * @param snapshots         the snapshots walked, oldest first
  */
-final case class TableChanges(
-    addedData: Seq[DataFile],
-    removedData: Set[String],
-    positionDeletes: Seq[DeleteFile],
-    snapshots: Seq[Long])
+final case class TableChanges(positionDeletes: Seq[DeleteFile], snapshots: Seq[Long])
 
 object TableChanges {
 
@@ -34,20 +30,11 @@ object TableChanges {
    */
   def between(table: Table, from: Long, to: Long, own: Snapshot => Boolean): Option[TableChanges] =
     lineage(table, from, to).map { walked =>
-      val added = mutable.LinkedHashMap.empty[String, DataFile]
-      val removed = mutable.Set.empty[String]
-      val deletes = mutable.ArrayBuffer.empty[DeleteFile]
-      walked.foreach { snapshot =>
-        snapshot.removedDataFiles(table.io()).asScala.foreach { f =>
-          if (added.remove(f.location()).isEmpty) removed += f.location()
-        }
-        snapshot.addedDataFiles(table.io()).asScala.foreach(f => added(f.location()) = f.copyWithoutStats())
-        if (snapshot.operation() != DataOperations.REPLACE && !own(snapshot)) {
-          deletes ++= snapshot.addedDeleteFiles(table.io()).asScala
-            .filter(_.content() == FileContent.POSITION_DELETES).map(_.copyWithoutStats())
-        }
+      val deletes = walked.filter(s => s.operation() != DataOperations.REPLACE && !own(s)).flatMap { snapshot =>
+        snapshot.addedDeleteFiles(table.io()).asScala
+          .filter(_.content() == FileContent.POSITION_DELETES).map(_.copyWithoutStats())
       }
-      TableChanges(added.values.toVector, removed.toSet, deletes.toVector, walked.map(_.snapshotId()))
+      TableChanges(deletes.toVector, walked.map(_.snapshotId()))
     }
 
   /** The snapshots after `from` up to `to`, oldest first, if every one is there and `from` is an ancestor. */

@@ -13,10 +13,11 @@ import org.apache.spark.sql.types.DataType
 
 /**
  * An index of one table's live rows by the key of one equality set, kept across rounds by a
- * long-running `maintain` and brought forward to each round's snapshot from the snapshots
- * between ([[TableChanges]]): files added since are read and indexed, files gone are no longer
- * in use, files whose rows another writer deleted by position since are read again under a new
- * id, and the positions its own rounds resolved are removed when they commit. It is built again
+ * long-running `maintain` and brought forward to each round's snapshot: the data files the
+ * round plans that it does not hold are read and indexed, those it holds that the round no longer
+ * plans leave use, files whose rows another writer deleted by position since (the snapshots
+ * between, [[TableChanges]]) are read again under a new id, and the positions its own rounds
+ * resolved are removed when they commit. It is built again
  * from the table when the snapshot it reflects is not an ancestor of the round's, a snapshot
  * between has expired, or its own last commit is not in the round's lineage (rolled back).
  *
