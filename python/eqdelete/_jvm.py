@@ -162,7 +162,8 @@ def live_key_store_probe(spark: SparkSession, rows: int, partitions: int, data_f
     """One measurement per store of the live-row key index's storage (eqdelete.liveindex.LiveKeyStoreProbe)."""
     measured = _jvm(spark).eqdelete.liveindex.LiveKeyStoreProbe.run(
         _jsession(spark), rows, partitions, data_files, lookups, updates)
-    fields = ("entries", "loadNanos", "compactNanos", "bytes", "lookups", "lookupNanos", "found", "updates", "updateNanos")
+    fields = ("entries", "loadNanos", "compactNanos", "bytes", "lookups", "lookupNanos", "found", "updates", "updateNanos",
+              "sortedLookupNanos", "sortedFound")
     return [{f: int(getattr(measured.apply(i), f)()) for f in fields} for i in range(measured.size())]
 
 

@@ -324,6 +324,9 @@ def _lag(spark: SparkSession, table: str) -> float:
 #: The ways of keeping the stream's table, each on a table of its own.
 STREAMS = {"maintain": "maintained", "maintain+compaction": "maintained_compacting", "rewrite_data_files": "compacted",
            "maintain-once": "maintained_once"}
+#: What the round before a seeded table's job does beside resolving, by stream.
+KEEPER_BEFORE_JOB = {"maintain": " (builds the kept index)", "maintain+compaction": " (builds the kept index)",
+                     "maintain-once": " (today's plan: no state)", "rewrite_data_files": " (a compaction)"}
 #: What runs unless the streams are named (maintain-once is a reference for large seeded tables).
 DEFAULT_STREAMS = ("maintain", "maintain+compaction", "rewrite_data_files")
 
@@ -553,7 +556,7 @@ def markdown(results: dict[str, Any]) -> str:
         if before:
             lines += [f"{s['how']} on a table seeded with {before['table_rows']:,} scattered rows, before the job: "
                       f"{before['seconds']:.1f} s, {before['rows_resolved']:,} rows resolved, {before['data_files_read']} "
-                      f"data files read (a long-running maintain's builds its kept index)", ""]
+                      f"data files read{KEEPER_BEFORE_JOB.get(s['how'], '')}", ""]
         lines += [f"{s['how']} every cadence while Flink committed {s['commits']} snapshots of {s['rows']:,} upserts:", "",
                   "| at s | rows written | records in data files | seconds | committed | rows resolved | data files read | "
                   "files rewritten | data files compacted | MB written | conflicts | lag before s | lag after s |",

@@ -2,7 +2,7 @@ package eqdelete.liveindex
 
 import scala.reflect.ClassTag
 
-import org.apache.spark.{HashPartitioner, Partitioner, SparkContext}
+import org.apache.spark.{HashPartitioner, Partitioner, SparkContext, TaskContext}
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.eqdelete.compat.SparkInternals
 
@@ -31,13 +31,9 @@ final class LiveKeyIndex private (val id: String, val partitions: Int, homes: Ar
   /** Loads entries into empty stores the fast way (Spark sorts each store's entries; the store ingests one file). */
   def load(entries: RDD[LiveKeyEntry]): Long = {
     val (index, n) = (id, partitions)
-    val byKey = new Partitioner {
-      override def numPartitions: Int = n
-      override def getPartition(entry: Any): Int = LiveKeyStore.partitionOf(entry.asInstanceOf[Array[Byte]], n)
-    }
     implicit val order: Ordering[Array[Byte]] = LiveKeyStore.EntryOrdering
     val sorted = entries.map(e => (LiveKeyStore.entry(e.key, e.key.length, e.file, e.position), null: Array[Byte]))
-      .repartitionAndSortWithinPartitions(byKey)
+      .repartitionAndSortWithinPartitions(LiveKeyIndex.byEntryKey(n))
     new AtStoreRDD(sorted, homes).mapPartitionsWithIndex { (p, rows) =>
       Iterator(LiveKeyStores.get(index, p).ingestSorted(rows.map(_._1)))
     }.sum().toLong
@@ -63,15 +59,20 @@ final class LiveKeyIndex private (val id: String, val partitions: Int, homes: Ar
 
   /**
    * Every entry of each key of `keys`, with the key's payload (a delete row's sequence number and
-   * scope, say): lazily, as an RDD whose tasks run at the stores.
+   * scope, say): lazily, as an RDD whose tasks run at the stores. Spark sorts each store's keys
+   * (spilling past memory), so a task's lookups share one iterator and seek forward only.
    */
   def lookup[T: ClassTag](keys: RDD[(Array[Byte], T)]): RDD[(T, Int, Long)] = {
-    val index = id
-    routed(keys)(_._1).mapPartitionsWithIndex { (p, rows) =>
-      val store = LiveKeyStores.get(index, p)
-      rows.flatMap { case (key, payload) =>
+    val (index, n) = (id, partitions)
+    implicit val order: Ordering[Array[Byte]] = LiveKeyStore.EntryOrdering
+    val sorted = keys.map { case (key, payload) => (LiveKeyStore.keyPrefix(key, key.length), payload) }
+      .repartitionAndSortWithinPartitions(LiveKeyIndex.byEntryKey(n))
+    new AtStoreRDD(sorted, homes).mapPartitionsWithIndex { (p, rows) =>
+      val cursor = LiveKeyStores.get(index, p).cursor()
+      TaskContext.get().addTaskCompletionListener[Unit](_ => cursor.close())
+      rows.flatMap { case (prefix, payload) =>
         val found = Vector.newBuilder[(T, Int, Long)]
-        store.lookup(key, key.length)((file, position) => found += ((payload, file, position)))
+        cursor.entriesOf(prefix)((file, position) => found += ((payload, file, position)))
         found.result()
       }
     }
@@ -104,6 +105,12 @@ final class LiveKeyIndex private (val id: String, val partitions: Int, homes: Ar
 }
 
 object LiveKeyIndex {
+  /** Entries, or keys' prefixes (which start as their entries do), to their key's store of `n`. */
+  private def byEntryKey(n: Int): Partitioner = new Partitioner {
+    override def numPartitions: Int = n
+    override def getPartition(entry: Any): Int = LiveKeyStore.partitionOf(entry.asInstanceOf[Array[Byte]], n)
+  }
+
   /** A new, empty index of `partitions` stores, spread over the executors as Spark places a job's tasks. */
   def create(sc: SparkContext, partitions: Int): LiveKeyIndex = {
     val id = java.util.UUID.randomUUID().toString

@@ -4,8 +4,8 @@ import java.io.File
 import java.nio.ByteBuffer
 import java.nio.file.Files
 
-import org.rocksdb.{CompressionType, EnvOptions, IngestExternalFileOptions, Options, RocksDB, SstFileWriter, WriteBatch,
-  WriteOptions}
+import org.rocksdb.{CompressionType, EnvOptions, IngestExternalFileOptions, Options, RocksDB, RocksIterator, SstFileWriter,
+  WriteBatch, WriteOptions}
 
 /**
  * One partition of an index of a table's live rows by key: entries `(key, data file, position)`
@@ -57,21 +57,16 @@ final class LiveKeyStore private (val directory: File) extends AutoCloseable {
 
   /** The `(file, position)` of every entry of a key, calling `found` for each. */
   def lookup(key: Array[Byte], keyLength: Int)(found: (Int, Long) => Unit): Unit = {
-    val prefix = keyPrefix(key, keyLength)
-    val it = db.newIterator()
-    try {
-      it.seek(prefix)
-      var more = true
-      while (more && it.isValid) {
-        val k = it.key()
-        if (startsWith(k, prefix)) {
-          val tail = ByteBuffer.wrap(k, prefix.length, 12)
-          found(tail.getInt, tail.getLong)
-          it.next()
-        } else more = false
-      }
-    } finally it.close()
+    val c = cursor()
+    try c.entriesOf(keyPrefix(key, keyLength))(found) finally c.close()
   }
+
+  /**
+   * A reader for many lookups: one RocksDB iterator they share (opening one per key costs more
+   * than the seek), best given keys in the store's order so each seek moves forward. It sees the
+   * store as it was when opened; close it when done.
+   */
+  def cursor(): Cursor = new Cursor(db.newIterator())
 
   /**
    * Adds entries given in RocksDB's order (bytewise, unsigned: [[EntryOrdering]]), as one sorted
@@ -138,6 +133,25 @@ final class LiveKeyStore private (val directory: File) extends AutoCloseable {
 object LiveKeyStore {
   RocksDB.loadLibrary()
 
+  /** Lookups through one iterator ([[LiveKeyStore.cursor]]), by a key's [[keyPrefix]]. */
+  final class Cursor private[LiveKeyStore] (it: RocksIterator) extends AutoCloseable {
+    /** The `(file, position)` of every entry whose key is `prefix`'s, calling `found` for each. */
+    def entriesOf(prefix: Array[Byte])(found: (Int, Long) => Unit): Unit = {
+      it.seek(prefix)
+      var more = true
+      while (more && it.isValid) {
+        val k = it.key()
+        if (startsWith(k, prefix)) {
+          val tail = ByteBuffer.wrap(k, prefix.length, 12)
+          found(tail.getInt, tail.getLong)
+          it.next()
+        } else more = false
+      }
+    }
+
+    override def close(): Unit = it.close()
+  }
+
   private val Empty = new Array[Byte](0)
   private val BatchEntries = 10000
   private val WriteBufferBytes = 64L << 20
@@ -171,7 +185,8 @@ object LiveKeyStore {
     override def compare(a: Array[Byte], b: Array[Byte]): Int = java.util.Arrays.compareUnsigned(a, b)
   }
 
-  private def keyPrefix(key: Array[Byte], keyLength: Int): Array[Byte] =
+  /** What a key's entries start with (its length, then its bytes): their order is the prefixes' order. */
+  def keyPrefix(key: Array[Byte], keyLength: Int): Array[Byte] =
     ByteBuffer.allocate(4 + keyLength).putInt(keyLength).put(key, 0, keyLength).array()
 
   private def startsWith(bytes: Array[Byte], prefix: Array[Byte]): Boolean =

@@ -12,14 +12,15 @@ import org.apache.spark.sql.SparkSession
  * `rows` entries over `partitions` tasks (one store each, on the executors' local disks, as the
  * index will hold them), long keys in random order (a streaming sink's), each entry a random one
  * of `dataFiles` files and its position. Per store: the load (every entry added), its bytes once
- * compacted, `lookups` lookups of keys it holds, then an update of `updates` new entries added
- * and as many removed (a round's new rows and resolved ones).
+ * compacted, `lookups` lookups of keys it holds (each through an iterator of its own, then as
+ * many again sorted first, through one [[LiveKeyStore.cursor]], as the index looks keys up), then
+ * an update of `updates` new entries added and as many removed (a round's new rows and resolved ones).
  */
 object LiveKeyStoreProbe {
 
   /** One store's measurements; times in nanoseconds. */
   final case class Measured(entries: Long, loadNanos: Long, compactNanos: Long, bytes: Long, lookups: Int,
-      lookupNanos: Long, found: Long, updates: Int, updateNanos: Long)
+      lookupNanos: Long, found: Long, updates: Int, updateNanos: Long, sortedLookupNanos: Long, sortedFound: Long)
 
   /**
    * The other way to load, through [[LiveKeyIndex]] itself: every entry made in a Spark job,
@@ -98,6 +99,20 @@ object LiveKeyStoreProbe {
     }
     val lookupNanos = System.nanoTime() - lookupStart
 
+    // The same number of other keys, as LiveKeyIndex.lookup has them: sorted, one cursor. The
+    // sort is Spark's there (in the shuffle that routes them); here it is timed too.
+    val other = new java.util.Random(p + 7919L)
+    var sortedFound = 0L
+    val sortedStart = System.nanoTime()
+    val prefixes = Array.fill(lookups) {
+      val b = packed(key(p, (other.nextDouble() * entries).toLong))
+      LiveKeyStore.keyPrefix(b.bytes, b.length)
+    }
+    java.util.Arrays.sort(prefixes, LiveKeyStore.EntryOrdering)
+    val cursor = store.cursor()
+    try prefixes.foreach(prefix => cursor.entriesOf(prefix)((_, _) => sortedFound += 1)) finally cursor.close()
+    val sortedLookupNanos = System.nanoTime() - sortedStart
+
     val updateStart = System.nanoTime()
     n = 0
     while (n < updates) {
@@ -111,6 +126,7 @@ object LiveKeyStoreProbe {
     }
     store.flush()
     val updateNanos = System.nanoTime() - updateStart
-    Measured(entries, loadNanos, compactNanos, size, lookups, lookupNanos, found, updates, updateNanos)
+    Measured(entries, loadNanos, compactNanos, size, lookups, lookupNanos, found, updates, updateNanos, sortedLookupNanos,
+      sortedFound)
   }
 }
