@@ -1,5 +1,6 @@
 package eqdelete.liveindex
 
+import scala.collection.mutable
 import scala.reflect.ClassTag
 
 import org.apache.spark.{HashPartitioner, Partitioner, SparkContext, TaskContext}
@@ -45,6 +46,30 @@ final class LiveKeyIndex private (val id: String, val partitions: Int, homes: Ar
   /** Removes entries (absent ones are no error); how many were asked. */
   def remove(entries: RDD[LiveKeyEntry]): Long =
     write(entries)((store, e) => store.remove(e.key, e.key.length, e.file, e.position))
+
+  /**
+   * Removes entries [[lookup]] found, given as the RDD it returned or one derived from it
+   * partition for partition (a map, a filter): each partition is its store's and holds a key's
+   * entries together (its keys were sorted), so nothing is shuffled, and an entry found twice (by
+   * two delete rows of one key) is removed and counted once. How many entries were removed.
+   */
+  def removeFound(found: RDD[LiveKeyEntry]): Long = {
+    require(found.getNumPartitions == partitions, s"${found.getNumPartitions} partitions of found entries for $partitions stores")
+    val (index, n) = (id, partitions)
+    new AtStoreRDD(found, homes).mapPartitionsWithIndex { (p, rows) =>
+      val store = LiveKeyStores.get(index, p)
+      var removed = 0L
+      LiveKeyIndex.onceEach(rows)(e => e).foreach { e =>
+        if (LiveKeyStore.partitionOfKey(e.key, e.key.length, n) != p) {
+          throw new IllegalStateException(s"eqdelete: an entry given to store $p of the live-row index $index is another store's")
+        }
+        store.remove(e.key, e.key.length, e.file, e.position)
+        removed += 1
+      }
+      store.flush()
+      Iterator(removed)
+    }.sum().toLong
+  }
 
   private def write(entries: RDD[LiveKeyEntry])(change: (LiveKeyStore, LiveKeyEntry) => Unit): Long = {
     val index = id
@@ -105,6 +130,20 @@ final class LiveKeyIndex private (val id: String, val partitions: Int, homes: Ar
 }
 
 object LiveKeyIndex {
+  /**
+   * `rows` of a partition [[LiveKeyIndex.lookup]] gave (or derived from one in order), each
+   * entry once: a key's finds lie together there, so only the current key's are remembered.
+   */
+  def onceEach[T](rows: Iterator[T])(entry: T => LiveKeyEntry): Iterator[T] = {
+    var key: Array[Byte] = null
+    val ofKey = mutable.HashSet.empty[(Int, Long)]
+    rows.filter { row =>
+      val e = entry(row)
+      if (key == null || !java.util.Arrays.equals(key, e.key)) { key = e.key; ofKey.clear() }
+      ofKey.add((e.file, e.position))
+    }
+  }
+
   /** Entries, or keys' prefixes (which start as their entries do), to their key's store of `n`. */
   private def byEntryKey(n: Int): Partitioner = new Partitioner {
     override def numPartitions: Int = n

@@ -145,12 +145,12 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
    * After the round's commit, snapshot `committed`: the entries it resolved leave the index; the
    * data files where other equality sets' rows were resolved by the same commit (`byOtherSets`)
    * are read again next round, for this index cannot find those rows by their other key.
+   * `resolved` is the entries its lookup found, partition for partition ([[LiveKeyIndex.removeFound]]).
    */
   def committed(committed: Long, resolved: RDD[LiveKeyEntry], byOtherSets: Set[String]): Unit = {
     resolvedByOtherSets = byOtherSets
     // Two delete rows of one key find its entry twice: removed once, so the count stays exact.
-    entryCount -= index.remove(resolved.map(e => (e.key.toSeq, e.file, e.position)).distinct()
-      .map { case (k, f, p) => LiveKeyEntry(k.toArray, f, p) })
+    entryCount -= index.removeFound(resolved)
     ownCommit = Some(committed)
   }
 

@@ -7,6 +7,7 @@ import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import eqdelete.commit.Failures
+import eqdelete.liveindex.LiveKeyIndex
 import eqdelete.resolve.ResolveEqualityDeletes.FoundPositions
 
 import org.apache.spark.internal.Logging
@@ -81,7 +82,10 @@ object KeptLiveIndexes extends Logging {
           }
           index -> index.positions(session, work, deletes, set, stores).persist(StorageLevel.MEMORY_AND_DISK)
         }
-        val rows = session.sparkContext.union(found.map(_._2.map(f => (f.path, f.position)))).distinct().map { case (f, p) => Row(f, p) }
+        // One set's finds are each found once at their store; several sets' may find one row each.
+        val once = found.map(_._2.mapPartitions(rows => LiveKeyIndex.onceEach(rows)(_.entry).map(f => (f.path, f.position))))
+        val positions = if (once.size == 1) once.head else session.sparkContext.union(once).distinct()
+        val rows = positions.map { case (f, p) => Row(f, p) }
         FoundPositions(session.createDataFrame(rows, Positions), found.map(_._1.lastFilesRead).sum)
       }, settled)
       (prepared, seen)

@@ -48,4 +48,24 @@ class LiveKeyIndexSuite extends AnyFunSuite {
     assert(Iterator.iterate[Throwable](lost)(_.getCause).takeWhile(_ != null).exists(_.isInstanceOf[LiveKeyStoreLostException]),
       "a dropped index's lookup fails as lost")
   }
+
+  test("entries a lookup found are removed where they were found, each once though found twice") {
+    val sc = TestSpark.session.sparkContext
+    val random = new Random(5)
+    val loaded = (0 until 3000).map(i => (random.nextInt(800).toLong, i % 5, i.toLong))
+    val index = LiveKeyIndex.create(sc, 3)
+    try {
+      index.load(sc.parallelize(loaded.map { case (k, f, p) => LiveKeyEntry(packed(k), f, p) }, 2))
+      // Every key asked twice (two delete rows of one key), out of order; what file 1 holds is resolved.
+      val asked = random.shuffle((0L until 800L).filterNot(k => k % 97 == 0) ++ (0L until 800L).filterNot(k => k % 97 == 0))
+      val found = index.lookup(sc.parallelize(asked.map(k => (packed(k), packed(k))), 4))  // the key as its payload
+        .filter(_._2 == 1).map { case (key, f, p) => LiveKeyEntry(key, f, p) }
+      val resolved = loaded.filter { case (k, f, _) => f == 1 && k % 97 != 0 }
+      assert(index.removeFound(found) == resolved.size)
+      val after = index.lookup(sc.parallelize((0L until 800L).filterNot(k => k % 97 == 0).map(k => (packed(k), k)), 2)).collect()
+      assert(after.map { case (k, f, p) => (k, f, p) }.sorted.toSeq == (loaded.toSet -- resolved).filter(_._1 % 97 != 0).toSeq.sorted)
+      // Entries not as found (another partitioning) are refused, not removed from the wrong store.
+      intercept[IllegalArgumentException](index.removeFound(sc.parallelize(Seq(LiveKeyEntry(packed(1L), 0, 0L)), 1)))
+    } finally index.drop(sc)
+  }
 }
