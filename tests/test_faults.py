@@ -33,7 +33,7 @@ BAD_VALUES = {
     "spark.eqdelete.maintain.compactPositionDeleteFiles": ("often", "a whole number of at least 0"),
     "spark.eqdelete.maintain.compactDataBytesPerHour": ("-7", "or -1"),
     "spark.eqdelete.maintain.compactDataDeadRatio": ("0", "above 0 and at most 1"),
-    "spark.eqdelete.maintain.liveIndex": ("sometimes", "true or false"),
+    "spark.eqdelete.maintain.liveIndex": ("sometimes", "one of auto, always, never, true, false"),
     "spark.eqdelete.maintain.liveIndexStores": ("-2", "a whole number of at least 0"),
 }
 

@@ -23,6 +23,7 @@ spark = eqdelete.session("eqdelete-ui", master="local[2]", warehouse=warehouse, 
     "spark.ui.showConsoleProgress": "false",
     "spark.metrics.conf.*.sink.prometheusServlet.class": "org.apache.spark.metrics.sink.PrometheusServlet",
     "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
+    "spark.eqdelete.maintain.liveIndex": "always",  # auto keeps none for a table this small
 })
 spark.sparkContext.setLogLevel("ERROR")
 spark.sql("CREATE NAMESPACE IF NOT EXISTS local.ui")

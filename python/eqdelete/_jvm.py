@@ -180,10 +180,12 @@ def positions_both_ways(spark: SparkSession, table: str) -> tuple[list[str], lis
     return list(both._1()), list(both._2())
 
 
-def kept_index_round(spark: SparkSession, table: str) -> tuple[list[str], list[str], int]:
-    """A resolve of ``table`` through the kept live-row indexes (eqdelete.resolve.KeptLiveIndexes):
-    today's positions, the index's (``file#position``, sorted), and the rows it resolved."""
-    both = _jvm(spark).eqdelete.resolve.KeptLiveIndexes.roundBothWays(_jsession(spark), table)
+def kept_index_round(spark: SparkSession, table: str, reading: bool = False) -> tuple[list[str], list[str], int]:
+    """A resolve of ``table`` through the kept live-row indexes (eqdelete.resolve.KeptLiveIndexes),
+    or (``reading``) by reading the data files with the held indexes brought forward and the rows
+    it resolved removed from them: today's positions, the round's (``file#position``, sorted), and
+    the rows it resolved."""
+    both = _jvm(spark).eqdelete.resolve.KeptLiveIndexes.roundBothWays(_jsession(spark), table, reading)
     return list(both._1()), list(both._2()), int(both._3())
 
 

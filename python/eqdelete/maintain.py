@@ -44,10 +44,12 @@ class MaintainRound:
     whose deletes removed ``spark.eqdelete.maintain.compactDataDeadRatio`` of their rows were
     rewritten (``data_bytes_rewritten`` bytes) into ``data_files_written``, when
     ``spark.eqdelete.maintain.compactDataBytesPerHour`` allows it. A round of a long-running
-    ``maintain`` finds the rows through the table's kept index of its live rows
-    (``spark.eqdelete.maintain.liveIndex``): ``data_files_read`` are then only the files it read to
-    come up to date, ``live_index_entries`` and ``live_index_bytes`` its size after the round, and
-    ``live_index_note`` says when it was built from the table (and why) or lost with an executor.
+    ``maintain`` finds the rows through the table's kept index of its live rows where that costs
+    less than reading the data files (``spark.eqdelete.maintain.liveIndex``, auto):
+    ``data_files_read`` are then only the files it read to come up to date,
+    ``live_index_entries`` and ``live_index_bytes`` its size after the round, and
+    ``live_index_note`` says when it was built from the table (and why), when the round read the
+    data files instead (and why), or when it was lost with an executor.
     """
 
     table: str

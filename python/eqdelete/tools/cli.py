@@ -571,7 +571,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "and rewrite_data_files, every cadence while Flink writes (docs/lakehouse.md)")
     bench.add_argument("--streams", help="with --lakehouse: which ways of keeping the stream's table to run, "
                                          "comma-separated, or none (default: maintain,maintain+compaction,rewrite_data_files; "
-                                         "also maintain-once, rounds without the kept index)")
+                                         "also maintain-once, rounds without the kept index, and maintain-index, every round "
+                                         "through it; maintain's rounds choose, auto)")
     bench.add_argument("--seed-rows", type=_size, metavar="N",
                        help="with --lakehouse: each stream's table starts as a scattered table of N rows (10^6 a data "
                             "file) before Flink's job upserts into it, e.g. 1e8")

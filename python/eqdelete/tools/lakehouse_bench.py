@@ -27,7 +27,9 @@ position delete files at 2 a data file so their share counts on format v2 (the
 "maintain+compaction" stream), and a fourth while Iceberg's ``rewrite_data_files`` compacts at
 the same cadence instead. The "maintain-once" stream runs maintain's rounds without the kept
 index, as ``--once``, the procedure and each round of a restarted service plan them (today's
-plan: every data file the new deletes may touch read again).
+plan: every data file the new deletes may touch read again); "maintain-index" runs every round
+through the kept index (``spark.eqdelete.maintain.liveIndex=always``), where "maintain" lets
+each round choose (auto).
 
 With ``seed_rows``, each stream's table starts as a scattered table of that many rows (keys
 0 .. seed_rows-1, every data file of ``seed_rows_per_file`` spanning all of them, as a streaming
@@ -323,11 +325,15 @@ def _lag(spark: SparkSession, table: str) -> float:
 
 #: The ways of keeping the stream's table, each on a table of its own.
 STREAMS = {"maintain": "maintained", "maintain+compaction": "maintained_compacting", "rewrite_data_files": "compacted",
-           "maintain-once": "maintained_once"}
+           "maintain-once": "maintained_once", "maintain-index": "maintained_index"}
 #: What the round before a seeded table's job does beside resolving, by stream.
-KEEPER_BEFORE_JOB = {"maintain": " (builds the kept index)", "maintain+compaction": " (builds the kept index)",
-                     "maintain-once": " (today's plan: no state)", "rewrite_data_files": " (a compaction)"}
-#: What runs unless the streams are named (maintain-once is a reference for large seeded tables).
+KEEPER_BEFORE_JOB = {"maintain": " (auto: builds the kept index where it pays)",
+                     "maintain+compaction": " (auto: builds the kept index where it pays)",
+                     "maintain-once": " (today's plan: no state)", "maintain-index": " (builds the kept index)",
+                     "rewrite_data_files": " (a compaction)"}
+#: Each maintain stream's choice of a kept index: auto unless named (spark.eqdelete.maintain.liveIndex).
+LIVE_INDEX = {"maintain-once": [], "maintain-index": [("spark.eqdelete.maintain.liveIndex", "always")]}
+#: What runs unless the streams are named (maintain-once and maintain-index are references for large seeded tables).
 DEFAULT_STREAMS = ("maintain", "maintain+compaction", "rewrite_data_files")
 
 
@@ -433,8 +439,9 @@ def _maintain_tick(spark: SparkSession, table: str, how: str, sizes: Sizes) -> T
     compacting = [("spark.eqdelete.maintain.compactDataBytesPerHour", str(sizes.compaction_budget_bytes)),
                   ("spark.eqdelete.maintain.compactDataDeadRatio", str(sizes.compaction_dead_ratio)),
                   ("spark.eqdelete.maintain.compactPositionDeleteFiles", "2")]
-    with use_conf(spark, compacting if how == "maintain+compaction" else []):
-        # A long-running maintain, or (maintain-once) today's plan, each round as --once runs it.
+    with use_conf(spark, (compacting if how == "maintain+compaction" else []) + LIVE_INDEX.get(how, [])):
+        # A long-running maintain (each round through the kept index or reading, as auto chooses;
+        # maintain-index: always the index), or (maintain-once) today's plan, each round as --once runs it.
         r = maintain_round(spark, table, keep_index=how != "maintain-once")
     return Tick(committed=r.committed, seconds=r.seconds, rows_resolved=r.rows_resolved,
                 data_files_read=r.data_files_read, files_rewritten=r.position_delete_files_compacted,

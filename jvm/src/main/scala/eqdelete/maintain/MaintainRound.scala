@@ -3,6 +3,7 @@ package eqdelete.maintain
 import scala.jdk.CollectionConverters._
 
 import eqdelete.commit.{CommitOutcome, Failures, GuardedCommit}
+import eqdelete.cost.LiveIndexSetting
 import eqdelete.liveindex.LiveKeyStoreLostException
 import eqdelete.planning.LiveDeleteFiles
 import eqdelete.resolve.{KeptLiveIndexes, ResolveEqualityDeletes}
@@ -25,7 +26,8 @@ import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, IntegerTyp
  *
  * A round of a long-running `maintain` finds the rows through the table's kept index of its live
  * rows ([[KeptLiveIndexes]]), so it reads only the data files added or changed since the last
- * round; a round run once plans as a single resolve does, with no state. When a store of the
+ * round, where that costs less than reading the data files its deletes pair with
+ * ([[eqdelete.cost.MaintainRoundPlan]]); a round run once plans as a single resolve does, with no state. When a store of the
  * index was lost with its executor, the round falls back to that plan and the index is built
  * again next round.
  *
@@ -38,7 +40,7 @@ object MaintainRound extends Logging {
 
   /** The session's settings of a round; each table's properties may override the compaction ones (`TableSettings`). */
   final case class Settings(maxAttempts: Int, retryWaitMillis: Long, compactPositionDeleteFiles: Long,
-      compactDataBytesPerHour: Long = 0, compactDataDeadRatio: Double = 0.3, liveIndex: Boolean = true,
+      compactDataBytesPerHour: Long = 0, compactDataDeadRatio: Double = 0.3, liveIndex: LiveIndexSetting = LiveIndexSetting.Auto,
       liveIndexStores: Int = 0)
 
   object Settings {
@@ -48,7 +50,7 @@ object MaintainRound extends Logging {
       compactPositionDeleteFiles = EqDeleteConf.maintainCompactPositionDeleteFiles(conf),
       compactDataBytesPerHour = EqDeleteConf.maintainCompactDataBytesPerHour(conf),
       compactDataDeadRatio = EqDeleteConf.maintainCompactDataDeadRatio(conf),
-      liveIndex = EqDeleteConf.maintainLiveIndex(conf),
+      liveIndex = LiveIndexSetting.of(conf),
       liveIndexStores = EqDeleteConf.maintainLiveIndexStores(conf).min(Int.MaxValue).toInt)
   }
 
@@ -151,7 +153,7 @@ object MaintainRound extends Logging {
       beforeCommit: Int => Unit): Result = {
     val metrics = MaintainMetricsSource.of(session.sparkContext)
     val timing = metrics.roundTime.time()
-    val keep = keepIndex && settings.liveIndex
+    val keep = keepIndex && settings.liveIndex != LiveIndexSetting.Never
     val result = try {
       if (keep) KeptLiveIndexes.exclusively(tableName)(runRound(session, tableName, settings, keep, beforeCommit))
       else runRound(session, tableName, settings, keep, beforeCommit)
@@ -192,7 +194,7 @@ object MaintainRound extends Logging {
     if (keep) KeptLiveIndexes.beginRound(tableName)
     def attemptWith(index: Boolean): ResolveEqualityDeletes.Result = {
       val prepared =
-        if (index) KeptLiveIndexes.prepare(session, tableName, stores) else ResolveEqualityDeletes.prepare(session, tableName, null)
+        if (index) KeptLiveIndexes.prepare(session, tableName, stores, settings.liveIndex) else ResolveEqualityDeletes.prepare(session, tableName, null)
       try beforeCommit(attempt) catch { case e: Throwable => prepared.abandon(); throw e }
       prepared.commit()
     }
@@ -253,7 +255,7 @@ object MaintainRound extends Logging {
       dataBytesRewritten = dataCompaction.done.map(_.rewrittenBytes).getOrElse(0L),
       liveIndexEntries = index.map(_.entries).getOrElse(0L),
       liveIndexBytes = index.map(_.bytes).getOrElse(0L),
-      liveIndexNote = lost.orElse(index.flatMap(_.built)))
+      liveIndexNote = lost.orElse(index.flatMap(_.note)))
   }
 
   /**

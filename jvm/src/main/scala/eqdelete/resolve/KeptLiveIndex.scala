@@ -4,7 +4,7 @@ import scala.collection.mutable
 
 import eqdelete.liveindex.{LiveKeyEntry, LiveKeyIndex, TableChanges}
 import eqdelete.planning.{EqualityDeleteSet, ScanDeletes}
-import eqdelete.scan.FileSelection
+import eqdelete.scan.{FileSelection, StrippedScan}
 
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.SparkSession
@@ -56,12 +56,19 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
   /** Bytes the stores hold. */
   def bytes(session: SparkSession): Long = index.bytes(session.sparkContext)
 
-  /**
-   * The index brought to the work's snapshot (`stores` stores when built); then `set`'s removals
-   * found in it, not yet committed.
-   */
+  /** The index brought to the work's snapshot (`stores` stores when built); then `set`'s removals found in it, not yet committed. */
   def positions(session: SparkSession, work: ResolveWork, deletes: ScanDeletes, set: EqualityDeleteSet,
       stores: Int): RDD[IndexedDeletedPositions.Found] = {
+    val scan = broughtForward(session, work, deletes, set, stores)
+    IndexedDeletedPositions.found(session.sparkContext, index, scan, set, IndexedDeletedPositions.files(deletes, ids.toMap))
+  }
+
+  /**
+   * The index brought to the work's snapshot (`stores` stores when built): the data files it
+   * lacks read into it. The scan that read them names the key columns.
+   */
+  def broughtForward(session: SparkSession, work: ResolveWork, deletes: ScanDeletes, set: EqualityDeleteSet,
+      stores: Int): StrippedScan = {
     var toRead = filesToRead(session, work, deletes, stores, None)
     // One scan serves both: it reads the files brought in, and names the key columns the lookup packs.
     var scan = IndexedDeletedPositions.strippedScan(session, work, deletes, FileSelection.Only(toRead))
@@ -82,7 +89,7 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
     reflects = Some(work.snapshotId)
     ownCommit = None
     lastFilesRead = toRead.size
-    IndexedDeletedPositions.found(session.sparkContext, index, scan, set, IndexedDeletedPositions.files(deletes, ids.toMap))
+    scan
   }
 
   /**
@@ -93,18 +100,8 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
       rebuild: Option[String]): Set[String] = {
     val table = work.table
     val planned = deletes.scan.tasks.map(t => t.file().location() -> t.file().recordCount()).toMap
-    val changes = reflects.flatMap(from => TableChanges.between(table, from, work.snapshotId, s => ownCommit.contains(s.snapshotId())))
-    val build = (reflects, changes) match {
-      case _ if rebuild.isDefined => rebuild
-      case (None, _) => Some("built from the table: its first round here")
-      case _ if index.partitions != stores =>
-        Some(s"built again from the table: $stores stores asked for, not ${index.partitions}")
-      case (Some(from), None) => Some(s"built again from the table: snapshot $from it reflected is not an ancestor of " +
-        s"${work.snapshotId}, or one between has expired")
-      case (_, Some(c)) if ownCommit.exists(own => !c.snapshots.contains(own)) =>
-        Some(s"built again from the table: its own commit ${ownCommit.get} is no longer in the table's lineage (rolled back)")
-      case _ => None
-    }
+    val (changes, stale) = staleness(work, stores)
+    val build = rebuild.orElse(stale)
     // A round's later attempt (after a conflict) keeps the news of a build in an earlier one.
     lastBuild = build.orElse(lastBuild)
     val toRead = changes match {
@@ -123,6 +120,29 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
     toRead.foreach { p => ids(p) = nextId; records(nextId) = planned(p); nextId += 1 }
     toRead
   }
+
+  /**
+   * Why the index must be built again before it reflects the work's snapshot (None: it can be
+   * brought forward), with the table's changes since the snapshot it reflects, when they can be walked.
+   */
+  private def staleness(work: ResolveWork, stores: Int): (Option[TableChanges], Option[String]) = {
+    val changes = reflects.flatMap(from =>
+      TableChanges.between(work.table, from, work.snapshotId, s => ownCommit.contains(s.snapshotId())))
+    val why = (reflects, changes) match {
+      case (None, _) => Some("built from the table: its first round here")
+      case _ if index.partitions != stores =>
+        Some(s"built again from the table: $stores stores asked for, not ${index.partitions}")
+      case (Some(from), None) => Some(s"built again from the table: snapshot $from it reflected is not an ancestor of " +
+        s"${work.snapshotId}, or one between has expired")
+      case (_, Some(c)) if ownCommit.exists(own => !c.snapshots.contains(own)) =>
+        Some(s"built again from the table: its own commit ${ownCommit.get} is no longer in the table's lineage (rolled back)")
+      case _ => None
+    }
+    (changes, why)
+  }
+
+  /** Whether the index can be brought to the work's snapshot without being built again. */
+  def current(work: ResolveWork, stores: Int): Boolean = staleness(work, stores)._2.isEmpty
 
   /** The files leave use: their entries are dead (lookups skip them) until purged. */
   private def retire(files: Set[String]): Unit = files.foreach { p =>
@@ -151,6 +171,21 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
     resolvedByOtherSets = byOtherSets
     // Two delete rows of one key find its entry twice: removed once, so the count stays exact.
     entryCount -= index.removeFound(resolved)
+    ownCommit = Some(committed)
+  }
+
+  /**
+   * After the commit, snapshot `committed`, of a round that found its rows by reading the data
+   * files (the index brought forward first): the rows it resolved, `(key, data file, position)`,
+   * leave the index, each routed to its key's store; `rows` of them, each once. Every equality
+   * set's index of the round is told so, so none reads files again for another's.
+   */
+  def committedRead(session: SparkSession, committed: Long, resolved: RDD[(Array[Byte], String, Long)], rows: Long): Unit = {
+    val idsOf = session.sparkContext.broadcast(ids.toMap)
+    try index.remove(resolved.map { case (key, path, position) => LiveKeyEntry(key, idsOf.value(path), position) })
+    finally idsOf.destroy()
+    entryCount -= rows
+    resolvedByOtherSets = Set.empty
     ownCommit = Some(committed)
   }
 

@@ -7,12 +7,14 @@ import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import eqdelete.commit.Failures
+import eqdelete.cost.{LiveIndexSetting, MaintainRoundPlan}
 import eqdelete.liveindex.LiveKeyIndex
+import eqdelete.planning.ScanDeletes
 import eqdelete.resolve.ResolveEqualityDeletes.FoundPositions
 
 import org.apache.spark.internal.Logging
 import org.apache.spark.rdd.RDD
-import org.apache.spark.sql.{Row, SparkSession}
+import org.apache.spark.sql.{DataFrame, Row, SparkSession}
 import org.apache.spark.sql.types.{LongType, StringType, StructField, StructType}
 import org.apache.spark.storage.StorageLevel
 
@@ -28,38 +30,61 @@ object KeptLiveIndexes extends Logging {
 
   private val Positions = StructType(Seq(StructField("_file", StringType, nullable = false), StructField("_pos", LongType, nullable = false)))
 
-  /** A table's kept indexes after a round: their entries and bytes, and how the round built them (None: brought forward). */
-  final case class State(entries: Long, bytes: Long, built: Option[String])
+  /**
+   * A table's kept indexes after a round: their entries and bytes, and what the round did
+   * otherwise than bring them forward (built them, and why; read the data files instead, and
+   * why), else None.
+   */
+  final case class State(entries: Long, bytes: Long, note: Option[String])
 
   /** Runs `body` with `tableName`'s kept indexes to itself: two rounds of one table never bring them forward at once. */
   def exclusively[A](tableName: String)(body: => A): A = tables.computeIfAbsent(tableName, _ => new Object).synchronized(body)
 
+  /** How each table's current round finds its rows (its last attempt's choice). */
+  private val plans = new ConcurrentHashMap[String, MaintainRoundPlan]()
+
   /**
-   * The first half of a resolve of `tableName` whose positions are found through its kept
-   * indexes (each brought to the round's snapshot first, `stores` stores when built); its
-   * commit is [[ResolveEqualityDeletes]]'s, after which the positions it resolved leave the
-   * indexes. Call it within [[exclusively]].
+   * The first half of a resolve of `tableName` as a long-running `maintain`'s round makes it:
+   * its positions found through its kept indexes (each brought to the round's snapshot first,
+   * `stores` stores when built), or by reading the data files, as `setting` and the round's
+   * metadata choose ([[MaintainRoundPlan]]); its commit is [[ResolveEqualityDeletes]]'s, after
+   * which the positions it resolved leave the indexes. Call it within [[exclusively]].
    */
-  def prepare(session: SparkSession, tableName: String, stores: Int): ResolveEqualityDeletes.Prepared =
-    prepared(session, tableName, stores, alsoToday = false)._1
+  def prepare(session: SparkSession, tableName: String, stores: Int, setting: LiveIndexSetting): ResolveEqualityDeletes.Prepared =
+    prepared(session, tableName, stores, alsoToday = false, MaintainRoundPlan.choose(setting, _))._1
 
-  /** The positions a resolve found (`file#pos`, sorted): today's plan's (when asked for), and the index's once it commits. */
-  private final class Seen { var today = Seq.empty[String]; var indexed = Seq.empty[String] }
+  /** The positions a resolve found (`file#pos`, sorted): today's plan's (when asked for), and the round's once it commits. */
+  private final class Seen { var today = Seq.empty[String]; var found = Seq.empty[String] }
 
-  private def prepared(session: SparkSession, tableName: String, stores: Int,
-      alsoToday: Boolean): (ResolveEqualityDeletes.Prepared, Seen) = {
+  /** What the round's data files, and its delete rows, are: the choice's facts. */
+  private def facts(deletes: ScanDeletes, indexHeld: Boolean): MaintainRoundPlan.Facts = {
+    val selected = DeletedPositions.selection(deletes)
+    val files = deletes.scan.tasks.filter(selected.selects).map(_.file()).groupBy(_.location()).values.map(_.head).toSeq
+    MaintainRoundPlan.Facts(files.size, files.map(_.recordCount()).sum, deletes.deleteSets.map(_.records).sum, indexHeld)
+  }
+
+  private def prepared(session: SparkSession, tableName: String, stores: Int, alsoToday: Boolean,
+      choose: MaintainRoundPlan.Facts => MaintainRoundPlan): (ResolveEqualityDeletes.Prepared, Seen) = {
     val seen = new Seen
+    // Found through the indexes: per index, its finds. Found by reading: the rows with each index's key.
     var found = Seq.empty[(KeptLiveIndex, RDD[IndexedDeletedPositions.Found])]
-    def release(): Unit = found.foreach(_._2.unpersist())
+    var read: Option[(Seq[KeptLiveIndex], RDD[(String, Long, Array[Array[Byte]])])] = None
+    var readOnly: Option[DataFrame] = None
+    def release(): Unit = { found.foreach(_._2.unpersist()); read.foreach(_._2.unpersist()) }
     def settled(result: Option[ResolveEqualityDeletes.Result]): Unit =
       try {
-        if (alsoToday) seen.indexed = found.flatMap(_._2.map(f => s"${f.path}#${f.position}").collect()).distinct.sorted
-        result.flatMap(_.snapshotId).foreach { s =>
+        if (alsoToday) seen.found = (found.flatMap(_._2.map(f => s"${f.path}#${f.position}").collect()) ++
+          read.toSeq.flatMap(_._2.map(r => s"${r._1}#${r._2}").collect()) ++
+          readOnly.toSeq.flatMap(_.collect().map(r => s"${r.getString(0)}#${r.getLong(1)}"))).distinct.sorted
+        for (r <- result; s <- r.snapshotId) {
           // Where each set's rows were resolved, for the other sets' indexes (one set: none to tell).
           val files = if (found.size < 2) found.map(_ => Set.empty[String])
             else found.map { case (_, rows) => rows.map(_.path).distinct().collect().toSet }
           found.zipWithIndex.foreach { case ((index, rows), i) =>
             index.committed(s, rows.map(_.entry), files.indices.filter(_ != i).flatMap(files).toSet)
+          }
+          read.foreach { case (indexes, rows) =>
+            indexes.zipWithIndex.foreach { case (index, i) => index.committedRead(session, s, rows.map(f => (f._3(i), f._1, f._2)), r.rowsResolved) }
           }
         }
       } catch {
@@ -72,21 +97,49 @@ object KeptLiveIndexes extends Logging {
       val prepared = ResolveEqualityDeletes.prepareWith(session, tableName)({ (work, deletes) =>
         if (alsoToday) seen.today = DeletedPositions.of(session, work, deletes).collect()
           .map(r => s"${r.getString(0)}#${r.getLong(1)}").distinct.sorted.toSeq
-        found = deletes.deleteSets.map { set =>
-          val key = (tableName, set.equalityIds)
-          // The round has the table to itself (exclusively): no other creates its index meanwhile.
-          val index = synchronized(kept.get(key)).getOrElse {
-            val created = KeptLiveIndex.create(session, stores)
-            synchronized(kept(key) = created)
-            created
-          }
-          index -> index.positions(session, work, deletes, set, stores).persist(StorageLevel.MEMORY_AND_DISK)
+        // The round has the table to itself (exclusively): no other creates or drops its indexes meanwhile.
+        val held = deletes.deleteSets.map(set => set -> synchronized(kept.get((tableName, set.equalityIds))))
+        val current = held.forall(_._2.exists(_.current(work, stores)))
+        val plan = choose(facts(deletes, current))
+        plans.put(tableName, plan)
+        plan match {
+          case _: MaintainRoundPlan.ThroughIndex =>
+            found = held.map { case (set, heldIndex) =>
+              val index = heldIndex.getOrElse {
+                val created = KeptLiveIndex.create(session, stores)
+                synchronized(kept((tableName, set.equalityIds)) = created)
+                created
+              }
+              index -> index.positions(session, work, deletes, set, stores).persist(StorageLevel.MEMORY_AND_DISK)
+            }
+            // One set's finds are each found once at their store; several sets' may find one row each.
+            val once = found.map(_._2.mapPartitions(rows => LiveKeyIndex.onceEach(rows)(_.entry).map(f => (f.path, f.position))))
+            val positions = if (once.size == 1) once.head else session.sparkContext.union(once).distinct()
+            FoundPositions(session.createDataFrame(positions.map { case (f, p) => Row(f, p) }, Positions),
+              found.map(_._1.lastFilesRead).sum)
+          case MaintainRoundPlan.ReadingDataFiles(keepsIndex, _) =>
+            val indexes = if (keepsIndex) held.collect { case (set, Some(index)) => set -> index } else Nil
+            // One that would have to be built again is dropped: the next round through an index builds it.
+            held.foreach {
+              case (set, Some(index)) if !keepsIndex && !index.current(work, stores) =>
+                synchronized(kept.remove((tableName, set.equalityIds)))
+                index.drop(session)
+              case _ =>
+            }
+            if (indexes.isEmpty) {
+              readOnly = Some(DeletedPositions.of(session, work, deletes))
+              FoundPositions(readOnly.get, DeletedPositions.dataFilesRead(deletes))
+            } else {
+              val intoIndexes = indexes.map { case (set, index) =>
+                index.broughtForward(session, work, deletes, set, stores)
+                index.lastFilesRead
+              }.sum
+              val rows = DeletedPositions.withKeys(session, work, deletes, indexes.map(_._1)).persist(StorageLevel.MEMORY_AND_DISK)
+              read = Some(indexes.map(_._2) -> rows)
+              FoundPositions(session.createDataFrame(rows.map(r => Row(r._1, r._2)), Positions),
+                DeletedPositions.dataFilesRead(deletes) + intoIndexes)
+            }
         }
-        // One set's finds are each found once at their store; several sets' may find one row each.
-        val once = found.map(_._2.mapPartitions(rows => LiveKeyIndex.onceEach(rows)(_.entry).map(f => (f.path, f.position))))
-        val positions = if (once.size == 1) once.head else session.sparkContext.union(once).distinct()
-        val rows = positions.map { case (f, p) => Row(f, p) }
-        FoundPositions(session.createDataFrame(rows, Positions), found.map(_._1.lastFilesRead).sum)
       }, settled)
       (prepared, seen)
     } catch {
@@ -99,28 +152,42 @@ object KeptLiveIndexes extends Logging {
   }
 
   /** A round of `tableName` begins (before its first attempt): its indexes' news of the last round is cleared. */
-  def beginRound(tableName: String): Unit = indexesOf(tableName).foreach(_.beginRound())
+  def beginRound(tableName: String): Unit = {
+    plans.remove(tableName)
+    indexesOf(tableName).foreach(_.beginRound())
+  }
 
   private def indexesOf(tableName: String): Vector[KeptLiveIndex] =
     synchronized(kept.collect { case ((t, _), index) if t == tableName => index }.toVector)
 
-  /** For the differential test: a round through the kept indexes; (today's positions, the index's, rows resolved). */
-  def roundBothWays(session: SparkSession, tableName: String): (java.util.List[String], java.util.List[String], Long) =
+  /**
+   * For the differential test: a round through the kept indexes, or (`reading`) by reading the
+   * data files with the held indexes brought forward; (today's positions, the round's, rows resolved).
+   */
+  def roundBothWays(session: SparkSession, tableName: String, reading: Boolean): (java.util.List[String], java.util.List[String], Long) =
     exclusively(tableName) {
       beginRound(tableName)
-      val (prepared, seen) = this.prepared(session, tableName, stores = 3, alsoToday = true)
+      val (prepared, seen) = this.prepared(session, tableName, stores = 3, alsoToday = true, facts =>
+        if (reading) MaintainRoundPlan.ReadingDataFiles(keepsIndex = facts.indexHeld, "the test reads")
+        else MaintainRoundPlan.ThroughIndex("the test looks up"))
       val result = prepared.commit()
-      (seen.today.asJava, seen.indexed.asJava, result.rowsResolved)
+      (seen.today.asJava, seen.found.asJava, result.rowsResolved)
     }
 
   /**
    * The state of `tableName`'s kept indexes after a round (a job per index, for their bytes);
-   * None when it has none. A store found lost here drops them: the next round builds them again.
+   * None when it has none and the round chose nothing. A store found lost here drops them: the
+   * next round builds them again.
    */
   def state(session: SparkSession, tableName: String): Option[State] = {
     val indexes = indexesOf(tableName)
-    if (indexes.isEmpty) None
-    else try Some(State(indexes.map(_.entries).sum, indexes.map(_.bytes(session)).sum, indexes.flatMap(_.lastBuild).headOption))
+    val plan = Option(plans.get(tableName))
+    val note = indexes.flatMap(_.lastBuild).headOption match {
+      case Some(built) => Some(plan.filter(_.why.nonEmpty).map(p => s"$built (${p.why})").getOrElse(built))
+      case None => plan.collect { case p: MaintainRoundPlan.ReadingDataFiles => p.why }
+    }
+    if (indexes.isEmpty) plan.map(_ => State(0, 0, note))
+    else try Some(State(indexes.map(_.entries).sum, indexes.map(_.bytes(session)).sum, note))
     catch {
       case NonFatal(e) =>
         forget(session, tableName)

@@ -2,6 +2,7 @@ package eqdelete.maintain
 
 import scala.jdk.CollectionConverters._
 
+import eqdelete.cost.LiveIndexSetting
 import eqdelete.planning.LiveDeleteFiles
 import eqdelete.testing.{IcebergTables, TestSpark}
 
@@ -19,7 +20,7 @@ class PositionDeleteCompactionSuite extends AnyFunSuite {
   private lazy val spark = TestSpark.session
   private lazy val tables = new IcebergTables(spark, "compaction")
   private val resolveOnly = MaintainRound.Settings(maxAttempts = 1, retryWaitMillis = 1, compactPositionDeleteFiles = 0,
-    liveIndex = false)
+    liveIndex = LiveIndexSetting.Never)
 
   /** An unpartitioned table of keys 1..40 in two data files, after `rounds` resolves of one deleted key each (a partition-wide file each). */
   private def table(rounds: Int): String = {

@@ -33,6 +33,15 @@ object EqDeleteConf {
     val all: Seq[String] = Seq(Auto, Filter, Join, Native)
   }
 
+  /** What the `maintain.liveIndex` key accepts; `true` and `false`, its values before `auto`, are always and never. */
+  object LiveIndex {
+    val Auto = "auto"
+    val Always = "always"
+    val Never = "never"
+    val all: Seq[String] = Seq(Auto, Always, Never)
+    val accepted: Seq[String] = all ++ Seq("true", "false")
+  }
+
   /** What a key accepts. `describe` completes "must be ...". */
   sealed trait ValueRule { def kind: String; def describe: String }
   final case class BooleanRule() extends ValueRule { val kind = "boolean"; val describe = "true or false" }
@@ -70,6 +79,11 @@ object EqDeleteConf {
   private def booleanConf(key: String, doc: String, default: Boolean): ConfigEntry[Boolean] =
     declare(BooleanRule())(buildConf(key).doc(doc).booleanConf.createWithDefault(default))
 
+  /** One of `values`, compared without case or surrounding spaces. */
+  private def choiceConf(key: String, doc: String, values: Seq[String], default: String): ConfigEntry[String] =
+    declare(ChoiceRule(values))(buildConf(key).doc(doc).stringConf.transform(_.trim.toLowerCase(Locale.ROOT))
+      .checkValues(values.toSet).createWithDefault(default))
+
   private def countConf(key: String, doc: String, default: Long, min: Long = 0): ConfigEntry[Long] = {
     val rule = CountRule(min)
     declare(rule)(buildConf(key).doc(doc).longConf.checkValue(_ >= rule.min, mustBe(rule)).createWithDefault(default))
@@ -91,17 +105,14 @@ object EqDeleteConf {
       "plans it, whatever the other spark.eqdelete.* keys say.",
     default = true)
 
-  val STRATEGY: ConfigEntry[String] = declare(ChoiceRule(Strategy.all))(buildConf("strategy")
-    .doc("How equality deletes of an Iceberg scan are applied. 'filter': delete rows are read " +
+  val STRATEGY: ConfigEntry[String] = choiceConf("strategy",
+    "How equality deletes of an Iceberg scan are applied. 'filter': delete rows are read " +
       "by Spark tasks, indexed on the driver, broadcast, and checked per row by a predicate on the " +
       "scan (or the join, when their index would not fit spark.eqdelete.filter.maxHeapFraction). 'join': delete rows " +
       "become the build side of a left anti join. 'native': Iceberg applies them itself, " +
       "task by task. 'auto': chosen per scan by a cost model on Iceberg metadata (native, filter, " +
-      "broadcast or shuffled join), see the spark.eqdelete.auto.* keys.")
-    .stringConf
-    .transform(_.trim.toLowerCase(Locale.ROOT))
-    .checkValues(Strategy.all.toSet)
-    .createWithDefault(Strategy.Auto))
+      "broadcast or shuffled join), see the spark.eqdelete.auto.* keys.",
+    Strategy.all, Strategy.Auto)
 
   val AUTO_MIN_DATA_ROWS: ConfigEntry[Long] = countConf("auto.minDataRows",
     "'auto' leaves a scan native when its data files with equality deletes hold fewer rows " +
@@ -186,15 +197,19 @@ object EqDeleteConf {
       "maintain's compaction leaves, one per data file).",
     0.3)
 
-  val MAINTAIN_LIVE_INDEX: ConfigEntry[Boolean] = booleanConf("maintain.liveIndex",
+  val MAINTAIN_LIVE_INDEX: ConfigEntry[String] = choiceConf("maintain.liveIndex",
     "Whether a long-running maintain (python -m eqdelete maintain without --once, maintain --tables) keeps, per " +
-      "table, an index of the live rows by key on the executors' local disks (RocksDB, about 20 bytes per key; " +
-      "none on the driver), brought forward each round from the table's changes, so a round reads only the data " +
-      "files added or changed since the last one instead of every data file its deletes may touch. It is built " +
-      "from the table on a start, and again after a rollback, an expiry it cannot see past, or a lost executor " +
-      "(that round uses the plan without the index). A round run once (--once, CALL eqdelete.system.maintain, " +
-      "Spark Connect) never keeps one.",
-    default = true)
+      "table, an index of the live rows by key on the executors' local disks (RocksDB, about 14-20 bytes per key; " +
+      "none on the driver), brought forward each round from the table's changes, so a round looks its delete rows up " +
+      "and reads only the data files added or changed since the last one, instead of every data file its deletes may " +
+      "touch. 'auto': each round takes the cheaper way by its metadata (the rows of the data files it would read against " +
+      "its delete rows: the index pays on large tables with keys spread over many files, for rounds small against them); " +
+      "a round reading the data files still brings a held index forward, and one that would use the index builds it " +
+      "when none is held. 'always': every round through the index; 'never': none kept ('true' and 'false' are read " +
+      "as always and never). It is built from the table on a start, and again after a rollback, an expiry it cannot " +
+      "see past, or a lost executor (that round uses the plan without the index). A round run once (--once, CALL " +
+      "eqdelete.system.maintain, Spark Connect) never keeps one.",
+    LiveIndex.accepted, LiveIndex.Auto)
 
   val MAINTAIN_LIVE_INDEX_STORES: ConfigEntry[Long] = countConf("maintain.liveIndexStores",
     "How many stores (one RocksDB each, on one executor) a kept index of the live rows is split into by key hash; " +
@@ -283,7 +298,7 @@ object EqDeleteConf {
   def maintainCompactPositionDeleteFiles(conf: SQLConf): Long = conf.getConf(MAINTAIN_COMPACT_POSITION_DELETE_FILES)
   def maintainCompactDataBytesPerHour(conf: SQLConf): Long = conf.getConf(MAINTAIN_COMPACT_DATA_BYTES_PER_HOUR)
   def maintainCompactDataDeadRatio(conf: SQLConf): Double = conf.getConf(MAINTAIN_COMPACT_DATA_DEAD_RATIO)
-  def maintainLiveIndex(conf: SQLConf): Boolean = conf.getConf(MAINTAIN_LIVE_INDEX)
+  def maintainLiveIndex(conf: SQLConf): String = conf.getConf(MAINTAIN_LIVE_INDEX)
   def maintainLiveIndexStores(conf: SQLConf): Long = conf.getConf(MAINTAIN_LIVE_INDEX_STORES)
 
   /**
