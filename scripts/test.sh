@@ -4,10 +4,12 @@
 # Iceberg release) the Scala unit tests (jvm/src/test, through sbt) and the full pytest suite,
 # then the smoke suite (tests/test_smoke.py) on every other pair, each in its Spark line's own
 # virtualenv, with the query shapes (tests/test_query_shapes.py) where the pair's Iceberg is the
-# first of its row (compiled against); the oldest pair also runs the
-# multi-process test and the fault tier (tests/lakehouse/test_commit_faults.py), and the oldest line's default pair the lakehouse tier (tests/lakehouse: s3proxy
-# and Iceberg's REST catalog on loopback, Flink writing; the primary pair runs it whole); then, on each Spark 4.x line, the Connect tier (tests/connect) against a
-# real Spark Connect server.
+# first of its row (compiled against); the oldest pair also runs the multi-process test (only
+# there) and the fault tier (tests/lakehouse/test_commit_faults.py), and the oldest line's default
+# pair the lakehouse's reads (tests/lakehouse/test_object_store.py: s3proxy and Iceberg's REST
+# catalog on loopback; the primary pair runs tests/lakehouse whole, Flink writing); then, on each
+# Spark 4.x line, the Connect tier (tests/connect) against a real Spark Connect server (its
+# command-line cases on the primary line only).
 #
 #   ./scripts/test.sh                    every pair and the Connect tier (what CI runs)
 #   ./scripts/test.sh --pair 3.5:1.11    one pair: the full suite for the primary, else the smoke suite (+ shapes)
@@ -59,6 +61,9 @@ for entry in "${pairs[@]}"; do
   if [ "$line:$iceberg" = "$primary_line:$primary_iceberg" ]; then
     tests=()  # everything under tests/
     kind="full suite"
+    # The multi-process test runs on the oldest pair (Scala 2.12's closures, the line most apart);
+    # once is what it needs (CI time). Named, it runs here too.
+    [ ${#args[@]} -gt 0 ] || tests=(--ignore=tests/test_multiprocess.py)
     if [ ${#args[@]} -eq 0 ]; then
       echo "[test] Spark $line: Scala unit tests" >&2
       began=$SECONDS
@@ -86,11 +91,11 @@ for entry in "${pairs[@]}"; do
       tests+=(tests/test_multiprocess.py tests/lakehouse/test_commit_faults.py -m "not command_line")
       kind="$kind, the multi-process test and the fault tier"
     fi
-    # The lakehouse tier (REST catalog, object store, Flink's tables) on Spark 3.5 with its newest
-    # Iceberg too; its live test on the primary pair only.
+    # The lakehouse's reads (REST catalog, object store) on Spark 3.5 with its newest Iceberg too;
+    # Flink's tables, the live test and the benchmark on the primary pair only (CI time).
     if [ "$line" = "$oldest_line" ] && [ "$iceberg" = "${releases[${#releases[@]}-1]}" ]; then
-      tests+=(tests/lakehouse/test_flink_tables.py tests/lakehouse/test_object_store.py)
-      kind="$kind, lakehouse tier"
+      tests+=(tests/lakehouse/test_object_store.py)
+      kind="$kind, the lakehouse's reads"
     fi
   fi
   echo "[test] Spark $line + Iceberg $iceberg: $kind" >&2
@@ -109,9 +114,13 @@ if [ -z "$only" ]; then
     [ "${line%%.*}" -ge 4 ] || continue
     venv=.venv
     [ "$line" = "$primary_line" ] || venv="build/venvs/spark-$line"
+    # The command line over Connect (a Python client process per command, the same on every
+    # line) on the primary line only (CI time); the rest of the tier on each 4.x line.
+    only_primary=()
+    [ "$line" = "$primary_line" ] || only_primary=(-k "not test_cli_over_connect")
     echo "[test] Spark $line: Connect tier" >&2
     began=$SECONDS
-    if ! "$venv/bin/python" -m pytest tests/connect; then
+    if ! "$venv/bin/python" -m pytest tests/connect "${only_primary[@]}"; then
       status=1
       echo "[test] FAILED: Connect tier of Spark $line" >&2
     fi

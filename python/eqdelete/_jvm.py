@@ -182,11 +182,17 @@ def positions_both_ways(spark: SparkSession, table: str) -> tuple[list[str], lis
 
 def kept_index_round(spark: SparkSession, table: str, reading: bool = False) -> tuple[list[str], list[str], int]:
     """A resolve of ``table`` through the kept live-row indexes (eqdelete.resolve.KeptLiveIndexes),
-    or (``reading``) by reading the data files with the held indexes brought forward and the rows
-    it resolved removed from them: today's positions, the round's (``file#position``, sorted), and
-    the rows it resolved."""
+    or (``reading``) by reading the data files, the held indexes dropped: today's positions, the
+    round's (``file#position``, sorted), and the rows it resolved."""
     both = _jvm(spark).eqdelete.resolve.KeptLiveIndexes.roundBothWays(_jsession(spark), table, reading)
     return list(both._1()), list(both._2()), int(both._3())
+
+
+def auto_choice(spark: SparkSession, table: str) -> tuple[str, str]:
+    """What a round of a long-running maintain of ``table`` would choose now under auto, from
+    metadata only: ``("index" | "reading" | "nothing", why)``."""
+    kind, why = _jvm(spark).eqdelete.resolve.KeptLiveIndexes.autoChoice(_jsession(spark), table)
+    return str(kind), str(why)
 
 
 def forget_kept_indexes(spark: SparkSession, table: str) -> None:

@@ -190,11 +190,11 @@ LANDED: dict[str, Callable[[SparkSession, Table], Fault]] = {
     "sent again after a writer's commit, 409": lambda spark, table: Fault.send_again(_writer_commit(spark, table)),
 }
 _ENTRY_NAMES = list(ENTRIES)
-# Each fault through every entry point, each on v2 or v3 in turn (every pair of fault and version
-# twice, every fault and entry point once).
+# Each fault on v2 and on v3, through a resolve's entry point on one and a maintain's on the other
+# (the entry points rotate, so each meets v2 and v3 once); CI time: the commit under them is one.
 LANDED_CASES = [
-    (fault, _ENTRY_NAMES[(i + 2 * (version - 2) + j) % 4], version)
-    for i, fault in enumerate(LANDED) for version in (2, 3) for j in (0, 1)
+    (fault, _ENTRY_NAMES[(i + 3 * (version - 2)) % 4], version)
+    for i, fault in enumerate(LANDED) for version in (2, 3)
 ]
 
 

@@ -15,7 +15,9 @@ over all keys), ``runs`` times: one commit of that many equality delete rows, th
 snapshot a round with **today's plan** (a round run once: no state), timed, the table rolled back
 to the snapshot; then a round of the long-running maintain through the **kept index**, timed,
 which commits and stays. Both must resolve the same rows; at the end the native read must equal
-eqdelete's read before the last round. Times are reported, never asserted.
+eqdelete's read before the last round. Before each, what a round under auto (the default,
+``spark.eqdelete.maintain.liveIndex``) would choose from the round's metadata is recorded: "auto
+picks" (index or reading). Times are reported, never asserted.
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ class RoundSize:
     today_files_read: int
     kept_files_read: int
     kept_driver_peak_heap_mb: float = 0.0   # the most the driver's heap reached in a kept round (garbage included)
+    auto_picks: str = ""                     # what a round under auto chose at this size (index or reading), from metadata
 
     @property
     def kept_to_today(self) -> float:
@@ -140,12 +143,14 @@ def run_point(spark: SparkSession, point: MaintainScalePoint, runs: int,
             today: list[MaintainRound] = []
             kept: list[MaintainRound] = []
             kept_heap: list[float] = []
+            picks: list[str] = []
             for run in range(runs):
                 batch += 1
                 stride = max(1, point.data_rows // size)
                 ids = spark.range(0, size).select((F.col("id") * stride + (batch * 7919) % stride).alias("id"))
                 write_equality_deletes(spark, table, spec.key_columns, spec._rows(ids, F.lit(1)))
                 start = _jvm.current_snapshot_id(spark, table)
+                picks.append(_jvm.auto_choice(spark, table)[0])  # the index is held: auto's choice from metadata
                 last = size == point.rounds[-1] and run == runs - 1
                 if last:
                     with use_strategy(spark, "auto"):
@@ -165,7 +170,8 @@ def run_point(spark: SparkSession, point: MaintainScalePoint, runs: int,
             result.rounds.append(RoundSize(size, kept[-1].rows_resolved,
                                            statistics.median(r.seconds for r in today),
                                            statistics.median(r.seconds for r in kept),
-                                           today[-1].data_files_read, kept[-1].data_files_read, max(kept_heap)))
+                                           today[-1].data_files_read, kept[-1].data_files_read, max(kept_heap),
+                                           "/".join(sorted(set(picks)))))
         with use_strategy(spark, "native"):
             if fingerprint(spark.table(table)) != truth:
                 raise ResultsDifferError(f"{point.key}: the native read after the rounds differs from eqdelete's before")
@@ -177,14 +183,16 @@ def run_point(spark: SparkSession, point: MaintainScalePoint, runs: int,
 
 def markdown(results: list[MaintainScaleResult]) -> str:
     lines = ["| data rows | data files | index build s | index entries after | bytes a key | new delete rows "
-             "| rows resolved | today's plan s (files read) | kept index s (files read) | kept x today | driver peak heap MB, kept |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| rows resolved | today's plan s (files read) | kept index s (files read) | kept x today | auto picks "
+             "| driver peak heap MB, kept |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
     for r in sorted(results, key=lambda r: r.data_rows):
         for i, s in enumerate(r.rounds):
             head = (f"| {r.data_rows:,} | {r.data_files:,} | {r.build_seconds:.1f} | {r.index_entries:,} | {r.bytes_per_key:.1f} "
                     if i == 0 else "| | | | | ")
             lines.append(f"{head}| {s.delete_rows:,} | {s.rows_resolved:,} | {s.today_seconds:.2f} ({s.today_files_read:,}) "
-                         f"| {s.kept_seconds:.2f} ({s.kept_files_read:,}) | {s.kept_to_today:.2f} | {s.kept_driver_peak_heap_mb:,.0f} |")
+                         f"| {s.kept_seconds:.2f} ({s.kept_files_read:,}) | {s.kept_to_today:.2f} | {s.auto_picks or '-'} "
+                         f"| {s.kept_driver_peak_heap_mb:,.0f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -14,8 +14,8 @@ final case class LiveKeyEntry(key: Array[Byte], file: Int, position: Long)
  * An index of live rows by key, held by the executors: one [[LiveKeyStore]] per partition of
  * the key's hash, each on the executor that created it ([[LiveKeyStores]]), whose tasks later
  * jobs prefer ([[AtStoreRDD]]). The driver holds only the index's id and where its stores are.
- * Nothing gathers on the driver: adds, removes and lookups are Spark jobs routing rows to their
- * key's store. A store lost with its executor fails the job with [[LiveKeyStoreLostException]]
+ * Nothing gathers on the driver: adds and lookups are Spark jobs routing rows to their key's
+ * store, and a lookup's finds are removed at the store that found them. A store lost with its executor fails the job with [[LiveKeyStoreLostException]]
  * in its cause: the caller builds the index again from the table.
  */
 final class LiveKeyIndex private (val id: String, val partitions: Int, homes: Array[String]) {
@@ -41,11 +41,16 @@ final class LiveKeyIndex private (val id: String, val partitions: Int, homes: Ar
   }
 
   /** Adds entries; how many. */
-  def add(entries: RDD[LiveKeyEntry]): Long = write(entries)((store, e) => store.add(e.key, e.key.length, e.file, e.position))
-
-  /** Removes entries (absent ones are no error); how many were asked. */
-  def remove(entries: RDD[LiveKeyEntry]): Long =
-    write(entries)((store, e) => store.remove(e.key, e.key.length, e.file, e.position))
+  def add(entries: RDD[LiveKeyEntry]): Long = {
+    val index = id
+    routed(entries)(_.key).mapPartitionsWithIndex { (p, rows) =>
+      val store = LiveKeyStores.get(index, p)
+      var n = 0L
+      rows.foreach { e => store.add(e.key, e.key.length, e.file, e.position); n += 1 }
+      store.flush()
+      Iterator(n)
+    }.sum().toLong
+  }
 
   /**
    * Removes entries [[lookup]] found, given as the RDD it returned or one derived from it
@@ -68,17 +73,6 @@ final class LiveKeyIndex private (val id: String, val partitions: Int, homes: Ar
       }
       store.flush()
       Iterator(removed)
-    }.sum().toLong
-  }
-
-  private def write(entries: RDD[LiveKeyEntry])(change: (LiveKeyStore, LiveKeyEntry) => Unit): Long = {
-    val index = id
-    routed(entries)(_.key).mapPartitionsWithIndex { (p, rows) =>
-      val store = LiveKeyStores.get(index, p)
-      var n = 0L
-      rows.foreach { e => change(store, e); n += 1 }
-      store.flush()
-      Iterator(n)
     }.sum().toLong
   }
 

@@ -3,13 +3,10 @@ package eqdelete.resolve
 import eqdelete.cost.{CostModel, CostSettings, DriverMemory, ScanRewritePlan, Strategy, StrategySetting}
 import eqdelete.explain.Decision
 import eqdelete.join.ApplyDeletesWithJoin
-import eqdelete.planning.{EqualityDeleteSet, ScanDeletes}
+import eqdelete.planning.ScanDeletes
 import eqdelete.scan.{FileSelectingTable, FileSelection, IcebergViews, StrippedScan}
 
-import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.{DataFrame, SparkSession}
-import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute}
-import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project}
 import org.apache.spark.sql.eqdelete.compat.SparkShim
 
 /**
@@ -22,33 +19,7 @@ import org.apache.spark.sql.eqdelete.compat.SparkShim
  */
 object DeletedPositions {
 
-  def of(session: SparkSession, work: ResolveWork, deletes: ScanDeletes): DataFrame =
-    SparkShim.dataFrame(session, rows(session, work, deletes, needed = Nil)._2)
-
-  /**
-   * [[of]]'s rows with the key of each of `sets`, packed as a kept index of the live rows holds it
-   * ([[IndexedDeletedPositions]]): `(data file, position, keys)`, a row once per equality set
-   * that deletes it.
-   */
-  def withKeys(session: SparkSession, work: ResolveWork, deletes: ScanDeletes,
-      sets: Seq[EqualityDeleteSet]): RDD[(String, Long, Array[Array[Byte]])] = {
-    val roots = sets.flatMap(_.keyPaths.map(_.head)).toSet
-    val (scan, deleted) = rows(session, work, deletes, needed = work.target.relation.output.filter(a => roots(a.name)))
-    val keys = sets.map(scan.keyColumns)
-    val types = keys.map(_.map(_.dataType).toArray).toArray
-    val offsets = types.scanLeft(0)(_ + _.length)
-    val at = offsets.last
-    val plan = Project(keys.flatten.zipWithIndex.map { case (k, i) => Alias(k, s"_eqdelete_key_$i")() } ++
-      scan.columns.takeRight(2), deleted)
-    SparkShim.dataFrame(session, plan).queryExecution.toRdd.map { row =>
-      (row.getUTF8String(at).toString, row.getLong(at + 1),
-        Array.tabulate(types.length)(s => IndexedDeletedPositions.packed(row, types(s), offsets(s))))
-    }
-  }
-
-  /** The scan, and its rows the deletes remove: `needed` (columns of the work's relation), `_file` and `_pos`. */
-  private def rows(session: SparkSession, work: ResolveWork, deletes: ScanDeletes,
-      needed: Seq[Attribute]): (StrippedScan, LogicalPlan) = {
+  def of(session: SparkSession, work: ResolveWork, deletes: ScanDeletes): DataFrame = {
     val target = work.target
     val (relation, table) = (target.relation, target.table)
     val readSchema = deletes.scan.readSchema
@@ -66,9 +37,9 @@ object DeletedPositions {
     // it is there so Spark pushes it and the scan is served the planned files. Detached: Spark 4.1
     // reloads a DataFrame's tables by catalog and identifier when it runs, which would put
     // Iceberg's own table (equality deletes applied) back in.
-    val (scan, _) = StrippedScan.of(relation, view, needed, target.conditions, deletes, table, readSchema,
+    val (scan, _) = StrippedScan.of(relation, view, needed = Nil, target.conditions, deletes, table, readSchema,
       metadata = Seq("_file", "_pos"), detached = true)
-    (scan, ApplyDeletesWithJoin.deletedRows(session, scan, join))
+    SparkShim.dataFrame(session, ApplyDeletesWithJoin.deletedRows(session, scan, join))
   }
 
   /**

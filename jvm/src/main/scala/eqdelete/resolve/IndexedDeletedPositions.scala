@@ -108,12 +108,12 @@ object IndexedDeletedPositions {
     }
   }
 
-  /** `types.length` columns of `row` from `offset` as a key's packed bytes, as the index holds it. */
-  private[resolve] def packed(row: InternalRow, types: Array[DataType], offset: Int = 0): Array[Byte] = {
+  /** The first `types.length` columns of `row` as a key's packed bytes. */
+  private def packed(row: InternalRow, types: Array[DataType]): Array[Byte] = {
     val key = new KeyBytes
     var i = 0
     while (i < types.length) {
-      if (row.isNullAt(offset + i)) key.putNull() else key.put(types(i), row.get(offset + i, types(i)))
+      if (row.isNullAt(i)) key.putNull() else key.put(types(i), row.get(i, types(i)))
       i += 1
     }
     java.util.Arrays.copyOf(key.bytes, key.length)

@@ -67,7 +67,7 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
    * The index brought to the work's snapshot (`stores` stores when built): the data files it
    * lacks read into it. The scan that read them names the key columns.
    */
-  def broughtForward(session: SparkSession, work: ResolveWork, deletes: ScanDeletes, set: EqualityDeleteSet,
+  private def broughtForward(session: SparkSession, work: ResolveWork, deletes: ScanDeletes, set: EqualityDeleteSet,
       stores: Int): StrippedScan = {
     var toRead = filesToRead(session, work, deletes, stores, None)
     // One scan serves both: it reads the files brought in, and names the key columns the lookup packs.
@@ -171,21 +171,6 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
     resolvedByOtherSets = byOtherSets
     // Two delete rows of one key find its entry twice: removed once, so the count stays exact.
     entryCount -= index.removeFound(resolved)
-    ownCommit = Some(committed)
-  }
-
-  /**
-   * After the commit, snapshot `committed`, of a round that found its rows by reading the data
-   * files (the index brought forward first): the rows it resolved, `(key, data file, position)`,
-   * leave the index, each routed to its key's store; `rows` of them, each once. Every equality
-   * set's index of the round is told so, so none reads files again for another's.
-   */
-  def committedRead(session: SparkSession, committed: Long, resolved: RDD[(Array[Byte], String, Long)], rows: Long): Unit = {
-    val idsOf = session.sparkContext.broadcast(ids.toMap)
-    try index.remove(resolved.map { case (key, path, position) => LiveKeyEntry(key, idsOf.value(path), position) })
-    finally idsOf.destroy()
-    entryCount -= rows
-    resolvedByOtherSets = Set.empty
     ownCommit = Some(committed)
   }
 

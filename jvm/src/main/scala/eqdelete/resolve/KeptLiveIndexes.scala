@@ -66,25 +66,20 @@ object KeptLiveIndexes extends Logging {
   private def prepared(session: SparkSession, tableName: String, stores: Int, alsoToday: Boolean,
       choose: MaintainRoundPlan.Facts => MaintainRoundPlan): (ResolveEqualityDeletes.Prepared, Seen) = {
     val seen = new Seen
-    // Found through the indexes: per index, its finds. Found by reading: the rows with each index's key.
+    // Through the indexes: per index, its finds. Reading the data files: the rows found.
     var found = Seq.empty[(KeptLiveIndex, RDD[IndexedDeletedPositions.Found])]
-    var read: Option[(Seq[KeptLiveIndex], RDD[(String, Long, Array[Array[Byte]])])] = None
-    var readOnly: Option[DataFrame] = None
-    def release(): Unit = { found.foreach(_._2.unpersist()); read.foreach(_._2.unpersist()) }
+    var read: Option[DataFrame] = None
+    def release(): Unit = found.foreach(_._2.unpersist())
     def settled(result: Option[ResolveEqualityDeletes.Result]): Unit =
       try {
         if (alsoToday) seen.found = (found.flatMap(_._2.map(f => s"${f.path}#${f.position}").collect()) ++
-          read.toSeq.flatMap(_._2.map(r => s"${r._1}#${r._2}").collect()) ++
-          readOnly.toSeq.flatMap(_.collect().map(r => s"${r.getString(0)}#${r.getLong(1)}"))).distinct.sorted
-        for (r <- result; s <- r.snapshotId) {
+          read.toSeq.flatMap(_.collect().map(r => s"${r.getString(0)}#${r.getLong(1)}"))).distinct.sorted
+        result.flatMap(_.snapshotId).foreach { s =>
           // Where each set's rows were resolved, for the other sets' indexes (one set: none to tell).
           val files = if (found.size < 2) found.map(_ => Set.empty[String])
             else found.map { case (_, rows) => rows.map(_.path).distinct().collect().toSet }
           found.zipWithIndex.foreach { case ((index, rows), i) =>
             index.committed(s, rows.map(_.entry), files.indices.filter(_ != i).flatMap(files).toSet)
-          }
-          read.foreach { case (indexes, rows) =>
-            indexes.zipWithIndex.foreach { case (index, i) => index.committedRead(session, s, rows.map(f => (f._3(i), f._1, f._2)), r.rowsResolved) }
           }
         }
       } catch {
@@ -117,28 +112,11 @@ object KeptLiveIndexes extends Logging {
             val positions = if (once.size == 1) once.head else session.sparkContext.union(once).distinct()
             FoundPositions(session.createDataFrame(positions.map { case (f, p) => Row(f, p) }, Positions),
               found.map(_._1.lastFilesRead).sum)
-          case MaintainRoundPlan.ReadingDataFiles(keepsIndex, _) =>
-            val indexes = if (keepsIndex) held.collect { case (set, Some(index)) => set -> index } else Nil
-            // One that would have to be built again is dropped: the next round through an index builds it.
-            held.foreach {
-              case (set, Some(index)) if !keepsIndex && !index.current(work, stores) =>
-                synchronized(kept.remove((tableName, set.equalityIds)))
-                index.drop(session)
-              case _ =>
-            }
-            if (indexes.isEmpty) {
-              readOnly = Some(DeletedPositions.of(session, work, deletes))
-              FoundPositions(readOnly.get, DeletedPositions.dataFilesRead(deletes))
-            } else {
-              val intoIndexes = indexes.map { case (set, index) =>
-                index.broughtForward(session, work, deletes, set, stores)
-                index.lastFilesRead
-              }.sum
-              val rows = DeletedPositions.withKeys(session, work, deletes, indexes.map(_._1)).persist(StorageLevel.MEMORY_AND_DISK)
-              read = Some(indexes.map(_._2) -> rows)
-              FoundPositions(session.createDataFrame(rows.map(r => Row(r._1, r._2)), Positions),
-                DeletedPositions.dataFilesRead(deletes) + intoIndexes)
-            }
+          case _: MaintainRoundPlan.ReadingDataFiles =>
+            // Rounds like this one cost less without the index: it is dropped, not kept up.
+            held.foreach { case (set, index) => index.foreach(drop(session, tableName, set.equalityIds, _)) }
+            read = Some(DeletedPositions.of(session, work, deletes))
+            FoundPositions(read.get, DeletedPositions.dataFilesRead(deletes))
         }
       }, settled)
       (prepared, seen)
@@ -161,18 +139,35 @@ object KeptLiveIndexes extends Logging {
     synchronized(kept.collect { case ((t, _), index) if t == tableName => index }.toVector)
 
   /**
-   * For the differential test: a round through the kept indexes, or (`reading`) by reading the
-   * data files with the held indexes brought forward; (today's positions, the round's, rows resolved).
+   * For the differential test: a round through the kept indexes (built when not held), or
+   * (`reading`) by reading the data files, the held indexes dropped; (today's positions, the
+   * round's, rows resolved).
    */
   def roundBothWays(session: SparkSession, tableName: String, reading: Boolean): (java.util.List[String], java.util.List[String], Long) =
     exclusively(tableName) {
       beginRound(tableName)
-      val (prepared, seen) = this.prepared(session, tableName, stores = 3, alsoToday = true, facts =>
-        if (reading) MaintainRoundPlan.ReadingDataFiles(keepsIndex = facts.indexHeld, "the test reads")
-        else MaintainRoundPlan.ThroughIndex("the test looks up"))
+      val (prepared, seen) = this.prepared(session, tableName, stores = 3, alsoToday = true, _ =>
+        if (reading) MaintainRoundPlan.ReadingDataFiles("the test reads") else MaintainRoundPlan.ThroughIndex("the test looks up"))
       val result = prepared.commit()
       (seen.today.asJava, seen.found.asJava, result.rowsResolved)
     }
+
+  /**
+   * What a round of `tableName` would choose now under auto, from metadata only, with this
+   * driver's indexes as they are held: `[index | reading | nothing, why]`. For reports (the
+   * maintain scale benchmark's "auto picks").
+   */
+  def autoChoice(session: SparkSession, tableName: String): java.util.List[String] = exclusively(tableName) {
+    val work = ResolveEqualityDeletes.workFor(session, tableName, null)
+    val choice = work.deletes.map { deletes =>
+      val held = deletes.deleteSets.forall(set => synchronized(kept.contains((tableName, set.equalityIds))))
+      MaintainRoundPlan.choose(LiveIndexSetting.Auto, facts(deletes, held)) match {
+        case MaintainRoundPlan.ThroughIndex(why) => Seq("index", why)
+        case MaintainRoundPlan.ReadingDataFiles(why) => Seq("reading", why)
+      }
+    }
+    choice.getOrElse(Seq("nothing", "no equality deletes to resolve")).asJava
+  }
 
   /**
    * The state of `tableName`'s kept indexes after a round (a job per index, for their bytes);
@@ -203,12 +198,15 @@ object KeptLiveIndexes extends Logging {
    * executor), once no round of it is under way.
    */
   def forget(session: SparkSession, tableName: String): Unit = exclusively(tableName) {
-    val dropped = synchronized(kept.keys.filter(_._1 == tableName).toVector.flatMap(kept.remove))
-    dropped.foreach { index =>
-      try index.drop(session) catch {
-        // A store lost with its executor is gone already; the others are deleted with their executors' files.
-        case NonFatal(e) => logWarning(s"eqdelete: dropping a kept index of $tableName: ${e.getMessage}")
-      }
+    synchronized(kept.filter(_._1._1 == tableName).toVector).foreach { case ((_, set), index) => drop(session, tableName, set, index) }
+  }
+
+  /** Drops the kept index of `tableName`'s equality set `set`. */
+  private def drop(session: SparkSession, tableName: String, set: Seq[Int], index: KeptLiveIndex): Unit = {
+    synchronized(kept.remove((tableName, set)))
+    try index.drop(session) catch {
+      // A store lost with its executor is gone already; the others are deleted with their executors' files.
+      case NonFatal(e) => logWarning(s"eqdelete: dropping a kept index of $tableName: ${e.getMessage}")
     }
   }
 }

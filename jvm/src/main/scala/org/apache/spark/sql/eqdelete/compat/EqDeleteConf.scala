@@ -203,9 +203,9 @@ object EqDeleteConf {
       "none on the driver), brought forward each round from the table's changes, so a round looks its delete rows up " +
       "and reads only the data files added or changed since the last one, instead of every data file its deletes may " +
       "touch. 'auto': each round takes the cheaper way by its metadata (the rows of the data files it would read against " +
-      "its delete rows: the index pays on large tables with keys spread over many files, for rounds small against them); " +
-      "a round reading the data files still brings a held index forward, and one that would use the index builds it " +
-      "when none is held. 'always': every round through the index; 'never': none kept ('true' and 'false' are read " +
+      "its delete rows: the index pays on large tables with keys spread over many files, for rounds small against them; " +
+      "one way must be 1.5x ahead before a round drops the index it holds or builds one it lacks). " +
+      "'always': every round through the index; 'never': none kept ('true' and 'false' are read " +
       "as always and never). It is built from the table on a start, and again after a rollback, an expiry it cannot " +
       "see past, or a lost executor (that round uses the plan without the index). A round run once (--once, CALL " +
       "eqdelete.system.maintain, Spark Connect) never keeps one.",
