@@ -15,8 +15,9 @@ final case class LiveKeyEntry(key: Array[Byte], file: Int, position: Long)
  * the key's hash, each on the executor that created it ([[LiveKeyStores]]), whose tasks later
  * jobs prefer ([[AtStoreRDD]]). The driver holds only the index's id and where its stores are.
  * Nothing gathers on the driver: adds and lookups are Spark jobs routing rows to their key's
- * store, and a lookup's finds are removed at the store that found them. A store lost with its executor fails the job with [[LiveKeyStoreLostException]]
- * in its cause: the caller builds the index again from the table.
+ * store, and a lookup's finds are removed at the store that found them. A store lost with its
+ * executor fails the job with [[LiveKeyStoreLostException]] in its cause: the caller builds the
+ * index again from the table.
  */
 final class LiveKeyIndex private (val id: String, val partitions: Int, homes: Array[String]) {
 

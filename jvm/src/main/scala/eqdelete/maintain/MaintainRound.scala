@@ -27,9 +27,9 @@ import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, IntegerTyp
  * A round of a long-running `maintain` finds the rows through the table's kept index of its live
  * rows ([[KeptLiveIndexes]]), so it reads only the data files added or changed since the last
  * round, where that costs less than reading the data files its deletes pair with
- * ([[eqdelete.cost.MaintainRoundPlan]]); a round run once plans as a single resolve does, with no state. When a store of the
- * index was lost with its executor, the round falls back to that plan and the index is built
- * again next round.
+ * ([[eqdelete.cost.MaintainRoundPlan]]); a round run once plans as a single resolve does, with no
+ * state. When a store of the index was lost with its executor, the round falls back to that plan
+ * and the index is built again next round.
  *
  * A writer's appends and new equality deletes never conflict with a round (they are newer than
  * every delete it resolves); a compaction rewriting the data files it read does, and so does a

@@ -6,6 +6,7 @@ import eqdelete.join.ApplyDeletesWithJoin
 import eqdelete.planning.ScanDeletes
 import eqdelete.scan.{FileSelectingTable, FileSelection, IcebergViews, StrippedScan}
 
+import org.apache.iceberg.DataFile
 import org.apache.spark.sql.{DataFrame, SparkSession}
 import org.apache.spark.sql.eqdelete.compat.SparkShim
 
@@ -49,9 +50,12 @@ object DeletedPositions {
   def selection(deletes: ScanDeletes): FileSelection =
     if (deletes.assignmentMayMiss.isDefined) FileSelection.AllEqualityDeletesRemoved else FileSelection.EqualityDeletesRemoved
 
-  /** How many data files [[of]] reads. */
-  def dataFilesRead(deletes: ScanDeletes): Int = {
+  /** The data files [[of]] reads, each once. */
+  def dataFiles(deletes: ScanDeletes): Seq[DataFile] = {
     val selected = selection(deletes)
-    deletes.scan.tasks.filter(selected.selects).map(_.file().location()).distinct.size
+    deletes.scan.tasks.filter(selected.selects).map(_.file()).groupBy(_.location()).values.map(_.head).toSeq
   }
+
+  /** How many data files [[of]] reads. */
+  def dataFilesRead(deletes: ScanDeletes): Int = dataFiles(deletes).size
 }

@@ -126,8 +126,15 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
    * brought forward), with the table's changes since the snapshot it reflects, when they can be walked.
    */
   private def staleness(work: ResolveWork, stores: Int): (Option[TableChanges], Option[String]) = {
-    val changes = reflects.flatMap(from =>
-      TableChanges.between(work.table, from, work.snapshotId, s => ownCommit.contains(s.snapshotId())))
+    // A round asks twice (its choice, then bringing the index forward): the walk of the
+    // snapshots' delete manifests is made once for what it depends on.
+    val of = (reflects, ownCommit, work.snapshotId)
+    val changes = walked.filter(_._1 == of).map(_._2).getOrElse {
+      val walk = reflects.flatMap(from =>
+        TableChanges.between(work.table, from, work.snapshotId, s => ownCommit.contains(s.snapshotId())))
+      walked = Some(of -> walk)
+      walk
+    }
     val why = (reflects, changes) match {
       case (None, _) => Some("built from the table: its first round here")
       case _ if index.partitions != stores =>
@@ -140,6 +147,9 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
     }
     (changes, why)
   }
+
+  /** The last walk of the table's changes: from what it reflected and its own commit to which snapshot, and what it found. */
+  private var walked: Option[((Option[Long], Option[Long], Long), Option[TableChanges])] = None
 
   /** Whether the index can be brought to the work's snapshot without being built again. */
   def current(work: ResolveWork, stores: Int): Boolean = staleness(work, stores)._2.isEmpty

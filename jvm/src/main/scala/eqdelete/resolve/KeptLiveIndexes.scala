@@ -58,8 +58,7 @@ object KeptLiveIndexes extends Logging {
 
   /** What the round's data files, and its delete rows, are: the choice's facts. */
   private def facts(deletes: ScanDeletes, indexHeld: Boolean): MaintainRoundPlan.Facts = {
-    val selected = DeletedPositions.selection(deletes)
-    val files = deletes.scan.tasks.filter(selected.selects).map(_.file()).groupBy(_.location()).values.map(_.head).toSeq
+    val files = DeletedPositions.dataFiles(deletes)
     MaintainRoundPlan.Facts(files.size, files.map(_.recordCount()).sum, deletes.deleteSets.map(_.records).sum, indexHeld)
   }
 
@@ -178,7 +177,7 @@ object KeptLiveIndexes extends Logging {
     val indexes = indexesOf(tableName)
     val plan = Option(plans.get(tableName))
     val note = indexes.flatMap(_.lastBuild).headOption match {
-      case Some(built) => Some(plan.filter(_.why.nonEmpty).map(p => s"$built (${p.why})").getOrElse(built))
+      case Some(built) => Some(plan.map(p => s"$built (${p.why})").getOrElse(built))
       case None => plan.collect { case p: MaintainRoundPlan.ReadingDataFiles => p.why }
     }
     if (indexes.isEmpty) plan.map(_ => State(0, 0, note))
