@@ -30,7 +30,37 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-"$root/scripts/setup.sh"
+# Each stage's seconds, printed again with the total at the end, where a total past the budget
+# warns: CI's limit is 90 minutes, this command's budget 40 on 2 cores with warm caches.
+BUDGET_SECONDS=2400
+started=$SECONDS
+stages=()
+status=0
+stage() { # name, command...: runs it, records its seconds; a failure fails the run, not the stages after it
+  local name=$1 began=$SECONDS
+  shift
+  echo "[test] $name" >&2
+  if ! "$@"; then
+    status=1
+    echo "[test] FAILED: $name" >&2
+    name="$name (FAILED)"
+  fi
+  stages+=("$((SECONDS - began))|$name")
+  echo "[test] $name: $((SECONDS - began)) s" >&2
+}
+summary() {
+  local total=$((SECONDS - started)) entry
+  echo "[test] seconds by stage:" >&2
+  for entry in "${stages[@]}"; do printf '[test] %6d  %s\n' "${entry%%|*}" "${entry#*|}" >&2; done
+  printf '[test] %6d  total\n' "$total" >&2
+  if [ "$total" -gt "$BUDGET_SECONDS" ]; then
+    echo "[test] WARNING: the tests took $((total / 60)) min, past their budget of $((BUDGET_SECONDS / 60)) min" \
+      "(CI's limit is 90): find what grew (pytest --durations) before adding more" >&2
+  fi
+}
+
+stage "set-up (scripts/setup.sh)" "$root/scripts/setup.sh"
+[ "$status" = 0 ] || { summary; exit 1; }
 
 MATRIX=python/eqdelete/matrix.txt
 rows=$(sed 's/#.*//' "$MATRIX" | awk 'NF')
@@ -41,6 +71,8 @@ oldest_line=${oldest%%:*}
 primary="$primary_line:$primary_iceberg"
 if [ -z "$only" ] && [ ${#args[@]} -gt 0 ]; then only=$primary; fi
 
+scala_tests() { "$root/scripts/sbt.sh" "spark${1//./}/test" >&2; }
+
 pairs=()
 while read -r line scala icebergs; do
   for iceberg in $icebergs; do
@@ -50,7 +82,6 @@ while read -r line scala icebergs; do
 done <<< "$rows"
 
 ran=0
-status=0
 for entry in "${pairs[@]}"; do
   IFS=: read -r line iceberg short <<< "$entry"
   pair="$line:$short"
@@ -65,13 +96,7 @@ for entry in "${pairs[@]}"; do
       # The multi-process test runs on the oldest pair (Scala 2.12's closures, the line most
       # apart); once is what it needs (CI time). Named, it runs here too.
       tests=(--ignore=tests/test_multiprocess.py)
-      echo "[test] Spark $line: Scala unit tests" >&2
-      began=$SECONDS
-      if ! "$root/scripts/sbt.sh" "spark${line//./}/test" >&2; then
-        status=1
-        echo "[test] FAILED: Scala unit tests of Spark $line" >&2
-      fi
-      echo "[test] Spark $line: Scala unit tests: $((SECONDS - began)) s" >&2
+      stage "Spark $line: Scala unit tests" scala_tests "$line"
     fi
   else
     tests=(tests/test_smoke.py)
@@ -98,13 +123,8 @@ for entry in "${pairs[@]}"; do
       kind="$kind, the lakehouse's reads"
     fi
   fi
-  echo "[test] Spark $line + Iceberg $iceberg: $kind" >&2
-  began=$SECONDS
-  if ! EQDELETE_TEST_ICEBERG=$iceberg "$venv/bin/python" -m pytest "${tests[@]}" "${args[@]}"; then
-    status=1
-    echo "[test] FAILED: Spark $line + Iceberg $iceberg" >&2
-  fi
-  echo "[test] Spark $line + Iceberg $iceberg: $((SECONDS - began)) s" >&2
+  stage "Spark $line + Iceberg $iceberg: $kind" env EQDELETE_TEST_ICEBERG="$iceberg" "$venv/bin/python" -m pytest \
+    "${tests[@]}" "${args[@]}"
 done
 # The Connect tier: a real Spark Connect server per Spark 4.x line (its default Iceberg), the
 # public functions and CLI over it, compared with a classic session. Its own pytest process:
@@ -118,15 +138,10 @@ if [ -z "$only" ]; then
     # line) on the primary line only (CI time); the rest of the tier on each 4.x line.
     connect_args=()
     [ "$line" = "$primary_line" ] || connect_args=(-k "not test_cli_over_connect")
-    echo "[test] Spark $line: Connect tier" >&2
-    began=$SECONDS
-    if ! "$venv/bin/python" -m pytest tests/connect "${connect_args[@]}"; then
-      status=1
-      echo "[test] FAILED: Connect tier of Spark $line" >&2
-    fi
-    echo "[test] Spark $line: Connect tier: $((SECONDS - began)) s" >&2
+    stage "Spark $line: Connect tier" "$venv/bin/python" -m pytest tests/connect "${connect_args[@]}"
   done <<< "$rows"
 fi
+summary
 if [ "$ran" = 0 ]; then
   echo "[test] no pair $only in the support matrix: $(printf '%s ' "${pairs[@]}" | sed 's/:[0-9.]*:/:/g')" >&2
   exit 2

@@ -113,7 +113,7 @@ def test_stop_ends_the_loop_between_rounds(spark: SparkSession, table_name: str)
 
 
 def test_the_round_has_one_schema(spark: SparkSession, table_name: str) -> None:
-    """The procedure's columns are the JVM's one list of a round's fields (``MaintainRound.Result.Fields``);
+    """The procedure's columns are the JVM's one list of a round's fields (``RoundResult.Fields``);
     Python's ``MaintainRound`` has the same fields, in order, with the matching types."""
     build(spark, table_name, 3)
     frame = spark.sql(f"CALL eqdelete.system.maintain(table => '{table_name}')")

@@ -40,14 +40,25 @@ def _all_sources() -> dict[Path, tuple[str, str]]:
 
 @cache
 def _sources() -> dict[Path, tuple[str, str]]:
-    """Every main file outside compat: its package ('eqdelete' or the part after it) and its code."""
+    """Every main file outside compat: its package ('eqdelete' or the part after it, a subpackage
+    such as 'deleteindex.build' whole) and its code."""
     found = {}
     for path, (name, code) in _all_sources().items():
         if name.startswith(COMPAT):
             continue
         assert name == ROOT or name.startswith(ROOT + "."), f"{path}: package {name} is outside eqdelete"
-        found[path] = (name.split(".")[1] if "." in name else ROOT, code)
+        found[path] = (name.split(".", 1)[1] if "." in name else ROOT, code)
     return found
+
+
+def _package_of(path: str, packages: set[str]) -> str:
+    """The package a reference `eqdelete.<path>` names: its longest prefix that is a package
+    ('deleteindex.build.X' -> 'deleteindex.build'), else its first part."""
+    parts = path.split(".")
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in packages:
+            return ".".join(parts[:end])
+    return parts[0]
 
 
 @cache
@@ -71,16 +82,17 @@ def _allowed() -> dict[str, set[str]]:
         if "everything below" in uses:
             allowed[package] = {p for p, _, _ in rows[i + 1 :]}
         else:
-            allowed[package] = set(re.findall(r"`(\w+)`", uses))
+            allowed[package] = set(re.findall(r"`([\w.]+)`", uses))
     return allowed
 
 
 def _used(code: str, own: str) -> set[str]:
     """The eqdelete packages `code` names, its own excepted (the root package as 'eqdelete')."""
+    packages = {package for package, _ in _sources().values()}
     used = set()
-    for match in re.finditer(r"(?:(?<![\w.])|_root_\.)eqdelete\.(\w+)", code):
+    for match in re.finditer(r"(?:(?<![\w.])|_root_\.)eqdelete\.(\w+(?:\.\w+)*)", code):
         name = match.group(1)
-        used.add(ROOT if name[0].isupper() or name == "_" else name)
+        used.add(ROOT if name[0].isupper() or name == "_" else _package_of(name, packages))
     for match in re.finditer(r"(?:(?<![\w.])|_root_\.)import eqdelete\.\{([^}]*)\}", code):
         for part in match.group(1).split(","):
             name = part.split("=>")[0].strip()
@@ -182,10 +194,11 @@ def test_the_checks_see_what_they_check() -> None:
         'import eqdelete.scan.{A, B}\nimport org.apache.iceberg.{BaseTable => T, Table}\n'
         '// eqdelete.rule in a comment\nval s = "eqdelete.join"\nnew org.apache.iceberg.io.OutputFileFactory()\n'
         'import _root_.eqdelete.read.X\nimport eqdelete.{index => i}\nimport eqdelete._\n'
+        'import eqdelete.deleteindex.build.TaskKeys\nval k = eqdelete.deleteindex.KeyBits.of(1)\n'
         'import org.apache.iceberg.spark.source._\nimport org.apache.iceberg.spark\n'
         'import org.apache.iceberg.expressions.Expression.Operation\n'
     )
-    assert _used(code, "cost") == {"scan", "read", "index", ROOT}
+    assert _used(code, "cost") == {"scan", "read", "index", "deleteindex.build", "deleteindex", ROOT}
     assert _iceberg_names(code) == {
         "org.apache.iceberg.BaseTable",
         "org.apache.iceberg.Table",

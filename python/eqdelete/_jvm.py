@@ -9,25 +9,49 @@ from pyspark.sql import DataFrame, SparkSession
 from eqdelete.errors import from_jvm
 
 
-def _jvm(spark: SparkSession) -> Any:
-    return spark.sparkContext._jvm  # noqa: SLF001
-
-
 def _jsession(spark: SparkSession) -> Any:
     return spark._jsparkSession  # noqa: SLF001
+
+
+def _class(spark: SparkSession, name: str) -> Any:
+    """The JVM class ``name`` (fully qualified), for its static methods.
+
+    Named whole, not walked as ``jvm.a.b.C``: py4j resolves each part of such a walk with a
+    ``Class.forName`` that fails for every package (``a``, ``a.b``), and a failed lookup searches
+    every jar on the class path, a millisecond or more each time."""
+    from py4j.java_gateway import JavaClass
+
+    return JavaClass(name, spark.sparkContext._gateway._gateway_client)  # noqa: SLF001
+
+
+def _list(jcollection: Any) -> list[Any]:
+    """A Java collection's elements. Through an array, not py4j's iterator, which ends each pass
+    with a Java exception (that pyspark converts, at the cost of tens of class lookups)."""
+    return list(jcollection.toArray())
+
+
+def _strings(spark: SparkSession, jcollection: Any) -> list[str]:
+    """A Java collection of strings without line breaks, in one call."""
+    joined = str(_class(spark, "java.lang.String").join("\n", jcollection))
+    return joined.split("\n") if joined else []
+
+
+def _dict(jmap: Any) -> dict[str, Any]:
+    """A Java map's entries (its values as py4j returns them)."""
+    return {str(key): jmap.get(key) for key in jmap.keySet().toArray()}
 
 
 def validate_conf(spark: SparkSession) -> None:
     """Read every spark.eqdelete.* key so a bad value fails now, naming the key."""
     conf = _jsession(spark).sessionState().conf()
-    _jvm(spark).org.apache.spark.sql.eqdelete.compat.EqDeleteConf.validate(conf)
+    _class(spark, "org.apache.spark.sql.eqdelete.compat.EqDeleteConf").validate(conf)
 
 
 def why_unsupported(spark: SparkSession) -> str | None:
     """Why the eqdelete jar on the classpath stands aside (versions it was not built for), or
     None: supported, or no eqdelete jar at all."""
     try:
-        reason = _jvm(spark).org.apache.spark.sql.eqdelete.compat.SupportedVersions.unsupported()
+        reason = _class(spark, "org.apache.spark.sql.eqdelete.compat.SupportedVersions").unsupported()
         return str(reason.get()) if reason.isDefined() else None
     except Exception:  # noqa: BLE001 - no eqdelete classes in this JVM
         return None
@@ -35,17 +59,17 @@ def why_unsupported(spark: SparkSession) -> str | None:
 
 def conf_reference(spark: SparkSession) -> str:
     """The Markdown table of every spark.eqdelete.* key, generated from the JVM side."""
-    return _jvm(spark).org.apache.spark.sql.eqdelete.compat.EqDeleteConf.markdownReference()
+    return _class(spark, "org.apache.spark.sql.eqdelete.compat.EqDeleteConf").markdownReference()
 
 
 def conf_rules_json(spark: SparkSession) -> str:
     """Every spark.eqdelete.* key's value rule as JSON (python/eqdelete/conf_rules.json)."""
-    return _jvm(spark).org.apache.spark.sql.eqdelete.compat.EqDeleteConf.rulesJson()
+    return _class(spark, "org.apache.spark.sql.eqdelete.compat.EqDeleteConf").rulesJson()
 
 
 def strategy_names(spark: SparkSession) -> list[str]:
     """The values spark.eqdelete.strategy accepts, as the JVM declares them."""
-    return list(_jvm(spark).org.apache.spark.sql.eqdelete.compat.EqDeleteConf.strategyNames())
+    return _strings(spark, _class(spark, "org.apache.spark.sql.eqdelete.compat.EqDeleteConf").strategyNames())
 
 
 def commit_equality_deletes(
@@ -57,11 +81,10 @@ def commit_equality_deletes(
     global_deletes: bool,
 ) -> tuple[int, int, int]:
     """Write and commit in one RowDelta; returns (snapshot id, data files, delete files)."""
-    jvm = _jvm(spark)
-    jcolumns = jvm.java.util.ArrayList()
+    jcolumns = _class(spark, "java.util.ArrayList")()
     for column in columns:
         jcolumns.add(column)
-    result = _calling(lambda: jvm.eqdelete.write.EqualityDeleteWriter.commit(
+    result = _calling(lambda: _class(spark, "eqdelete.write.EqualityDeleteWriter").commit(
         _jsession(spark),
         table,
         jcolumns,
@@ -73,26 +96,26 @@ def commit_equality_deletes(
 
 
 def _decision_dicts(jdecisions: Any) -> list[dict[str, Any]]:
-    return [dict(d.items()) for d in jdecisions]
+    return [_dict(d) for d in _list(jdecisions)]
 
 
 def plan_decisions(df: DataFrame) -> list[dict[str, Any]]:
     """Decisions in a DataFrame's optimized plan, without running it."""
     spark = df.sparkSession
     plan = df._jdf.queryExecution().optimizedPlan()  # noqa: SLF001
-    return _decision_dicts(_jvm(spark).eqdelete.explain.DecisionLog.ofPlanAsJava(plan))
+    return _decision_dicts(_class(spark, "eqdelete.explain.DecisionLog").ofPlanAsJava(plan))
 
 
 def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
     """The table's current snapshot id, from Iceberg's catalog (no Spark job)."""
-    jtable = _jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(_jsession(spark), table)
+    jtable = _class(spark, "org.apache.iceberg.spark.Spark3Util").loadIcebergTable(_jsession(spark), table)
     snapshot = jtable.currentSnapshot()
     return None if snapshot is None else int(snapshot.snapshotId())
 
 
 def reset_peak_heap(spark: SparkSession) -> None:
     """Reset the peak-usage counters of the driver JVM's heap pools."""
-    for pool in _jvm(spark).java.lang.management.ManagementFactory.getMemoryPoolMXBeans():
+    for pool in _list(_class(spark, "java.lang.management.ManagementFactory").getMemoryPoolMXBeans()):
         if str(pool.getType().toString()) == "Heap memory":
             pool.resetPeakUsage()
 
@@ -101,7 +124,7 @@ def peak_heap_bytes(spark: SparkSession) -> int:
     """Sum of the heap pools' peak usage since the last reset (driver JVM; in local mode the
     executors run in it too)."""
     total = 0
-    for pool in _jvm(spark).java.lang.management.ManagementFactory.getMemoryPoolMXBeans():
+    for pool in _list(_class(spark, "java.lang.management.ManagementFactory").getMemoryPoolMXBeans()):
         if str(pool.getType().toString()) == "Heap memory":
             total += int(pool.getPeakUsage().getUsed())
     return total
@@ -109,13 +132,13 @@ def peak_heap_bytes(spark: SparkSession) -> int:
 
 def seconds_to_plan(df: DataFrame) -> float:
     """Seconds the JVM takes to plan ``df`` fully (its scans' files included), without running it."""
-    timer = _jvm(df.sparkSession).eqdelete.planning.PlanningTime
+    timer = _class(df.sparkSession, "eqdelete.planning.PlanningTime")
     return float(timer.seconds(df._jdf.queryExecution()))  # noqa: SLF001
 
 
 def forget_kept_deletes(spark: SparkSession) -> None:
     """Drop eqdelete's kept delete planning, so the next query plans its deletes cold."""
-    _jvm(spark).eqdelete.planning.PlanningTime.forgetKeptDeletes()
+    _class(spark, "eqdelete.planning.PlanningTime").forgetKeptDeletes()
 
 
 def _calling(call: Callable[[], Any]) -> Any:
@@ -135,15 +158,15 @@ def _calling(call: Callable[[], Any]) -> Any:
 
 def resolve_equality_deletes(spark: SparkSession, table: str, where: str | None, dry_run: bool) -> dict[str, Any]:
     """Run eqdelete's resolve on the JVM; its result as a dict (see eqdelete.resolve)."""
-    resolver = _jvm(spark).eqdelete.resolve.ResolveEqualityDeletes
-    return _calling(lambda: dict(resolver.run(_jsession(spark), table, where, dry_run).asJava().items()))
+    resolver = _class(spark, "eqdelete.resolve.ResolveEqualityDeletes")
+    return _calling(lambda: _dict(resolver.run(_jsession(spark), table, where, dry_run).asJava()))
 
 
 def maintain_round(spark: SparkSession, table: str, keep_index: bool) -> dict[str, Any]:
     """Run one round of eqdelete's maintain on the JVM (``keep_index``: keeping the table's live-row
     index for the next round); its result as a dict (see eqdelete.maintain)."""
-    rounds = _jvm(spark).eqdelete.maintain.MaintainRound
-    return _calling(lambda: dict(rounds.run(_jsession(spark), table, keep_index).asJava().items()))
+    rounds = _class(spark, "eqdelete.maintain.MaintainRound")
+    return _calling(lambda: _dict(rounds.run(_jsession(spark), table, keep_index).asJava()))
 
 
 def active_stage_progress(spark: SparkSession) -> list[tuple[int, str, int, int]]:
@@ -160,7 +183,7 @@ def active_stage_progress(spark: SparkSession) -> list[tuple[int, str, int, int]
 def live_key_store_probe(spark: SparkSession, rows: int, partitions: int, data_files: int, lookups: int,
                          updates: int) -> list[dict[str, int]]:
     """One measurement per store of the live-row key index's storage (eqdelete.liveindex.LiveKeyStoreProbe)."""
-    measured = _jvm(spark).eqdelete.liveindex.LiveKeyStoreProbe.run(
+    measured = _class(spark, "eqdelete.liveindex.LiveKeyStoreProbe").run(
         _jsession(spark), rows, partitions, data_files, lookups, updates)
     fields = ("entries", "loadNanos", "compactNanos", "bytes", "lookups", "lookupNanos", "found", "updates", "updateNanos",
               "sortedLookupNanos", "sortedFound")
@@ -169,38 +192,38 @@ def live_key_store_probe(spark: SparkSession, rows: int, partitions: int, data_f
 
 def live_key_store_bulk(spark: SparkSession, rows: int, partitions: int, data_files: int) -> dict[str, int]:
     """The sorted load of an index of the live rows by key (eqdelete.liveindex.LiveKeyIndex), measured and checked."""
-    measured = _jvm(spark).eqdelete.liveindex.LiveKeyStoreProbe.bulk(_jsession(spark), rows, partitions, data_files)
+    measured = _class(spark, "eqdelete.liveindex.LiveKeyStoreProbe").bulk(_jsession(spark), rows, partitions, data_files)
     return {f: int(getattr(measured, f)()) for f in ("entries", "nanos", "bytes", "asked", "found", "executors")}
 
 
 def positions_both_ways(spark: SparkSession, table: str) -> tuple[list[str], list[str]]:
     """The positions a resolve of ``table`` would delete, found by today's plan and through the
     live-row index (``file#position``, sorted): for the differential test."""
-    both = _jvm(spark).eqdelete.resolve.IndexedDeletedPositions.bothWays(_jsession(spark), table)
-    return list(both._1()), list(both._2())
+    both = _class(spark, "eqdelete.liveindex.IndexedDeletedPositions").bothWays(_jsession(spark), table)
+    return _strings(spark, both._1()), _strings(spark, both._2())
 
 
 def kept_index_round(spark: SparkSession, table: str, reading: bool = False) -> tuple[list[str], list[str], int]:
-    """A resolve of ``table`` through the kept live-row indexes (eqdelete.resolve.KeptLiveIndexes),
+    """A resolve of ``table`` through the kept live-row indexes (eqdelete.liveindex.KeptLiveIndexes),
     or (``reading``) by reading the data files, the held indexes dropped: today's positions, the
     round's (``file#position``, sorted), and the rows it resolved."""
-    both = _jvm(spark).eqdelete.resolve.KeptLiveIndexes.roundBothWays(_jsession(spark), table, reading)
-    return list(both._1()), list(both._2()), int(both._3())
+    both = _class(spark, "eqdelete.liveindex.KeptLiveIndexes").roundBothWays(_jsession(spark), table, reading)
+    return _strings(spark, both._1()), _strings(spark, both._2()), int(both._3())
 
 
 def auto_choice(spark: SparkSession, table: str) -> tuple[str, str]:
     """What a round of a long-running maintain of ``table`` would choose now under auto, from
     metadata only: ``("index" | "reading" | "nothing", why)``."""
-    kind, why = _jvm(spark).eqdelete.resolve.KeptLiveIndexes.autoChoice(_jsession(spark), table)
+    kind, why = _list(_class(spark, "eqdelete.liveindex.KeptLiveIndexes").autoChoice(_jsession(spark), table))
     return str(kind), str(why)
 
 
 def forget_kept_indexes(spark: SparkSession, table: str) -> None:
     """Drops the kept live-row indexes of ``table``, as a restart of maintain would lose them."""
-    _jvm(spark).eqdelete.resolve.KeptLiveIndexes.forget(_jsession(spark), table)
+    _class(spark, "eqdelete.liveindex.KeptLiveIndexes").forget(_jsession(spark), table)
 
 
 def lose_kept_index_stores(spark: SparkSession, table: str) -> None:
     """For tests: deletes the stores of ``table``'s kept live-row indexes behind the driver's back,
     as an executor lost with them would."""
-    _jvm(spark).eqdelete.resolve.KeptLiveIndexes.loseStores(_jsession(spark), table)
+    _class(spark, "eqdelete.liveindex.KeptLiveIndexes").loseStores(_jsession(spark), table)

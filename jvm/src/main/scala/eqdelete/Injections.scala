@@ -1,6 +1,6 @@
 package eqdelete
 
-import eqdelete.indexing.PlanDeleteKeyIndexes
+import eqdelete.deleteindex.build.PlanDeleteKeyIndexes
 import eqdelete.rule.RewriteEqualityDeleteScans
 
 import org.apache.spark.sql.SparkSessionExtensions

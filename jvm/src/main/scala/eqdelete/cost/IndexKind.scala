@@ -1,6 +1,6 @@
 package eqdelete.cost
 
-import eqdelete.index.{DeleteKeyIndex, KeyBitmapIndex}
+import eqdelete.deleteindex.{DeleteKeyIndex, KeyBitmapIndex}
 import eqdelete.planning.EqualityDeleteSet
 
 import org.apache.spark.sql.types.{DataType, DateType, IntegerType, LongType}
@@ -13,7 +13,7 @@ sealed trait IndexKind {
 }
 
 object IndexKind {
-  /** A key -> newest delete table: [[eqdelete.index.LongKeyIndex]] or [[eqdelete.index.HashedKeyIndex]] by key type. */
+  /** A key -> newest delete table: [[eqdelete.deleteindex.LongKeyIndex]] or [[eqdelete.deleteindex.HashedKeyIndex]] by key type. */
   case object Table extends IndexKind {
     val describe = "index"
   }

@@ -2,8 +2,8 @@ package eqdelete.covering
 
 import eqdelete.cost.IndexedSet
 import eqdelete.explain.CoveredRows
-import eqdelete.index.DeleteKeyIndex
-import eqdelete.indexing.{BroadcastHandle, BuildDeleteKeyIndex, DeleteKeyIndexSource}
+import eqdelete.deleteindex.DeleteKeyIndex
+import eqdelete.deleteindex.build.{BroadcastHandle, BuildDeleteKeyIndex, DeleteKeyIndexSource}
 
 import org.apache.iceberg.Schema
 import org.apache.iceberg.io.FileIO

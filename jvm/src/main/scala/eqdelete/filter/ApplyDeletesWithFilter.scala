@@ -2,7 +2,7 @@ package eqdelete.filter
 
 import eqdelete.cost.ScanRewritePlan
 import eqdelete.explain.CoveredRows
-import eqdelete.indexing.{BuildDeleteKeyIndex, DeleteKeyIndexSource}
+import eqdelete.deleteindex.build.{BuildDeleteKeyIndex, DeleteKeyIndexSource}
 import eqdelete.scan.StrippedScan
 
 import org.apache.spark.sql.SparkSession

@@ -1,7 +1,7 @@
 package eqdelete.filter
 
-import eqdelete.index.{DeleteKeyIndex, HashedKeyIndex, KeyBitmapIndex, KeyBits, KeyBytes, KeyHash, LongKeyIndex}
-import eqdelete.indexing.BroadcastHandle
+import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBitmapIndex, KeyBits, KeyBytes, KeyHash, LongKeyIndex}
+import eqdelete.deleteindex.build.BroadcastHandle
 
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.sql.catalyst.InternalRow

@@ -3,7 +3,7 @@ package eqdelete.join
 import eqdelete.cost.{DeleteJoin, JoinDistribution, ScanRewritePlan}
 import eqdelete.explain.CoveredRows
 import eqdelete.covering.CoveredDeleteRow
-import eqdelete.index.KeyBits
+import eqdelete.deleteindex.KeyBits
 import eqdelete.read.DeleteRows
 import eqdelete.scan.StrippedScan
 

@@ -1,6 +1,6 @@
 package eqdelete.join
 
-import eqdelete.index.KeyBits
+import eqdelete.deleteindex.KeyBits
 
 import org.apache.spark.sql.catalyst.expressions.{Expression, NonSQLExpression, UnaryExpression}
 import org.apache.spark.sql.catalyst.expressions.codegen.{CodegenContext, ExprCode}

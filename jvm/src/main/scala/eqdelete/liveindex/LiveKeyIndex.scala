@@ -7,7 +7,7 @@ import org.apache.spark.{HashPartitioner, Partitioner, SparkContext, TaskContext
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.eqdelete.compat.SparkInternals
 
-/** A live row as the index holds it: its key's packed bytes ([[eqdelete.index.KeyBytes]]), its data file's id and position. */
+/** A live row as the index holds it: its key's packed bytes ([[eqdelete.deleteindex.KeyBytes]]), its data file's id and position. */
 final case class LiveKeyEntry(key: Array[Byte], file: Int, position: Long)
 
 /**

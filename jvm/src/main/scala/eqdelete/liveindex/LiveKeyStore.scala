@@ -14,7 +14,7 @@ import org.rocksdb.{CompressionType, EnvOptions, IngestExternalFileOptions, Opti
  * RocksDB's JNI library ships with every Spark line (its streaming state store uses it), so
  * this is no extra dependency.
  *
- * An entry is one RocksDB key and no value: the key's bytes (as [[eqdelete.index.KeyBytes]]
+ * An entry is one RocksDB key and no value: the key's bytes (as [[eqdelete.deleteindex.KeyBytes]]
  * packs them: equal bytes, equal keys by Iceberg's equality) behind their 4-byte length, so no
  * key's entries are a prefix of another's, then the file's id (4 bytes) and the position (8),
  * big-endian, so one key's entries lie together and a lookup is one seek. Several rows of one

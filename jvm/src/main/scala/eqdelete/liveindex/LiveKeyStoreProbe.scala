@@ -2,7 +2,7 @@ package eqdelete.liveindex
 
 import java.io.File
 
-import eqdelete.index.KeyBytes
+import eqdelete.deleteindex.KeyBytes
 
 import org.apache.spark.SparkFiles
 import org.apache.spark.sql.SparkSession

@@ -1,6 +1,6 @@
 package eqdelete.planning
 
-import eqdelete.index.DeleteKeyIndex
+import eqdelete.deleteindex.DeleteKeyIndex
 
 import org.apache.iceberg.DeleteFile
 

@@ -45,7 +45,7 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
    * @param snapshotId    the snapshot committed; None when nothing was (a dry run, or nothing to resolve)
    * @param dataFilesRead the data files whose key columns were read to find the rows: those Iceberg's
    *                      planning pairs with an equality delete (partition, sequence numbers, key bounds);
-   *                      through a kept index of the live rows ([[KeptLiveIndex]]), those it read to
+   *                      through a kept index of the live rows ([[eqdelete.liveindex.KeptLiveIndex]]), those it read to
    *                      come up to date: added or changed since its last round, all when built
    * @param commitNote    when the client saw the commit fail although it landed (a lost answer, a 409 to
    *                      a commit sent again), what it saw; None otherwise
@@ -129,13 +129,13 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
     prepare(session, tableName, where, System.nanoTime())
 
   /** What finds a resolve's positions: the rows `(_file, _pos)`, and how many data files it read for them. */
-  private[resolve] final case class FoundPositions(rows: DataFrame, dataFilesRead: Int)
+  private[eqdelete] final case class FoundPositions(rows: DataFrame, dataFilesRead: Int)
 
   /**
    * [[prepare]] with the positions found by `positions` instead of [[DeletedPositions]] (a kept
    * index of the live rows); `settled` is told the commit's result, or None when it did not commit.
    */
-  private[resolve] def prepareWith(session: SparkSession, tableName: String)(
+  private[eqdelete] def prepareWith(session: SparkSession, tableName: String)(
       positions: (ResolveWork, ScanDeletes) => FoundPositions, settled: Option[Result] => Unit): Prepared =
     prepare(session, tableName, null, System.nanoTime(), Some(positions), settled)
 
@@ -213,7 +213,7 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
   }
 
   /** The table as Spark reads it now, and the filter's conjuncts bound to that read. */
-  private[resolve] def workFor(session: SparkSession, tableName: String, whereSql: String): ResolveWork = {
+  private[eqdelete] def workFor(session: SparkSession, tableName: String, whereSql: String): ResolveWork = {
     requireSupportedVersions()
     val where = Option(whereSql).map(_.trim).filter(_.nonEmpty)
     // Iceberg's catalog may cache the table: start from its newest metadata.

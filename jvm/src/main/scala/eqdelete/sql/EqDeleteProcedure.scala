@@ -2,7 +2,7 @@ package eqdelete.sql
 
 import scala.jdk.CollectionConverters._
 
-import eqdelete.maintain.MaintainRound
+import eqdelete.maintain.{MaintainRound, RoundResult}
 import eqdelete.resolve.ResolveEqualityDeletes
 import eqdelete.write.EqualityDeleteWriter
 
@@ -70,7 +70,7 @@ private[eqdelete] object MaintainProcedure extends EqDeleteProcedure {
       "after conflicts, compacts piled-up position delete files, and reports the lag"
   override val parameters = Seq(ProcedureParameter("table", StringType, required = true))
 
-  val rows: SqlRows = SqlRows(MaintainRound.Result.Fields, nullable = MaintainRound.Result.Nullable)
+  val rows: SqlRows = SqlRows(RoundResult.Fields, nullable = RoundResult.Nullable)
   override def output: StructType = rows.schema
 
   override def call(session: SparkSession, arguments: ProcedureArguments): Seq[InternalRow] =

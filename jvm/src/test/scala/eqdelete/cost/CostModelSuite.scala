@@ -159,7 +159,7 @@ class CostModelSuite extends AnyFunSuite {
     val plan = CostModel.plan(scanDeletes(refs), schema, settings("filter")).asInstanceOf[ScanRewritePlan.Filter]
     assert(plan.indexes.map(_.set.keyColumns) == Seq(Seq("id"), Seq("name")))
     assert(plan.indexes.map(_.read.records) == Seq(100L, 50L))
-    assert(plan.indexes(1).estimatedBytes == eqdelete.index.HashedKeyIndex.bytesFor(Seq(org.apache.spark.sql.types.StringType), 50))
+    assert(plan.indexes(1).estimatedBytes == eqdelete.deleteindex.HashedKeyIndex.bytesFor(Seq(org.apache.spark.sql.types.StringType), 50))
   }
 
   test("single-column sets cover the multi-column sets keying on their column: always under filter, shuffled joins only") {
@@ -204,7 +204,7 @@ class CostModelSuite extends AnyFunSuite {
       expected match {
         case Some((lower, upper, oldest)) =>
           assert(indexed.kind == IndexKind.KeyBitmap(lower, upper, oldest), name)
-          assert(indexed.estimatedBytes == eqdelete.index.KeyBitmapIndex.bytesFor(upper - lower + 1), name)
+          assert(indexed.estimatedBytes == eqdelete.deleteindex.KeyBitmapIndex.bytesFor(upper - lower + 1), name)
           assert(plan.describe.contains(s"key bitmap index of (id): ${refs.size} file(s)") &&
             plan.describe.contains(s"keys $lower .. $upper, every delete newer than every data file read"), s"$name: ${plan.describe}")
         case None =>

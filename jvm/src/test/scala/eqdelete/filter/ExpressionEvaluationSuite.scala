@@ -2,8 +2,8 @@ package eqdelete.filter
 
 import scala.util.Random
 
-import eqdelete.index.DeleteKeyIndex
-import eqdelete.indexing.BroadcastHandle
+import eqdelete.deleteindex.DeleteKeyIndex
+import eqdelete.deleteindex.build.BroadcastHandle
 import eqdelete.planning.{DataFileScopes, ScanDeletes}
 import eqdelete.scan.DataFileProperty
 import eqdelete.testing.TestSpark

@@ -2,7 +2,7 @@ package eqdelete.liveindex
 
 import scala.util.Random
 
-import eqdelete.index.KeyBytes
+import eqdelete.deleteindex.KeyBytes
 import eqdelete.testing.TestSpark
 
 import org.apache.spark.SparkException

@@ -5,7 +5,7 @@ import java.nio.file.Files
 import scala.collection.mutable
 import scala.util.Random
 
-import eqdelete.index.KeyBytes
+import eqdelete.deleteindex.KeyBytes
 
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite

@@ -3,7 +3,7 @@ package eqdelete.rule
 import java.util.concurrent.atomic.AtomicInteger
 
 import eqdelete.filter.EqualityDeleteMatch
-import eqdelete.indexing.BuildDeleteKeyIndex
+import eqdelete.deleteindex.build.BuildDeleteKeyIndex
 import eqdelete.scan.{FileSelectingTable, NamedNativeTable, ScanPlanning}
 import eqdelete.testing.TestSpark
 import eqdelete.write.EqualityDeleteWriter

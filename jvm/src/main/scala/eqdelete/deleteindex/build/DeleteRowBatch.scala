@@ -1,0 +1,140 @@
+package eqdelete.deleteindex.build
+
+import eqdelete.deleteindex.{DeleteKeyIndex, KeyBitmapIndex}
+
+import eqdelete.read.DeleteRowReader
+import eqdelete.read.DeleteRows.TaskFile
+
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.types.DataType
+
+/**
+ * The delete rows one task read, as it ships them: the keys in a long array (for one integral
+ * or floating-point key its [[KeyBits]], for other keys their hash, with the keys packed
+ * ([[KeyBytes]]) one after the other, each after its 4-byte length), and, since every row of
+ * a delete file has the file's scope and sequence number, those once per run of rows:
+ * (end, scope, seq) triples. NULL keys of one column come as (scope, seq) pairs. 8 bytes a row
+ * for one integral key, where (key, scope, seq) triples took 24: at 10^7 delete rows the
+ * difference was most of what the tasks' results cost to ship (the scale benchmark).
+ *
+ * Built by the companion's builders (with [[TaskKeys]] and [[HashedKeys]]), added to an index
+ * by [[DeleteRowBatchFilling]].
+ */
+final class DeleteRowBatch private[build] (
+    private[build] val keys: Array[Long],
+    private[build] val runs: Array[Long],
+    nullKeys: Array[Long],
+    private[build] val packed: Array[Byte],
+    val covered: Long,
+    // The keys of the primitive index whose slot order each run's keys are in (0 for hashed
+    // keys: their table is filled on one thread, never split into regions).
+    private[build] val orderedFor: Long = 0L)
+  extends Serializable {
+
+  /** The same rows, and `n` rows dropped as covered before them. */
+  def withCovered(n: Long): DeleteRowBatch = new DeleteRowBatch(keys, runs, nullKeys, packed, n, orderedFor)
+
+  private[build] def addNullKeysTo(index: DeleteKeyIndex): Unit = {
+    var i = 0
+    while (i < nullKeys.length) {
+      index.add(nullKeys(i), Array[Any](null), nullKeys(i + 1))
+      i += 2
+    }
+  }
+}
+
+object DeleteRowBatch {
+  /** Adds `batches` to `index` in one pass over its table ([[DeleteRowBatchFilling.addAll]]). */
+  def addAll(batches: Seq[DeleteRowBatch], index: DeleteKeyIndex, threads: Int): Unit =
+    DeleteRowBatchFilling.addAll(batches, index, threads)
+
+  /**
+   * The batch of one task's `files`, each a single primitive key of `keyType`, for a
+   * [[LongKeyIndex]] sized for `indexKeys` keys (as `apply` with `primitive`): a file Iceberg's
+   * vectorized reader reads gives its keys column by column, with no row in between (at 10^7
+   * delete rows, the rows were most of what the index's read tasks cost); any other row by row.
+   */
+  def ofKeyColumns(files: Iterator[TaskFile], reader: DeleteRowReader, keyType: DataType, indexKeys: Long,
+      expectedRows: Long): DeleteRowBatch =
+    readKeyColumns(files, reader, keyType, expectedRows).primitive(indexKeys)
+
+  /** The same task's keys as a part of a [[KeyBitmapIndex]]: scopes and sequence numbers are not kept. */
+  def bitmapPart(files: Iterator[TaskFile], reader: DeleteRowReader, keyType: DataType,
+      expectedRows: Long): KeyBitmapIndex.Part =
+    readKeyColumns(files, reader, keyType, expectedRows).bitmapPart()
+
+  private def readKeyColumns(files: Iterator[TaskFile], reader: DeleteRowReader, keyType: DataType,
+      expectedRows: Long): TaskKeys = {
+    val keys = new TaskKeys(expectedRows)
+    eachRow(files, reader, keys)(keys.addPrimitive(_, keyType), keys.addPrimitive(_, keyType))
+    keys
+  }
+
+  /**
+   * Each delete row of a task's `files`, file by file, each file a run of `keys`: handed to
+   * `inBatch` where Iceberg's vectorized reader reads the file (the batch's one reused row,
+   * pointed at row i, its key columns at `DeleteRowReader.keyOrdinals`), else to `inRow` (its
+   * keys first, in order).
+   */
+  private def eachRow(files: Iterator[TaskFile], reader: DeleteRowReader, keys: TaskKeys)(
+      inBatch: InternalRow => Unit, inRow: InternalRow => Unit): Unit =
+    files.foreach { file =>
+      keys.startRun(file.scope, file.sequenceNumber)
+      reader.keyBatches(file.file) match {
+        case Some(batches) => batches.foreach { columnar =>
+          keys.reserve(columnar.numRows())
+          var i = 0
+          while (i < columnar.numRows()) {
+            inBatch(columnar.getRow(i))
+            i += 1
+          }
+        }
+        case None => reader.read(file.file).foreach(inRow)
+      }
+    }
+
+  /**
+   * The batch of `rows`: (key values..., scope, seq) as [[eqdelete.read.DeleteRows]] reads
+   * them; for a [[LongKeyIndex]] (`primitive`) or else a [[HashedKeyIndex]] sized for
+   * `indexKeys` keys, whose keys come in the order that index fills its table in
+   * (`LongKeyIndex.orderForInsert`, `HashedKeyIndex.insertOrder`).
+   */
+  def apply(rows: Iterator[InternalRow], keyTypes: Seq[DataType], primitive: Boolean, indexKeys: Long,
+      expectedRows: Long = 0): DeleteRowBatch = {
+    val keys = new TaskKeys(expectedRows)
+    val types = keyTypes.toArray
+    val (scopeAt, seqAt) = (types.length, types.length + 1)
+    if (primitive) {
+      rows.foreach { row =>
+        keys.startRun(row.getLong(scopeAt), row.getLong(seqAt))
+        keys.addPrimitive(row, types(0))
+      }
+      keys.primitive(indexKeys)
+    } else {
+      val packer = new HashedKeys(types)
+      val ordinals = types.indices.toArray
+      rows.foreach { row =>
+        keys.startRun(row.getLong(scopeAt), row.getLong(seqAt))
+        keys.add(packer.add(row, ordinals))
+      }
+      keys.hashed(packer.bytes, packer.length, indexKeys)
+    }
+  }
+
+  /**
+   * The batch of one task's `files` for a [[HashedKeyIndex]] sized for `indexKeys` keys (as
+   * `apply` without `primitive`): a file Iceberg's vectorized reader reads gives its key
+   * columns batch by batch, each row hashed and packed where it lies in the column vectors;
+   * any other row by row. At 10^7 string delete rows, the rows copied out of the vectors and
+   * their boxed values were most of what the index's read tasks cost.
+   */
+  def ofHashedKeyColumns(files: Iterator[TaskFile], reader: DeleteRowReader, keyTypes: Seq[DataType], indexKeys: Long,
+      expectedRows: Long): DeleteRowBatch = {
+    val keys = new TaskKeys(expectedRows)
+    val types = keyTypes.toArray
+    val packer = new HashedKeys(types)
+    val (inBatch, inRow) = (reader.keyOrdinals, types.indices.toArray)
+    eachRow(files, reader, keys)(row => keys.add(packer.add(row, inBatch)), row => keys.add(packer.add(row, inRow)))
+    keys.hashed(packer.bytes, packer.length, indexKeys)
+  }
+}

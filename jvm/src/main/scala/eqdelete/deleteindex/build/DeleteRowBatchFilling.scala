@@ -1,0 +1,186 @@
+package eqdelete.deleteindex.build
+
+import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBytes, LongKeyIndex}
+
+/**
+ * Adds the batches a query's read tasks shipped to the index made for them, in one pass over its
+ * table, stretch by stretch: each batch's runs come ordered by stretch ([[DeleteRowBatch]]'s
+ * builders order them), so every stretch of the table is filled once, while it is in cache.
+ */
+object DeleteRowBatchFilling {
+  /**
+   * Adds `batches` to `index` (the table `DeleteKeyIndex.forKeyTypes` made for them) in one pass
+   * over its table, on up to `threads` threads where it is primitive.
+   */
+  def addAll(batches: Seq[DeleteRowBatch], index: DeleteKeyIndex, threads: Int): Unit = index match {
+    case longs: LongKeyIndex => addInSlotOrder(batches, longs, threads)
+    case hashed: HashedKeyIndex => addInSlotOrder(batches, hashed)
+    case other => throw new IllegalArgumentException(s"no delete row batches are added to $other")
+  }
+
+  /**
+   * Adds `batches` to a primitive index in one pass over its table, stretch by stretch: each
+   * batch's runs come ordered by stretch (see `apply`). Added batch by batch, each batch walked
+   * the whole table again, a cache miss a key once the table outgrows the cache: at 3x10^7 keys
+   * in 30 batches, that took the driver 1.4 s (the scale benchmark's delete axis).
+   *
+   * Up to `threads` threads fill the table at once, each its own region of stretches
+   * (`LongKeyIndex.regions`): at 10^7 keys one thread took 0.38 s, the driver's longest wait
+   * between reading the deletes and reading the data. A key out of order (batches ordered for an
+   * index of another size) makes it one thread, and is added with the keys before it, never left out.
+   */
+  def addInSlotOrder(batches: Seq[DeleteRowBatch], index: LongKeyIndex, threads: Int): Unit = {
+    val runs = new Runs(batches)
+    import runs.{ends, keys, scopes, sequences, starts}
+    val ordered = batches.forall(_.orderedFor == index.sizedFor)
+    val total = keys.indices.map(r => (ends(r) - starts(r)).toLong).sum
+    val regions = index.regions(if (ordered) threads else 1, total, scopes.zip(sequences).distinct.toSeq)
+
+    // Per run, the first of its keys in `stretch` or later: its keys are ordered by stretch.
+    def firstIn(r: Int, stretch: Int): Int =
+      if (stretch == 0) starts(r) else if (stretch == LongKeyIndex.Stretches) ends(r) else {
+        var (lo, hi) = (starts(r), ends(r))
+        while (lo < hi) {
+          val mid = (lo + hi) >>> 1
+          if (index.stretchOf(keys(r)(mid), scopes(r)) < stretch) lo = mid + 1 else hi = mid
+        }
+        lo
+      }
+
+    def fill(region: LongKeyIndex.Region): Unit =
+      inStretchOrder(keys.indices.map(firstIn(_, region.firstStretch)).toArray, keys.indices.map(firstIn(_, region.endStretch)).toArray,
+        region.firstStretch, region.endStretch, new StretchRuns {
+          def stretchAt(r: Int, at: Int): Int = index.stretchOf(keys(r)(at), scopes(r))
+          def addThrough(r: Int, from: Int, end: Int, stretch: Int): Int = {
+            val runKeys = keys(r)
+            val scope = scopes(r)
+            val seq = sequences(r)
+            var at = from
+            while (at < end && index.stretchOf(runKeys(at), scope) <= stretch) {
+              region.add(scope, runKeys(at), seq)
+              at += 1
+            }
+            at
+          }
+        })
+
+    if (regions.size == 1) fill(regions.head)
+    else {
+      val failures = new java.util.concurrent.ConcurrentLinkedQueue[Throwable]()
+      val workers = regions.map { region =>
+        val worker = new Thread(() => try fill(region) catch { case e: Throwable => failures.add(e) }, "eqdelete-index-fill")
+        worker.setDaemon(true)
+        worker.start()
+        worker
+      }
+      workers.foreach(_.join())
+      Option(failures.peek()).foreach(e => throw e)
+    }
+    index.absorb(regions)
+    batches.foreach(_.addNullKeysTo(index))
+  }
+
+  /**
+   * Adds `batches` to a hashed index in one pass over its table, stretch by stretch, as the
+   * primitive index's `addInSlotOrder` (on one thread: the records grow at one end). Added batch
+   * by batch as they arrived, each task's keys walked the whole table again, 10^6 keys over 3x10^7
+   * slots, a cache miss a key: at 10^7 string keys in 10 tasks, more of the query's thread
+   * (`HashedKeyIndex.place`) than the read tasks took of theirs, while they wanted both cores.
+   */
+  def addInSlotOrder(batches: Seq[DeleteRowBatch], index: HashedKeyIndex): Unit = {
+    index.reserveRecords(batches.map(_.keys.length.toLong).sum, batches.map(_.packed.length.toLong).sum)
+    val runs = new Runs(batches)
+    import runs.{ends, scopes, sequences, starts, keys => hashes}
+    val packed = runs.batches.map(_.packed)
+    // Per run, where its next key's length and bytes lie in its batch's packed keys.
+    val packedAt = new Array[Int](starts.length)
+    for (r <- starts.indices if starts(r) > 0) packedAt(r) = skipKeys(packed(r), packedAt(r - 1), ends(r - 1) - starts(r - 1))
+    inStretchOrder(starts, ends, 0, HashedKeyIndex.Stretches, new StretchRuns {
+      def stretchAt(r: Int, at: Int): Int = index.stretchOf(hashes(r)(at), scopes(r))
+      def addThrough(r: Int, from: Int, end: Int, stretch: Int): Int = {
+        val runHashes = hashes(r)
+        val runPacked = packed(r)
+        val scope = scopes(r)
+        val seq = sequences(r)
+        var at = from
+        var bytesAt = packedAt(r)
+        while (at < end && index.stretchOf(runHashes(at), scope) <= stretch) {
+          val length = KeyBytes.readLength(runPacked, bytesAt)
+          index.addPacked(runHashes(at), scope, runPacked, bytesAt + KeyBytes.LengthBytes, length, seq)
+          bytesAt += KeyBytes.LengthBytes + length
+          at += 1
+        }
+        packedAt(r) = bytesAt
+        at
+      }
+    })
+    batches.foreach(_.addNullKeysTo(index))
+  }
+
+  /** The runs of `batches`, batch by batch: per run its batch, its keys (`starts` until `ends` of them), scope and sequence number. */
+  private final class Runs(all: Seq[DeleteRowBatch]) {
+    private val runs = for (batch <- all; run <- batch.runs.indices by 3) yield (batch, run)
+    val batches: Array[DeleteRowBatch] = runs.map(_._1).toArray
+    val keys: Array[Array[Long]] = batches.map(_.keys)
+    val starts: Array[Int] = runs.map { case (batch, run) => if (run == 0) 0 else batch.runs(run - 3).toInt }.toArray
+    val ends: Array[Int] = runs.map { case (batch, run) => batch.runs(run).toInt }.toArray
+    val scopes: Array[Long] = runs.map { case (batch, run) => batch.runs(run + 1) }.toArray
+    val sequences: Array[Long] = runs.map { case (batch, run) => batch.runs(run + 2) }.toArray
+  }
+
+  /** Where the packed key `n` keys after the one at `from` starts. */
+  private def skipKeys(packed: Array[Byte], from: Int, n: Int): Int = {
+    var at = from
+    var i = 0
+    while (i < n) {
+      at += KeyBytes.LengthBytes + KeyBytes.readLength(packed, at)
+      i += 1
+    }
+    at
+  }
+
+  /** Runs of keys, each ordered by the stretch of the table they go to, as `inStretchOrder` adds them. */
+  private trait StretchRuns {
+    /** The stretch key `at` of run `r` lands in. */
+    def stretchAt(r: Int, at: Int): Int
+
+    /**
+     * Adds run `r`'s keys from `from` (before `end`) while they land in `stretch` or an earlier
+     * one (a key out of order); returns the first not added, where the run's next call starts.
+     */
+    def addThrough(r: Int, from: Int, end: Int, stretch: Int): Int
+  }
+
+  /**
+   * Every key of every run r from `from(r)` until `until(r)`, added stretch by stretch of a table
+   * from `firstStretch` until `endStretch`. Each run waits in the list of the stretch its next
+   * key lands in, so the pass costs the keys and the stretches, not stretches times runs (a run
+   * per delete file: Flink writes many). A key out of order (batches ordered for a table of
+   * another size) is added with the keys before it, never left out.
+   */
+  private def inStretchOrder(from: Array[Int], until: Array[Int], firstStretch: Int, endStretch: Int, runs: StretchRuns): Unit = {
+    val positions = from.clone()
+    // Per stretch, the first run waiting there, and per run the next one waiting with it (-1: none).
+    val waiting = Array.fill(endStretch - firstStretch)(-1)
+    val nextWaiting = new Array[Int](from.length)
+    def wait(r: Int): Unit = if (positions(r) < until(r)) {
+      val at = math.max(runs.stretchAt(r, positions(r)), firstStretch) - firstStretch
+      nextWaiting(r) = waiting(at)
+      waiting(at) = r
+    }
+    from.indices.foreach(wait)
+    var stretch = firstStretch
+    while (stretch < endStretch) {
+      var r = waiting(stretch - firstStretch)
+      while (r >= 0) {
+        val following = nextWaiting(r)
+        // Up to the first key of a later stretch, so the run waits only ahead of this one.
+        positions(r) = runs.addThrough(r, positions(r), until(r), stretch)
+        wait(r)
+        r = following
+      }
+      stretch += 1
+    }
+    require(positions.indices.forall(r => positions(r) >= until(r)), "a run's keys were not all added")
+  }
+}
