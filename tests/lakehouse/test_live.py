@@ -114,19 +114,6 @@ def live_spec(name: str, *, format_version: int, partitions: int) -> dict[str, A
                                     checkpoint_interval_ms=1500, format_version=format_version)
 
 
-def create_as_flink_would(spark: SparkSession, table: str, spec: dict[str, Any]) -> None:
-    """The streaming job's table as its CREATE TABLE makes it (columns, key as identifier fields,
-    partitions, upserts), created before the job, which then writes into it (``if_not_exists``)."""
-    key, part = fw.key_of(spec), fw.partition_of(spec)
-    types = {"BIGINT": "BIGINT", "INT": "INT", "STRING": "STRING"}
-    columns = ", ".join(f"{c} {types[t]}{' NOT NULL' if c in key else ''}" for c, t in fw.columns_of(spec))
-    partitioned = f" PARTITIONED BY ({', '.join(part)})" if part else ""
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {table.rsplit('.', 1)[0]}")
-    spark.sql(f"CREATE TABLE {table} ({columns}) USING iceberg{partitioned} "
-              f"TBLPROPERTIES ('format-version'='{spec['format_version']}', 'write.upsert.enabled'='true')")
-    spark.sql(f"ALTER TABLE {table} SET IDENTIFIER FIELDS {', '.join(key)}")
-
-
 def equality_delete_files(spark: SparkSession, table: str) -> int:
     return spark.sql(f"SELECT count(*) FROM {table}.delete_files WHERE content = 2").first()[0]
 
@@ -140,7 +127,8 @@ def test_maintain_beside_a_live_flink_job_and_a_compacting_writer(spark: SparkSe
     at its commit."""
     spec = {**live_spec("upserts", format_version=3, partitions=3), "if_not_exists": True}
     table = f"{lake}.{NAMESPACE}.upserts"
-    create_as_flink_would(spark, table, spec)
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {lake}.{NAMESPACE}")
+    fw.create_in_spark(spark, table, spec)  # the job writes into it: maintain can run before the job
     run = None
     stop = threading.Event()
     compactions: dict[str, Any] = {"committed": 0, "failed": 0, "errors": []}

@@ -185,6 +185,18 @@ def partition_of(table: dict[str, Any]) -> list[str]:
     return list(table.get("partition_by", []))
 
 
+def create_in_spark(spark: Any, name: str, table: dict[str, Any]) -> None:
+    """``table`` created as ``name`` through a Spark session, as the job's CREATE TABLE makes it
+    (its columns, its key as identifier fields, its partitions, upserts), for a job that then
+    writes into it (``if_not_exists``)."""
+    key, part = key_of(table), partition_of(table)
+    columns = ", ".join(f"{c} {t}{' NOT NULL' if c in key else ''}" for c, t in columns_of(table))
+    partitioned = f" PARTITIONED BY ({', '.join(part)})" if part else ""
+    spark.sql(f"CREATE TABLE {name} ({columns}) USING iceberg{partitioned} "
+              f"TBLPROPERTIES ('format-version'='{table.get('format_version', 2)}', 'write.upsert.enabled'='true')")
+    spark.sql(f"ALTER TABLE {name} SET IDENTIFIER FIELDS {', '.join(key)}")
+
+
 def streaming_row(table: dict[str, Any], seq: int) -> tuple:
     k = seq % table["keys"]
     p = (k % table["partitions"],) if table.get("partitions") else ()

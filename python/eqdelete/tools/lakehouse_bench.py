@@ -352,7 +352,7 @@ def stream(spark: SparkSession, lake: Lakehouse, sizes: Sizes, how: str, workdir
     result, started = Stream(how, 0, spec["rows"]), None
     if sizes.seed_rows:
         say(f"seeding {table} with {sizes.seed_rows:,} scattered rows")
-        seeded = seed(spark, table, sizes.seed_rows, sizes.seed_rows_per_file)
+        seeded = seed(spark, table, spec, sizes.seed_rows, sizes.seed_rows_per_file)
         spec["if_not_exists"] = True
         result.before_job = _before_job(spark, table, how, sizes, seeded)
         say(f"{how} before the job: {result.before_job.seconds:.1f} s, {result.before_job.rows_resolved:,} rows resolved")
@@ -391,17 +391,15 @@ def stream(spark: SparkSession, lake: Lakehouse, sizes: Sizes, how: str, workdir
 CONTENT = {0: "data", 1: "position deletes", 2: "equality deletes"}
 
 
-def seed(spark: SparkSession, table: str, rows: int, rows_per_file: int) -> int:
-    """``table`` created as Flink's job would create it (its key an identifier field, upserts on),
+def seed(spark: SparkSession, table: str, spec: dict[str, Any], rows: int, rows_per_file: int) -> int:
+    """``table`` created as the job of ``spec`` (unpartitioned: k, seq, v) would create it,
     holding keys 0 .. n-1 (n: ``rows`` rounded down to whole files) scattered: data file i holds
     the keys k with k % files == i, so every file spans every key. Returns n."""
     from pyspark.sql import functions as F
 
     files = max(1, rows // rows_per_file)
     per_file = rows // files
-    spark.sql(f"CREATE TABLE {table} (k BIGINT NOT NULL, seq BIGINT, v STRING) USING iceberg "
-              "TBLPROPERTIES ('format-version'='2', 'write.upsert.enabled'='true')")
-    spark.sql(f"ALTER TABLE {table} SET IDENTIFIER FIELDS k")
+    flink.create_in_spark(spark, table, spec)
     ids = spark.range(0, files * per_file, 1, files)  # partition i: ids i*per_file .. (i+1)*per_file-1
     (ids.select(((F.col("id") % per_file) * files + F.floor(F.col("id") / per_file)).cast("bigint").alias("k"),
                 F.lit(-1).cast("bigint").alias("seq"), F.concat(F.lit("s"), F.col("id").cast("string")).alias("v"))
