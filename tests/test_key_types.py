@@ -54,7 +54,7 @@ def iceberg_equal(a: Any, b: Any) -> bool:
 
 def _create_with_iceberg_api(spark: SparkSession, table: str, key_type: Callable[[Any], Any]) -> None:
     """A table `k <type>, v INT` created through Iceberg's Java API: for types Spark's DDL lacks."""
-    jvm = _jvm._jvm(spark)  # noqa: SLF001
+    jvm = spark.sparkContext._jvm  # noqa: SLF001
     types = jvm.org.apache.iceberg.types.Types
     schema = jvm.org.apache.iceberg.Schema(
         [types.NestedField.optional(1, "k", key_type(types)), types.NestedField.optional(2, "v", types.IntegerType.get())]
