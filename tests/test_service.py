@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import asdict, fields
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from conftest import CATALOG
@@ -193,10 +194,36 @@ def test_one_service_keeps_every_table_resolved_and_isolates_a_failing_one(spark
     assert summary.longest_wait_seconds < 30, summary.render()
 
 
+class Lines(threading.Thread):
+    """A process's stream read line by line as it comes (drained, so no full pipe ever blocks it)."""
+
+    def __init__(self, stream) -> None:  # noqa: ANN001
+        super().__init__(daemon=True)
+        self.stream, self.lines = stream, []
+        self.start()
+
+    def run(self) -> None:
+        for line in self.stream:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, found: Callable[[str], bool], after: int = 0, seconds: float = 180) -> int:
+        """The index of the first line from ``after`` on that ``found`` accepts, waiting for it."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for i in range(after, len(self.lines)):
+                if found(self.lines[i]):
+                    return i
+            if not self.is_alive():
+                break
+            time.sleep(0.2)
+        raise AssertionError(f"no such line in {seconds:.0f} s; the last: {self.lines[-30:]}")
+
+
 def test_the_command_line_shows_status_and_serves_a_namespace(spark: SparkSession, warehouse: Path, tmp_path: Path) -> None:
     namespace = f"{CATALOG}.svc_cli_{os.getpid()}"
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
-    models = {f"{namespace}.a": create(spark, f"{namespace}.a", 2), f"{namespace}.b": create(spark, f"{namespace}.b", 3)}
+    a, b, lost = f"{namespace}.a", f"{namespace}.b", f"{namespace}.lost"
+    models = {a: create(spark, a, 2), b: create(spark, b, 3)}
     for table in models:
         eqdelete.write_equality_deletes(spark, table, ["k"], [(k,) for k in range(7)])
     common = ["--warehouse", str(warehouse), "--master", "local[1]", "--driver-memory", "1g", "--conf", "spark.ui.enabled=false"]
@@ -206,27 +233,55 @@ def test_the_command_line_shows_status_and_serves_a_namespace(spark: SparkSessio
     rows = json.loads(shown.stdout)
     assert [(r["table"].rsplit(".", 1)[-1], r["equality_delete_files"], r["next"]) for r in rows] == [
         ("a", 1, "resolve 1 equality delete file(s), 7 row(s)"), ("b", 1, "resolve 1 equality delete file(s), 7 row(s)")]
+    # A table whose equality delete file is lost: each of its rounds fails, in one line.
+    create(spark, lost, 2)
+    eqdelete.write_equality_deletes(spark, lost, ["k"], [(1,)])
+    [path] = [r[0] for r in spark.sql(f"SELECT file_path FROM {lost}.delete_files").collect()]
+    os.remove(path.removeprefix("file:"))
 
     service = subprocess.Popen([sys.executable, "-m", "eqdelete", "maintain", "--tables", namespace, "--interval", "1",
                                 *common], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = Lines(service.stdout), Lines(service.stderr)
+
+    def resolved(table: str, rows: int) -> Callable[[str], bool]:
+        return lambda line: json.loads(line)["table"] == table and json.loads(line)["rows_resolved"] == rows
+
     try:
-        rounds: dict[str, dict] = {}
-        deadline = time.monotonic() + 240
-        while len(rounds) < 2 and time.monotonic() < deadline:
-            line = service.stdout.readline()
-            if not line:
-                break
-            record = json.loads(line)
-            if record["snapshot_id"] is not None:
-                rounds[record["table"]] = record
+        for table in models:
+            out.wait_for(resolved(f"{table}", 7))
+        # A bad table property set while the service runs fails the table's next round (none
+        # resolves its new deletes); fixed, the round after the fix resolves them.
+        interval = "eqdelete.maintain.interval-seconds"
+        spark.sql(f"ALTER TABLE {a} SET TBLPROPERTIES ('{interval}'='abc')")
+        mark = len(out.lines)
+        eqdelete.write_equality_deletes(spark, a, ["k"], [(7,), (8,)])
+        err.wait_for(lambda line: f"] {a}: failed: " in line and "invalid value 'abc'" in line)
+        assert not any(json.loads(line)["table"] == a and json.loads(line)["rows_resolved"] for line in out.lines[mark:])
+        spark.sql(f"ALTER TABLE {a} SET TBLPROPERTIES ('{interval}'='1')")
+        out.wait_for(resolved(a, 2), after=mark)
+        # enabled=false: the service lets the table be from its next round on.
+        spark.sql(f"ALTER TABLE {b} SET TBLPROPERTIES ('eqdelete.maintain.enabled'='false')")
+        mark = len(out.lines)
+        eqdelete.write_equality_deletes(spark, b, ["k"], [(7,)])
+        err.wait_for(lambda line: line.endswith(f"] {b}: let go: eqdelete.maintain.enabled=false"))
+        err.wait_for(lambda line: f"] {lost}: failed: " in line, seconds=60)
         service.send_signal(signal.SIGTERM)
-        _, stderr = service.communicate(timeout=120)
+        service.wait(timeout=120)
+        out.join(timeout=10)
+        err.join(timeout=10)
     finally:
         service.kill()
+    stderr = "\n".join(err.lines)
     assert service.returncode == 0, stderr[-3000:]
-    assert sorted(rounds) == sorted(models) and all(r["rows_resolved"] == 7 for r in rounds.values()), rounds
-    assert "picked up" in stderr and "maintained 2 table(s):" in stderr, stderr[-3000:]
-    for table in models:
-        assert rows_of(spark, table) == {k: "v0" for k in range(7, 100)}
-    spark.sql(f"DROP TABLE {namespace}.a")
-    spark.sql(f"DROP TABLE {namespace}.b")
+    assert not any(json.loads(line)["table"] == b and json.loads(line)["rows_resolved"] for line in out.lines[mark:])
+    assert "picked up" in stderr and "maintained 3 table(s):" in stderr, stderr[-3000:]
+    # Each failed round of the lost table is one line: no trace of Spark's failed tasks.
+    failed = [line for line in err.lines if f"] {lost}: failed: " in line]
+    assert failed and all("cannot read equality delete file" in line for line in failed), failed
+    traces = [line for line in err.lines if line.lstrip().startswith(("at ", "Caused by:")) or " ERROR " in line]
+    assert not traces, traces[:20]
+    assert rows_of(spark, a) == {k: "v0" for k in range(9, 100)}
+    assert rows_of(spark, b) == {k: "v0" for k in range(8, 100)}
+    assert [s.equality_delete_files for s in status(spark, b)] == [1]  # let be
+    for table in (a, b, lost):
+        spark.sql(f"DROP TABLE {table}")

@@ -66,7 +66,8 @@ def test_wheel_installed_outside_the_checkout(wheel: Path, tmp_path: Path, line:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", str(wheel), f"pyspark=={line}.*"],
+    # --no-compile: byte-compiling pyspark's thousands of modules is most of an install's time, and no check here needs it.
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-compile", str(wheel), f"pyspark=={line}.*"],
                    check=True, timeout=900)
     (tmp_path / "job.py").write_text(textwrap.dedent(JOB))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYSPARK", "SPARK_", "EQDELETE_"))}

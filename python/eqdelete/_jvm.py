@@ -41,6 +41,20 @@ def _dict(jmap: Any) -> dict[str, Any]:
     return {str(key): jmap.get(key) for key in jmap.keySet().toArray()}
 
 
+#: Spark's loggers that print a failed task's whole stack trace (the executor's "Exception in
+#: task", the task set's "Lost task" and "aborting job"), once per failed task.
+TASK_FAILURE_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager")
+
+
+def quiet_task_failures(spark: SparkSession) -> None:
+    """Keep Spark's task-failure traces off the console: the failed job's error reaches the caller
+    all the same (the command line prints it in one line)."""
+    configurator = _class(spark, "org.apache.logging.log4j.core.config.Configurator")
+    off = _class(spark, "org.apache.logging.log4j.Level").OFF
+    for logger in TASK_FAILURE_LOGGERS:
+        configurator.setLevel(logger, off)
+
+
 def validate_conf(spark: SparkSession) -> None:
     """Read every spark.eqdelete.* key so a bad value fails now, naming the key."""
     conf = _jsession(spark).sessionState().conf()
@@ -154,6 +168,17 @@ def _calling(call: Callable[[], Any]) -> Any:
         if known is not None:
             raise known from None
         raise
+
+
+def stop_round(spark: SparkSession, job_group: str) -> bool:
+    """Stop the maintain round running in ``job_group`` (its jobs now, itself at its next step);
+    False when none runs there."""
+    return bool(_class(spark, "eqdelete.maintain.RoundStop").stop(_jsession(spark).sparkContext(), job_group))
+
+
+def clear_job_group(spark: SparkSession) -> None:
+    """The calling thread's Spark job group (and its description) unset."""
+    spark.sparkContext._jsc.clearJobGroup()  # noqa: SLF001
 
 
 def resolve_equality_deletes(spark: SparkSession, table: str, where: str | None, dry_run: bool) -> dict[str, Any]:

@@ -8,7 +8,8 @@ A round runs on the JVM (``eqdelete.maintain.MaintainRound``; over Spark Connect
 snapshot after a conflicting commit (waiting longer each time, ``spark.eqdelete.maintain.*``),
 compacts piled-up position delete files on format v2, and reports the lag: the age of the oldest
 equality delete still live. The loop is here, so a process that is told to stop (``stop`` set, or
-SIGTERM/SIGINT in ``python -m eqdelete maintain``) stops between rounds, never inside a commit.
+SIGTERM/SIGINT in ``python -m eqdelete maintain``) stops the round under way at its next step,
+its Spark jobs cancelled and what it had not sent for commit deleted, but never inside a commit.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from typing import Callable, Optional
 
@@ -49,7 +52,9 @@ class MaintainRound:
     ``data_files_read`` are then only the files it read to come up to date,
     ``live_index_entries`` and ``live_index_bytes`` its size after the round, and
     ``live_index_note`` says when it was built from the table (and why), when the round read the
-    data files instead (and why), or when it was lost with an executor.
+    data files instead (and why), or when it was lost with an executor. ``stopped_at`` names the
+    step at which a stop (``RoundStops``: SIGTERM to ``python -m eqdelete maintain``) ended the
+    round: what it committed before that step stands, what it had not sent for commit is gone.
     """
 
     table: str
@@ -77,6 +82,7 @@ class MaintainRound:
     live_index_entries: int = 0
     live_index_bytes: int = 0
     live_index_note: Optional[str] = None
+    stopped_at: Optional[str] = None
 
     @property
     def live_index_bytes_per_key(self) -> Optional[float]:
@@ -127,6 +133,8 @@ class MaintainRound:
         if self.live_index_entries:
             conflicts += (f"; {self.data_files_read:,} data file(s) read, live index {self.live_index_entries:,} keys "
                           f"({self.live_index_bytes_per_key:.1f} bytes each)")
+        if self.stopped_at:
+            conflicts += f"; stopped at: {self.stopped_at}"
         return (f"{self.table}: {did}{compacted}{conflicts}; {self.equality_delete_files_live:,} equality delete file(s) "
                 f"live, lag {self.lag_seconds:.1f} s; {self.seconds:.1f} s")
 
@@ -158,6 +166,63 @@ class MaintainSummary:
                 f"lag {self.last_lag_seconds:.1f} s at the end; {self.seconds:.0f} s")
 
 
+class RoundStops:
+    """Stops the rounds under way once ``stop`` is set, rather than letting them run to their end.
+
+    Each round runs in a Spark job group of its own (``with stops.round(table):``). A watcher
+    thread asks the JVM to stop every group still running (``eqdelete.maintain.RoundStop``): its
+    jobs are cancelled and the round ends at its next step, deleting what it had not sent for
+    commit; a commit being sent finishes. It asks again each second while they run, for a job
+    started between two asks. Over Spark Connect rounds are not stopped: ``stop`` is seen between
+    them."""
+
+    def __init__(self, spark: SparkSession, stop: threading.Event) -> None:
+        self._spark, self._stop = spark, stop
+        self._groups: set[str] = set()
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="eqdelete-round-stops", daemon=True)
+        if not _remote.is_remote(spark):
+            self._watcher.start()
+
+    @contextlib.contextmanager
+    def round(self, table: str) -> Iterator[None]:
+        """The calling thread's Spark jobs in the round's own job group, for as long as the block runs."""
+        if _remote.is_remote(self._spark):
+            yield
+            return
+        group = f"eqdelete-maintain-{uuid.uuid4().hex}"
+        # interruptOnCancel: a task that is cancelled stops at once, not at its end.
+        self._spark.sparkContext.setJobGroup(group, f"eqdelete maintain {table}", interruptOnCancel=True)
+        with self._lock:
+            self._groups.add(group)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._groups.discard(group)
+            _jvm.clear_job_group(self._spark)
+
+    def _watch(self) -> None:
+        while not self._closed.wait(1.0 if self._stop.is_set() else 0.2):
+            if not self._stop.is_set():
+                continue
+            with self._lock:
+                groups = list(self._groups)
+            for group in groups:
+                with contextlib.suppress(Exception):  # the JVM going down: nothing left to stop
+                    _jvm.stop_round(self._spark, group)
+
+    def close(self) -> None:
+        self._closed.set()
+
+    def __enter__(self) -> RoundStops:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
 def maintain_round(spark: SparkSession, table: str, *, keep_index: bool = False) -> MaintainRound:
     """Run one round on ``table``: resolve its live equality deletes (retrying after conflicts),
     compact piled-up position delete files (format v2), and report the lag. A delete file that
@@ -187,7 +252,7 @@ def maintain(
 ) -> MaintainSummary:
     """Keep ``table`` resolved: run a round (``maintain_round``), wait ``interval`` seconds from
     its start, and again, until ``rounds`` rounds ran (None: no limit) or ``stop`` is set, which is
-    checked between rounds (a round under way finishes first). ``on_round`` gets each round's
+    also stops the round under way (``RoundStops``: at its next step, never inside a commit). ``on_round`` gets each round's
     result as it ends. A round whose commit's outcome is unknown goes to ``on_unknown`` and the
     loop goes on (the next round starts from the table as it is, so it settles it); the summary
     counts them. Any other error ends the loop. Returns what the rounds did in all."""
@@ -201,11 +266,13 @@ def maintain(
     unknown: list[CommitOutcomeUnknownError] = []
     # One round of a run keeps nothing: an index built for no next round costs more than it saves.
     keep_index = rounds != 1
+    stops = RoundStops(spark, stop)
     try:
         while not stop.is_set() and (rounds is None or len(done) + len(unknown) < rounds):
             began = time.monotonic()
             try:
-                result = maintain_round(spark, table, keep_index=keep_index)
+                with stops.round(table):
+                    result = maintain_round(spark, table, keep_index=keep_index)
             except CommitOutcomeUnknownError as error:
                 unknown.append(error)
                 if on_unknown is not None:
@@ -218,6 +285,7 @@ def maintain(
                 break
             stop.wait(max(0.0, interval - (time.monotonic() - began)))
     finally:
+        stops.close()
         if keep_index and not _remote.is_remote(spark):
             # The kept index leaves the executors' disks; a JVM already gone has nothing to free, and
             # the error that ended the loop is the one to raise.

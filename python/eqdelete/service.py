@@ -11,7 +11,8 @@ others'. Among the tables due, the one overdue longest plus lagging most, weight
 still rises as it waits, so a big one never starves the rest.
 A table whose round fails (dropped, a delete file lost, a catalog error) is reported and tried
 again after a wait that doubles with each failure in a row (up to ``max_backoff``); the others
-go on. A table whose ``eqdelete.maintain.enabled`` property is false is let be.
+go on. A table whose ``eqdelete.maintain.enabled`` property is false is let be. Each round reads
+the table's current metadata first, so a property changed meanwhile counts at its next round.
 
 Nothing of this schedule needs keeping: after a restart it starts from the tables as they are
 (their lag is in their metadata), so the service holds no state of its own.
@@ -29,7 +30,7 @@ from pyspark.sql import SparkSession
 
 from eqdelete import _jvm, _remote
 from eqdelete.errors import CommitOutcomeUnknownError, one_line
-from eqdelete.maintain import MaintainRound, maintain_round
+from eqdelete.maintain import MaintainRound, RoundStops, maintain_round
 from eqdelete.status import TableStatus, status
 
 
@@ -108,7 +109,7 @@ def maintain_tables(
     on_event: Optional[Callable[[ServiceEvent], None]] = None,
 ) -> ServiceSummary:
     """Keep every table ``tables`` names resolved (a pattern as ``status`` takes), until ``stop``
-    is set; rounds under way finish first. ``on_round`` gets each round's result, ``on_event``
+    is set; rounds under way then stop at their next step (``RoundStops``), a commit being sent finishing. ``on_round`` gets each round's result, ``on_event``
     each table picked up, let go or failed. Returns what it did per table."""
     if interval < 0 or rescan <= 0 or max_backoff < 0:
         raise ValueError(f"interval and max_backoff must be zero or more and rescan more than zero seconds, "
@@ -173,25 +174,38 @@ def maintain_tables(
             if s.error is None:
                 known.lag_seconds, known.debt = s.lag_seconds, s.native_over_floor
 
-    def round_of(table: TableService) -> MaintainRound:
-        if not _remote.is_remote(spark):  # Spark's UI names the jobs after the table
-            spark.sparkContext.setJobDescription(f"eqdelete maintain {table.table}")
-        return maintain_round(spark, table.table, keep_index=True)
+    def round_of(table: TableService) -> tuple[TableStatus, Optional[MaintainRound]]:
+        """Its status from the table's current metadata, then its round unless its properties now
+        say to let it be: a property changed since the last look counts at this round. Its jobs
+        in a job group of its own, named after the table in Spark's UI, which a stop cancels."""
+        with stops.round(table.table):
+            [now] = status(spark, table.table)
+            if now.error is None and not now.maintain_enabled:
+                return now, None
+            return now, maintain_round(spark, table.table, keep_index=True)
 
     def finish(future: Future) -> None:
         table, began = running.pop(future)
-        table.rounds += 1
         if table.let_go:
             forget_index(table)
         try:
-            result = future.result()
+            now, result = future.result()
         except CommitOutcomeUnknownError as error:  # the next round settles it
+            table.rounds += 1
             table.unknown_outcomes += 1
             table.due = began + every(table)
             tell(table.table, "failed", f"{error}")
         except Exception as error:  # noqa: BLE001 - one table's failure never stops the others
+            table.rounds += 1
             fail(table, error)
         else:
+            if now.error is None:
+                table.interval = None if now.interval_seconds is None else float(now.interval_seconds)
+            if result is None:  # no round ran
+                if not table.let_go:
+                    let_go(table, "eqdelete.maintain.enabled=false")
+                return
+            table.rounds += 1
             table.failures_in_a_row = 0
             table.rounds_committed += result.committed
             table.rows_resolved += result.rows_resolved
@@ -201,7 +215,8 @@ def maintain_tables(
                 on_round(result)
 
     next_look = started
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="eqdelete-maintain") as pool:
+    stops = RoundStops(spark, stop)
+    with stops, ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="eqdelete-maintain") as pool:
         while not stop.is_set():
             now = time.monotonic()
             if now >= next_look:
@@ -228,7 +243,7 @@ def maintain_tables(
                     finish(future)
             else:
                 stop.wait(timeout)
-        done, _ = wait(list(running))  # rounds under way finish: never stopped inside a commit
+        done, _ = wait(list(running))  # rounds under way end at their next step (stops), a commit being sent finishes
         for future in done:
             finish(future)
     for table in summary.tables.values():

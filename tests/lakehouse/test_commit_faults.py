@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -450,6 +451,123 @@ def test_kill_9_around_the_commit(spark: SparkSession, lakehouse: Lakehouse, fau
     check_table(spark, lakehouse, table, resolved=landed)
     again = eqdelete.resolve_equality_deletes(spark, table.name)
     assert again.committed != landed  # what is left, if anything
+    check_table(spark, lakehouse, table, resolved=True)
+
+
+# --- maintain stopped by SIGTERM (a platform's stop: Kubernetes, systemd) ---------------------------
+
+#: The bound docs/lakehouse.md gives: from SIGTERM to the process's exit.
+STOP_SECONDS = 30
+
+
+@pytest.fixture(scope="module")
+def held_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The jar of tests/lakehouse/HeldTasks.java (a Spark plugin holding maintain's tasks), compiled
+    against this line's Spark."""
+    import pyspark
+
+    out = tmp_path_factory.mktemp("held-tasks")
+    jars = Path(pyspark.__file__).parent / "jars"
+    subprocess.run(["javac", "-d", str(out), "-cp", f"{jars}/*", str(Path(__file__).parent / "HeldTasks.java")],
+                   check=True, timeout=120)
+    subprocess.run(["jar", "cf", str(out / "held-tasks.jar"), "-C", str(out), "HeldTasks.class", "-C", str(out),
+                    "HeldTasks$1.class"], check=True, timeout=60)
+    return out / "held-tasks.jar"
+
+
+def _stopped(process: subprocess.Popen, signalled: float) -> float:
+    """Seconds from the signal to the process's exit (the test's bound on it plus a margin to wait)."""
+    process.wait(timeout=STOP_SECONDS + 60)
+    return time.monotonic() - signalled
+
+
+def _rounds_of(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.read_text().splitlines() if line.startswith("{")]
+
+
+@pytest.mark.command_line
+@pytest.mark.parametrize("how", ["--table, building the kept index", "--tables, two rounds at once"])
+def test_sigterm_during_a_held_stage_stops_within_the_bound(spark: SparkSession, lakehouse: Lakehouse, faults: Proxies,
+                                                            held_tasks: Path, tmp_path: Path, how: str) -> None:
+    """SIGTERM while a round's stage is held (every task of maintain's jobs waits, HeldTasks): the
+    rounds stop at once, their jobs cancelled, nothing committed; the process exits 0 within the
+    bound; the next round finishes the work on a whole table."""
+    tables = [make_table(spark, 3)] + ([make_table(spark, 2)] if how.startswith("--tables") else [])
+    starts = [current_snapshot(spark, t.name) for t in tables]
+    hold = tmp_path / "hold"
+    hold.touch()
+    which = ["--table", tables[0].name] if how.startswith("--table,") else ["--tables", ", ".join(t.name for t in tables)]
+    command = [*_command(lakehouse, faults, spark, "maintain", *which, "--interval", "1"), "--conf", "spark.plugins=HeldTasks",
+               "--conf", f"spark.heldTasks.while={hold}", "--conf", "spark.eqdelete.maintain.liveIndex=always"]
+    command = [f"{c},{held_tasks}" if c.startswith("spark.jars=") else c for c in command]
+    out, err = tmp_path / "out", tmp_path / "err"
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 300
+        while not (tmp_path / "hold.held").exists():
+            assert process.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
+            time.sleep(0.2)
+        time.sleep(2 if len(tables) > 1 else 0)  # both rounds held: two slots, a round each
+        signalled = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        seconds = _stopped(process, signalled)
+    finally:
+        hold.unlink(missing_ok=True)
+        if process.poll() is None:
+            process.kill()
+    print(f"\n[stop] {how}: SIGTERM to exit {seconds:.1f} s")
+    assert process.returncode == 0, err.read_text()[-3000:]
+    assert seconds <= STOP_SECONDS, f"{seconds:.1f} s from SIGTERM to exit"
+    rounds = _rounds_of(out)
+    assert sorted(r["table"].rsplit(".", 1)[-1] for r in rounds) == sorted(t.name.rsplit(".", 1)[-1] for t in tables), rounds
+    for r in rounds:
+        assert r["snapshot_id"] is None and r["stopped_at"].startswith("resolve: finding the rows"), r
+    if how.startswith("--table,"):
+        assert "through the kept index" in rounds[0]["stopped_at"], rounds
+    for table, start in zip(tables, starts):
+        assert current_snapshot(spark, table.name) == start
+        check_table(spark, lakehouse, table, resolved=False)
+        assert eqdelete.maintain_round(spark, table.name).committed  # the next round finishes the work
+        check_table(spark, lakehouse, table, resolved=True)
+
+
+@pytest.mark.command_line
+def test_sigterm_during_the_commit_lets_it_land(spark: SparkSession, lakehouse: Lakehouse, faults: Proxies,
+                                                tmp_path: Path) -> None:
+    """SIGTERM as maintain's commit reaches the catalog, which takes 5 s to answer: the commit is not
+    cut, it lands and is settled; the round stops after it; the process exits 0 within the bound."""
+    table = make_table(spark, 2)
+    start = current_snapshot(spark, table.name)
+    process: list[subprocess.Popen] = []
+    signalled: list[float] = []
+
+    def terminate_then_wait(_: Any) -> None:
+        signalled.append(time.monotonic())
+        process[0].send_signal(signal.SIGTERM)
+        time.sleep(5)
+
+    rule = faults.catalog.add(Rule("POST", table.path, Fault.before(terminate_then_wait)))
+    out, err = tmp_path / "out", tmp_path / "err"
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        process.append(subprocess.Popen(_command(lakehouse, faults, spark, "maintain", "--table", table.name,
+                                                 "--interval", "1"), stdout=stdout, stderr=stderr, cwd=tmp_path))
+    try:
+        deadline = time.monotonic() + 300
+        while not signalled:
+            assert process[0].poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
+            time.sleep(0.2)
+        seconds = _stopped(process[0], signalled[0])
+    finally:
+        if process[0].poll() is None:
+            process[0].kill()
+    faults.clear()
+    print(f"\n[stop] during the commit: SIGTERM to exit {seconds:.1f} s")
+    assert rule.fired == 1 and process[0].returncode == 0, err.read_text()[-3000:]
+    assert seconds <= STOP_SECONDS, f"{seconds:.1f} s from SIGTERM to exit"
+    [round_] = _rounds_of(out)
+    assert round_["snapshot_id"] is not None and round_["stopped_at"] == "compacting the position delete files", round_
+    assert current_snapshot(spark, table.name) == round_["snapshot_id"] != start
     check_table(spark, lakehouse, table, resolved=True)
 
 

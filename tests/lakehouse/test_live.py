@@ -175,7 +175,7 @@ def test_maintain_beside_a_live_flink_job_and_a_compacting_writer(spark: SparkSe
         compactor.start()
         reads = read_while_running(spark, spec, table, run)
         written = run.wait()["tables"]["upserts"]
-        # Rounds begun after the job's last commit, then SIGTERM: the round under way finishes.
+        # Rounds begun after the job's last commit, then SIGTERM: the round under way stops at its next step.
         _wait_for_rounds_after(maintainer, out, err, written["snapshots"][-1]["timestamp_ms"])
         deadline = time.monotonic() + 180  # a compaction beside the writer may lose every race: one after it
         while compactions["committed"] == 0 and time.monotonic() < deadline and compactor.is_alive():
@@ -187,7 +187,7 @@ def test_maintain_beside_a_live_flink_job_and_a_compacting_writer(spark: SparkSe
         maintainer.wait(timeout=120)
         errors = err.read_text(errors="replace")
         assert maintainer.returncode == 0, errors[-3000:]
-        assert "SIGTERM: stopping after the round under way" in errors and "maintained " in errors
+        assert "SIGTERM: stopping; a round under way ends at its next step" in errors and "maintained " in errors
     finally:
         stop.set()
         if run is not None:

@@ -9,6 +9,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from eqdelete import _jvm
 from eqdelete.tools.cdc import KEY_TYPES, LAYOUTS, PARTITIONINGS, CdcSpec, generate
 from eqdelete.compare import ResultsDifferError, compare
 from eqdelete.config import DEFAULT_CATALOG, DEFAULT_WAREHOUSE, session
@@ -124,6 +125,9 @@ def _start_session(args: argparse.Namespace, name: str):
         conf["spark.executor.metrics.pollingInterval"] = "100ms"
     spark = session(name, master=args.master, warehouse=args.warehouse, conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
+    if not getattr(args, "debug", False):
+        # A failing round or query is reported in one line; Spark would add each failed task's trace.
+        _jvm.quiet_task_failures(spark)
     return spark
 
 
@@ -206,7 +210,8 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
     def on_signal(signum: int, _frame: Any) -> None:
         if stop.is_set():  # a second signal: stop now
             raise KeyboardInterrupt
-        report(f"{signal.Signals(signum).name}: stopping after the round under way")
+        report(f"{signal.Signals(signum).name}: stopping; a round under way ends at its next step (a commit being "
+               "sent finishes)")
         stop.set()
 
     for stopping in (signal.SIGTERM, signal.SIGINT):
@@ -524,7 +529,7 @@ def _cmd_connect_server(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m eqdelete", description=__doc__)
-    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error, and Spark's traces of failed tasks")
     commands = parser.add_subparsers(dest="command", required=True)
 
     gen = commands.add_parser("generate", help="create a CDC table with equality deletes")
@@ -637,7 +642,7 @@ def build_parser() -> argparse.ArgumentParser:
     mnt = commands.add_parser(
         "maintain",
         help="keep a live table resolved while its writer commits: a round every --interval seconds until stopped "
-             "(SIGTERM/SIGINT stop it between rounds); a JSON line per round on stdout")
+             "(SIGTERM/SIGINT stop it, the round under way at its next step); a JSON line per round on stdout")
     _add_session_args(mnt)
     which = mnt.add_mutually_exclusive_group(required=True)
     which.add_argument("--table", help="the Iceberg table, catalog.namespace.table")

@@ -1,11 +1,13 @@
 package eqdelete.maintain
 
+import scala.util.control.NonFatal
+
 import eqdelete.cost.LiveIndexSetting
 import eqdelete.liveindex.KeptLiveIndexes
 import eqdelete.planning.LiveDeleteFiles
 
 import org.apache.spark.sql.SparkSession
-import org.apache.spark.sql.eqdelete.compat.{EqDeleteConf, IcebergInternals, IcebergSparkTables, MaintainMetricsSource}
+import org.apache.spark.sql.eqdelete.compat.{EqDeleteConf, IcebergActions, IcebergInternals, IcebergSparkTables, MaintainMetricsSource}
 import org.apache.spark.sql.internal.SQLConf
 
 /**
@@ -68,9 +70,9 @@ object MaintainRound {
     val metrics = MaintainMetricsSource.of(session.sparkContext)
     val timing = metrics.roundTime.time()
     val keep = keepIndex && settings.liveIndex != LiveIndexSetting.Never
-    val result = try {
-      if (keep) KeptLiveIndexes.exclusively(tableName)(runRound(session, tableName, settings, keep, beforeCommit))
-      else runRound(session, tableName, settings, keep, beforeCommit)
+    val result = try RoundStop.around(session.sparkContext) { stop =>
+      if (keep) KeptLiveIndexes.exclusively(tableName)(runRound(session, tableName, settings, keep, beforeCommit, stop))
+      else runRound(session, tableName, settings, keep, beforeCommit, stop)
     } catch {
       case e: Throwable =>
         metrics.rounds.inc()
@@ -82,28 +84,44 @@ object MaintainRound {
   }
 
   private def runRound(session: SparkSession, tableName: String, settings: Settings, keep: Boolean,
-      beforeCommit: Int => Unit): RoundResult = {
+      beforeCommit: Int => Unit, stop: RoundStop): RoundResult = {
     val started = System.nanoTime()
-    val before = IcebergSparkTables.load(session, tableName)
+    // Current metadata before its properties are read: a property fixed (or broken) since the last round counts now.
+    val before = IcebergSparkTables.current(session, tableName)
     val tableSettings = TableSettings.of(before, settings)
     val startingSnapshotId = Option(before.currentSnapshot()).map(_.snapshotId()).getOrElse(-1L)
     val liveBefore = Option(before.currentSnapshot()).map(s => LiveDeleteFiles.equalityDeletes(before, s.snapshotId()).size).getOrElse(0)
     val next = NextRound.of(tableSettings, IcebergInternals.formatVersion(before), liveBefore, positionDeleteFilesPerDataFile = 0)
     if (keep) KeptLiveIndexes.beginRound(tableName)
-    val resolve =
+    // Each step runs unless the round was stopped; a stop inside one ends it there, with what
+    // committed before it kept (a commit being sent is never stopped: see RoundStop).
+    var stoppedAt: Option[String] = None
+    def unlessStopped[A](step: String, none: => A)(body: => A): A =
+      if (stoppedAt.isDefined) none
+      else try { stop.at(step); body } catch {
+        case stopped: RoundStoppedException => stoppedAt = Some(stopped.step); none
+        case NonFatal(_) if stop.explainsFailure => stoppedAt = Some(stop.step); none  // its jobs cancelled
+      }
+    val resolve = unlessStopped("resolve", ResolveAttempts.none(startingSnapshotId)) {
       if (next.deferred.isDefined) ResolveAttempts.none(startingSnapshotId)
-      else ResolveAttempts.run(session, tableName, settings, keep, startingSnapshotId, beforeCommit)
+      else ResolveAttempts.run(session, tableName, settings, keep, startingSnapshotId, beforeCommit, stop)
+    }
 
-    val table = IcebergSparkTables.load(session, tableName)
-    table.refresh()
-    val compaction =
+    val table = IcebergSparkTables.current(session, tableName)
+    val compaction = unlessStopped("compacting the position delete files", RoundCompactions.Maintenance.none[PositionDeleteCompaction.Rewritten]) {
       if (IcebergInternals.formatVersion(table) == 2) RoundCompactions.positionDeletes(session, table, tableSettings)
       else RoundCompactions.Maintenance.none[PositionDeleteCompaction.Rewritten]
+    }
     table.refresh()
-    val (dataCompaction, overBudget) = RoundCompactions.data(session, table, tableSettings)
+    val (dataCompaction, overBudget) = unlessStopped("compacting the data files past the dead-row share",
+        (RoundCompactions.Maintenance.none[IcebergActions.RewrittenData], Option.empty[String])) {
+      RoundCompactions.data(session, table, tableSettings)
+    }
     table.refresh()
     val (live, lag) = EqualityDeleteLag.of(table, System.currentTimeMillis())
-    val index = if (keep) KeptLiveIndexes.state(session, tableName) else None
+    // Its size is a Spark job per index: not run once stopped.
+    val index = if (keep) unlessStopped("measuring the kept index", Option.empty[KeptLiveIndexes.State])(KeptLiveIndexes.state(session, tableName))
+      else None
     val compactionConflicts = compaction.conflict.toSeq ++ dataCompaction.conflict
     val r = resolve.resolved
     RoundResult(
@@ -131,7 +149,8 @@ object MaintainRound {
       dataBytesRewritten = dataCompaction.done.map(_.rewrittenBytes).getOrElse(0L),
       liveIndexEntries = index.map(_.entries).getOrElse(0L),
       liveIndexBytes = index.map(_.bytes).getOrElse(0L),
-      liveIndexNote = resolve.lostIndex.orElse(index.flatMap(_.note)))
+      liveIndexNote = resolve.lostIndex.orElse(index.flatMap(_.note)),
+      stoppedAt = stoppedAt)
   }
 
   /** What the round did, to Spark's metrics system. */

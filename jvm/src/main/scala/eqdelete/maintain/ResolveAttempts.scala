@@ -1,5 +1,7 @@
 package eqdelete.maintain
 
+import scala.util.control.NonFatal
+
 import eqdelete.commit.Failures
 import eqdelete.liveindex.{KeptLiveIndexes, LiveKeyStoreLostException}
 import eqdelete.resolve.ResolveEqualityDeletes
@@ -31,7 +33,7 @@ object ResolveAttempts extends Logging {
    * (tests put a concurrent commit there).
    */
   def run(session: SparkSession, tableName: String, settings: MaintainRound.Settings, keepIndex: Boolean,
-      startingSnapshotId: Long, beforeCommit: Int => Unit): ResolveAttempts = {
+      startingSnapshotId: Long, beforeCommit: Int => Unit, stop: RoundStop): ResolveAttempts = {
     val conflicts = Vector.newBuilder[String]
     var attempt = 0
     var resolved: Option[ResolveEqualityDeletes.Result] = None
@@ -39,13 +41,28 @@ object ResolveAttempts extends Logging {
     val stores = if (settings.liveIndexStores > 0) settings.liveIndexStores else session.sparkContext.defaultParallelism
     var lost: Option[String] = None
     def attemptWith(index: Boolean): ResolveEqualityDeletes.Result = {
+      stop.at(if (index) "resolve: finding the rows through the kept index and writing their deletes"
+        else "resolve: finding the rows and writing their deletes")
       val prepared =
-        if (index) KeptLiveIndexes.prepare(session, tableName, stores, settings.liveIndex) else ResolveEqualityDeletes.prepare(session, tableName, null)
-      try beforeCommit(attempt) catch { case e: Throwable => prepared.abandon(); throw e }
+        try {
+          if (index) KeptLiveIndexes.prepare(session, tableName, stores, settings.liveIndex)
+          else ResolveEqualityDeletes.prepare(session, tableName, null)
+        } catch {
+          // Its jobs cancelled by the stop: the failure they raise is the stop's.
+          case NonFatal(_) if stop.explainsFailure => throw new RoundStoppedException(stop.step)
+        }
+      try {
+        beforeCommit(attempt)
+        stop.at("resolve: before its commit")
+      } catch { case e: Throwable => prepared.abandon(); throw e }
+      stop.sending("resolve: committing")  // no stop from here: the commit is sent and its outcome settled
       prepared.commit()
     }
     while (resolved.isEmpty && attempt < settings.maxAttempts) {
-      if (attempt > 0) Thread.sleep(math.min(MaxWaitMillis, settings.retryWaitMillis << math.min(attempt - 1, 16)))
+      if (attempt > 0) {
+        stop.at("resolve: waiting to try again after a conflict")
+        stop.sleep(math.min(MaxWaitMillis, settings.retryWaitMillis << math.min(attempt - 1, 16)))
+      }
       attempt += 1
       try {
         resolved = Some(try attemptWith(keepIndex && lost.isEmpty) catch {

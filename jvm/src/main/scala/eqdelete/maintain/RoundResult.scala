@@ -30,6 +30,8 @@ import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, IntegerTyp
  *                           (0 without one), `liveIndexBytes` the bytes its stores hold
  * @param liveIndexNote      how the round came by its kept index when not by bringing it forward:
  *                           built from the table (why), or a store lost and the plan without it used
+ * @param stoppedAt          the step at which a stop ([[RoundStop]]: the service's SIGTERM) ended the
+ *                           round; what it committed before that step stands, nothing after it ran
  */
 final case class RoundResult(
     table: String,
@@ -56,13 +58,14 @@ final case class RoundResult(
     dataBytesRewritten: Long = 0,
     liveIndexEntries: Long = 0,
     liveIndexBytes: Long = 0,
-    liveIndexNote: Option[String] = None) {
+    liveIndexNote: Option[String] = None,
+    stoppedAt: Option[String] = None) {
 
   def values: Seq[Any] = Seq(table, startingSnapshotId, snapshotId.map(Long.box).orNull, attempts, conflicts,
     compactionConflicted, lastConflict.orNull, equalityDeleteFilesRemoved, rowsResolved, dataFilesRead, positionDeleteFilesWritten,
     deletionVectorsWritten, positionDeleteFilesCompacted, compactionFilesWritten, equalityDeleteFilesLive, lagSeconds, seconds,
     commitNote.orNull, deferred.orNull, dataFilesCompacted, dataFilesWritten, dataBytesRewritten, liveIndexEntries,
-    liveIndexBytes, liveIndexNote.orNull)
+    liveIndexBytes, liveIndexNote.orNull, stoppedAt.orNull)
 
   /** Field name to value, for Python and the SQL procedure's row. */
   def asJava: java.util.Map[String, Any] = RoundResult.Fields.map(_._1).zip(values).toMap.asJava
@@ -78,6 +81,7 @@ object RoundResult {
     "compaction_files_written" -> IntegerType, "equality_delete_files_live" -> IntegerType, "lag_seconds" -> DoubleType,
     "seconds" -> DoubleType, "commit_note" -> StringType, "deferred" -> StringType,
     "data_files_compacted" -> IntegerType, "data_files_written" -> IntegerType, "data_bytes_rewritten" -> LongType,
-    "live_index_entries" -> LongType, "live_index_bytes" -> LongType, "live_index_note" -> StringType)
-  val Nullable: Set[String] = Set("snapshot_id", "last_conflict", "commit_note", "deferred", "live_index_note")
+    "live_index_entries" -> LongType, "live_index_bytes" -> LongType, "live_index_note" -> StringType,
+    "stopped_at" -> StringType)
+  val Nullable: Set[String] = Set("snapshot_id", "last_conflict", "commit_note", "deferred", "live_index_note", "stopped_at")
 }

@@ -69,7 +69,7 @@ object TableStatus {
   /** The status of every table `patterns` names (`TablePattern`); a table that cannot be read gets a row with its error. */
   def of(session: SparkSession, patterns: String): Seq[TableStatus] =
     TablePattern.tables(session, patterns).flatMap { name =>
-      try Some(of(session, IcebergSparkTables.load(session, name)))
+      try Some(of(session, IcebergSparkTables.current(session, name)))
       catch {
         // A namespace may hold other formats' tables too: a pattern passes them by.
         case e: IllegalArgumentException if String.valueOf(e.getMessage).contains("not an Iceberg table") => None

@@ -1,6 +1,7 @@
 package eqdelete.resolve
 
 import scala.collection.mutable
+import scala.util.Try
 import scala.util.control.NonFatal
 
 import org.apache.iceberg.{DeleteFile, StructLike, Table}
@@ -68,6 +69,19 @@ object PositionDeleteWriting {
     }
   }
 
+  /**
+   * Runs a task's writing; if it fails (or is killed: a round stopped), the files it wrote, which
+   * no commit will name, are closed (`close`) and deleted before the failure goes on.
+   */
+  private def deletingOnFailure(table: Table, close: () => Seq[DeleteFile])(write: => Unit): Unit =
+    try write catch {
+      case failure: Throwable =>
+        val interrupted = Thread.interrupted()  // a killed task's interrupt would fail the deletes too
+        try close().map(_.location()).distinct.foreach(path => Try(table.io().deleteFile(path))) catch { case NonFatal(_) => }
+        finally if (interrupted) Thread.currentThread().interrupt()
+        throw failure
+    }
+
   private def target(targets: Map[String, TargetFile], path: String): TargetFile =
     targets.getOrElse(path, throw new IllegalStateException(s"eqdelete: data file $path was not part of the resolve's planning"))
 
@@ -76,7 +90,7 @@ object PositionDeleteWriting {
     val writers = mutable.LinkedHashMap.empty[(Int, String), PartitionFiles[(String, Long), DeleteFile]]
     val referenced = mutable.LinkedHashSet.empty[String]
     var positions = 0L
-    try {
+    deletingOnFailure(table, () => { writers.values.foreach(_.close()); writers.values.toVector.flatMap(_.files) }) {
       distinctPositions(rows).foreach { case (path, pos) =>
         val file = target(targets, path)
         val spec = table.specs().get(file.specId)
@@ -86,9 +100,8 @@ object PositionDeleteWriting {
         referenced += path
         positions += 1
       }
-    } finally {
-      writers.values.foreach(_.close())
     }
+    writers.values.foreach(_.close())
     WrittenDeletes(writers.values.toVector.flatMap(_.files), Nil, referenced.toVector, positions)
   }
 
@@ -97,7 +110,7 @@ object PositionDeleteWriting {
     val referenced = mutable.LinkedHashSet.empty[String]
     var positions = 0L
     var opened = false
-    try {
+    deletingOnFailure(table, () => if (opened) { writer.close(); writer.files } else Nil) {
       distinctPositions(rows).foreach { case (path, pos) =>
         val file = target(targets, path)
         opened = true
@@ -105,9 +118,8 @@ object PositionDeleteWriting {
         referenced += path
         positions += 1
       }
-    } finally {
-      if (opened) writer.close()
     }
+    if (opened) writer.close()
     if (!opened) WrittenDeletes(Nil, Nil, Nil, 0L)
     else {
       // A partition-scoped position delete file may hold other data files' deletes: it stays.

@@ -183,8 +183,12 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
       done
     }
 
-    /** Not to be committed after all: what was kept for the commit is let go. */
-    def abandon(): Unit = settled(None)
+    /**
+     * Not to be committed after all: the files written are deleted (no commit was sent, so none
+     * can reference them), and what was kept for the commit is let go.
+     */
+    def abandon(): Unit =
+      try WrittenDeletes.discard(work.table.io(), written, "a resolve abandoned before its commit") finally settled(None)
   }
 
   private def result(work: ResolveWork, snapshot: Option[Long], rows: Long, filesRead: Int, written: Seq[WrittenDeletes],

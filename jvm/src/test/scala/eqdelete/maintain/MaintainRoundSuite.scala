@@ -1,5 +1,7 @@
 package eqdelete.maintain
 
+import scala.jdk.CollectionConverters._
+
 import eqdelete.cost.LiveIndexSetting
 import eqdelete.testing.{IcebergTables, TestSpark}
 
@@ -43,6 +45,14 @@ class MaintainRoundSuite extends AnyFunSuite {
     val table = IcebergSparkTables.load(spark, name)
     table.refresh()
     table.currentSnapshot().snapshotId()
+  }
+
+  /** Every file under the table's location (data, deletes and metadata alike). */
+  private def files(name: String): Set[String] = {
+    val root = java.nio.file.Paths.get(new java.net.URI(IcebergSparkTables.load(spark, name).location()))
+    val walk = java.nio.file.Files.walk(root)
+    try walk.iterator().asScala.filter(java.nio.file.Files.isRegularFile(_)).map(_.toString).filter(p => p.contains("/data/")).toSet
+    finally walk.close()
   }
 
   /** Deletes key `k` copy-on-write: its data file is rewritten, so a resolve that read it conflicts. */
@@ -97,6 +107,31 @@ class MaintainRoundSuite extends AnyFunSuite {
         assert(next.dataFilesRead == 1 && next.liveIndexEntries == 8 && next.liveIndexBytes > 0)
       } else assert(next.liveIndexEntries == 0 && next.liveIndexNote.isEmpty)
       assert(rows(name) == ((1L to 12L).toSet -- Set(2L, 3L, 4L, 8L)).toSeq.sorted)
+    }
+
+    test(s"a round stopped before its commit commits nothing and deletes what it wrote; stopped at the start, it does nothing${how(keep)}") {
+      val name = table()
+      val before = currentSnapshot(name)
+      val filesBefore = files(name)
+      val sc = spark.sparkContext
+      sc.setJobGroup("eqdelete-maintain-test", "a round the test stops", interruptOnCancel = true)
+      try {
+        val stopped = MaintainRound.run(spark, name, settings, keep, _ => assert(RoundStop.stop(sc, "eqdelete-maintain-test")))
+        assert(stopped.stoppedAt.contains("resolve: before its commit") && stopped.snapshotId.isEmpty, stopped)
+        assert(currentSnapshot(name) == before && files(name) == filesBefore, "a file the round wrote is left")
+        assert(stopped.equalityDeleteFilesLive == 2 && liveEqualityDeletes(name) == 2)
+        // Stopped as it starts (asked from another thread while the round's first job is under way).
+        val asking = new Thread(() => while (!RoundStop.stop(sc, "eqdelete-maintain-test")) Thread.sleep(1))
+        asking.start()
+        val atOnce = MaintainRound.run(spark, name, settings, keep)
+        asking.join()
+        assert(atOnce.stoppedAt.exists(_.startsWith("resolve")) && atOnce.snapshotId.isEmpty, atOnce)
+        assert(currentSnapshot(name) == before && files(name) == filesBefore)
+      } finally sc.clearJobGroup()
+      // Not stopped, the next round does the work.
+      val next = MaintainRound.run(spark, name, settings, keep)
+      assert(next.stoppedAt.isEmpty && next.rowsResolved == 3 && liveEqualityDeletes(name) == 0)
+      assert(rows(name) == ((1L to 12L).toSet -- Set(2L, 3L, 8L)).toSeq.sorted)
     }
 
     test(s"position delete files piling up in a partition are compacted once they reach the setting${how(keep)}") {

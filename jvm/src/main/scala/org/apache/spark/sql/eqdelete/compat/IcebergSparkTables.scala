@@ -54,6 +54,18 @@ object IcebergSparkTables {
   /** The Iceberg table Spark names `name` in `session`'s catalogs. */
   def load(session: SparkSession, name: String): Table = Spark3Util.loadIcebergTable(session, name)
 
+  /**
+   * The table `name` as its newest metadata has it: its properties, snapshot and schema. Iceberg's
+   * Spark catalog caches loaded tables (`cache-enabled`), and a process that keeps looking at a
+   * table, as the service does, keeps its cache entry from ever expiring: without the refresh it
+   * would never see another process's commits, a fixed table property among them.
+   */
+  def current(session: SparkSession, name: String): Table = {
+    val table = load(session, name)
+    table.refresh()
+    table
+  }
+
   /** The Spark type Iceberg's Spark reader reads `icebergType` as. */
   def sparkType(icebergType: Type): DataType = SparkSchemaUtil.convert(icebergType)
 
