@@ -221,7 +221,7 @@ object ResolveEqualityDeletes extends PredicateHelper with Logging {
     requireSupportedVersions()
     val where = Option(whereSql).map(_.trim).filter(_.nonEmpty)
     // Iceberg's catalog may cache the table: start from its newest metadata.
-    IcebergSparkTables.load(session, tableName).refresh()
+    IcebergSparkTables.current(session, tableName)
     val frame = where.foldLeft(session.table(tableName))((df, condition) => df.where(condition))
     val analyzed = EliminateSubqueryAliases(frame.queryExecution.analyzed)
     val relation = analyzed.collectFirst { case r: DataSourceV2Relation => r }.getOrElse(

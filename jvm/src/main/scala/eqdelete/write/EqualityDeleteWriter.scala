@@ -40,8 +40,7 @@ object EqualityDeleteWriter {
       deletes: DataFrame,
       inserts: DataFrame,
       globalDeletes: Boolean): CommitResult = {
-    val table = IcebergSparkTables.load(spark, tableName)
-    table.refresh()
+    val table = IcebergSparkTables.current(spark, tableName)
     val schema = table.schema()
     val caseSensitive = spark.sessionState.conf.caseSensitiveAnalysis
 
