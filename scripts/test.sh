@@ -99,6 +99,20 @@ while read -r line scala icebergs; do
   covered+="$pick "
 done <<< "$rows"
 
+# The stages after set-up run side by side, LANES at a time (2 cores: every test JVM compiles with
+# C1 only, tests/conftest.py, so two lanes gain where two C2 compilers fought over the cores): the
+# pairs' suites, the Scala tests and the Connect tiers on lanes, longest first, then the full
+# suite alone over LANES pytest-xdist workers.
+LANES=${EQDELETE_TEST_LANES:-2}
+queued=()   # "name|command, quoted": stages that carry more than the smoke suite, Scala, Connect
+smoke=()    # the smoke-only pairs, queued last (the shortest)
+queue() { # list, name, command...
+  local -n list=$1
+  local name=$2
+  shift 2
+  list+=("$name|$(printf '%q ' "$@")")
+}
+full=()
 ran=0
 for entry in "${pairs[@]}"; do
   IFS=: read -r line iceberg short <<< "$entry"
@@ -109,35 +123,40 @@ for entry in "${pairs[@]}"; do
   [ "$line" = "$primary_line" ] || venv="build/venvs/spark-$line"
   if [ "$line:$iceberg" = "$primary_line:$primary_iceberg" ]; then
     tests=()  # everything under tests/
-    kind="full suite"
     if [ ${#args[@]} -eq 0 ]; then
       # The multi-process test runs on the oldest pair (Scala 2.12's closures, the line most
-      # apart); once is what it needs (CI time). Named, it runs here too.
+      # apart); once is what it needs (CI time). Named, it runs here too. The whole suite over
+      # LANES workers; the lakehouse tier on one of them (tests/conftest.py groups it).
       tests=(--ignore=tests/test_multiprocess.py)
-      stage "Spark $line: Scala unit tests" scala_tests "$line"
+      [ "$LANES" -le 1 ] || tests+=(-n "$LANES" --dist loadscope)
+      queue queued "Spark $line: Scala unit tests" scala_tests "$line"
     fi
-  else
-    tests=(tests/test_smoke.py)
-    kind="smoke suite"
-    read -r -a releases <<< "$(echo "$rows" | awk -v l="$line" '($1 "") == (l "") {$1 = $2 = ""; print}')"
-    case " $shapes_pairs " in
-      *" $line:$iceberg "*) tests+=(tests/test_query_shapes.py); kind="smoke suite and query shapes" ;;
-    esac
-    # The oldest pair: the multi-process test, and the fault tier, whose commits Iceberg 1.10
-    # retries and cleans up otherwise than later releases; its command-line cases, the same JVM
-    # code in a process of their own, on the primary pair only (CI time).
-    if [ "$line:$short" = "${oldest%.0}" ]; then
-      tests+=(tests/test_multiprocess.py tests/lakehouse/test_commit_faults.py -m "not command_line")
-      kind="$kind, the multi-process test and the fault tier"
-    fi
-    # The lakehouse's reads (REST catalog, object store) on Spark 3.5 with its newest Iceberg too;
-    # Flink's tables, the live test and the benchmark on the primary pair only (CI time).
-    if [ "$line" = "$oldest_line" ] && [ "$iceberg" = "${releases[${#releases[@]}-1]}" ]; then
-      tests+=(tests/lakehouse/test_object_store.py)
-      kind="$kind, the lakehouse's reads"
-    fi
+    full=("Spark $line + Iceberg $iceberg: full suite" env EQDELETE_TEST_ICEBERG="$iceberg" "$venv/bin/python" -m pytest
+      "${tests[@]}" "${args[@]}")
+    continue
   fi
-  stage "Spark $line + Iceberg $iceberg: $kind" env EQDELETE_TEST_ICEBERG="$iceberg" "$venv/bin/python" -m pytest \
+  tests=(tests/test_smoke.py)
+  kind="smoke suite"
+  read -r -a releases <<< "$(echo "$rows" | awk -v l="$line" '($1 "") == (l "") {$1 = $2 = ""; print}')"
+  case " $shapes_pairs " in
+    *" $line:$iceberg "*) tests+=(tests/test_query_shapes.py); kind="smoke suite and query shapes" ;;
+  esac
+  # The oldest pair: the multi-process test, and the fault tier, whose commits Iceberg 1.10
+  # retries and cleans up otherwise than later releases; its command-line cases, the same JVM
+  # code in a process of their own, on the primary pair only (CI time).
+  if [ "$line:$short" = "${oldest%.0}" ]; then
+    tests+=(tests/test_multiprocess.py tests/lakehouse/test_commit_faults.py -m "not command_line")
+    kind="$kind, the multi-process test and the fault tier"
+  fi
+  # The lakehouse's reads (REST catalog, object store) on Spark 3.5 with its newest Iceberg too;
+  # Flink's tables, the live test and the benchmark on the primary pair only (CI time).
+  if [ "$line" = "$oldest_line" ] && [ "$iceberg" = "${releases[${#releases[@]}-1]}" ]; then
+    tests+=(tests/lakehouse/test_object_store.py)
+    kind="$kind, the lakehouse's reads"
+  fi
+  list=queued
+  [ "$kind" != "smoke suite" ] || list=smoke
+  queue "$list" "Spark $line + Iceberg $iceberg: $kind" env EQDELETE_TEST_ICEBERG="$iceberg" "$venv/bin/python" -m pytest \
     "${tests[@]}" "${args[@]}"
 done
 # The Connect tier: a real Spark Connect server per Spark 4.x line (its default Iceberg), the
@@ -152,9 +171,57 @@ if [ -z "$only" ]; then
     # line) on the primary line only (CI time); the rest of the tier on each 4.x line.
     connect_args=()
     [ "$line" = "$primary_line" ] || connect_args=(-k "not test_cli_over_connect")
-    stage "Spark $line: Connect tier" "$venv/bin/python" -m pytest tests/connect "${connect_args[@]}"
+    queue queued "Spark $line: Connect tier" "$venv/bin/python" -m pytest tests/connect "${connect_args[@]}"
   done <<< "$rows"
 fi
+
+lanes() { # runs queued stages (name|command) LANES at a time; each stage's output printed whole when it ends
+  local dir
+  dir=$(mktemp -d)
+  lane() {
+    local i entry name began rc
+    for i in "${!jobs[@]}"; do
+      mkdir "$dir/claim.$i" 2>/dev/null || continue  # the first lane to get here runs it
+      entry=${jobs[$i]}
+      name=${entry%%|*}
+      began=$SECONDS
+      rc=0
+      eval "${entry#*|}" > "$dir/$i.log" 2>&1 || rc=$?
+      echo "$i|$((SECONDS - began))|$rc" >> "$dir/done"
+      {
+        flock 9
+        echo "[test] $name"
+        cat "$dir/$i.log"
+        [ "$rc" = 0 ] || echo "[test] FAILED: $name"
+        echo "[test] $name: $((SECONDS - began)) s"
+      } 9> "$dir/print.lock" >&2
+    done
+  }
+  local jobs=("$@") n
+  if [ "$LANES" -le 1 ] || [ $# -le 1 ]; then  # one at a time, its output as it comes
+    for entry in "$@"; do eval "stage $(printf '%q' "${entry%%|*}") ${entry#*|}"; done
+    rm -rf "$dir"
+    return
+  fi
+  for ((n = 1; n < LANES; n++)); do lane & done
+  lane
+  wait
+  local i secs rc
+  while IFS='|' read -r i secs rc; do
+    entry=${jobs[$i]}
+    name=${entry%%|*}
+    if [ "$rc" != 0 ]; then status=1; name="$name (FAILED)"; fi
+    stages+=("$secs|$name (side by side)")
+  done < <(sort -t'|' -n -k1 "$dir/done")
+  rm -rf "$dir"
+}
+if [ $((${#queued[@]} + ${#smoke[@]})) -gt 0 ]; then
+  lanes_began=$SECONDS
+  lanes "${queued[@]}" "${smoke[@]}"
+  [ "$LANES" -le 1 ] || [ $((${#queued[@]} + ${#smoke[@]})) -le 1 ] ||
+    stages+=("$((SECONDS - lanes_began))|the stages above, side by side on $LANES lanes")
+fi
+[ ${#full[@]} -eq 0 ] || stage "${full[@]}"
 summary
 if [ "$ran" = 0 ]; then
   echo "[test] no pair $only in the support matrix: $(printf '%s ' "${pairs[@]}" | sed 's/:[0-9.]*:/:/g')" >&2

@@ -47,21 +47,22 @@ def spark(warehouse: Path) -> SparkSession:
         iceberg_version=ICEBERG_VERSION,
     )
     session.sparkContext.setLogLevel("ERROR")
-    _child_jvms_compile_quickly()
     yield session
     session.stop()
 
 
-def _child_jvms_compile_quickly() -> None:
-    """Spark JVMs the tests start in processes of their own (the command line, spark-submit, a
-    service) from here on compile with C1 only: they live seconds to minutes on small tables,
-    where C2's compiles cost two busy cores more than they return (a command line's run 28 s to
-    22 s). This session's JVM, started above, keeps both tiers: its suites run for minutes."""
+def _test_jvms_compile_quickly() -> None:
+    """Every Spark JVM of the tests (this session's, and those the tests start in processes of
+    their own: the command line, spark-submit, services, Connect servers) compiles with C1 only.
+    They run on small tables, where C2's compiles of Spark's generated classes took a busy core:
+    on 2 cores, two suites side by side took 774 s with both tiers and 304 s with C1 alone (one
+    suite alone 204 s and 193 s; a command line's run 28 s and 22 s)."""
     opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
     if "TieredStopAtLevel" not in opts:
         os.environ["SPARK_SUBMIT_OPTS"] = f"{opts} -XX:TieredStopAtLevel=1".strip()
 
 
+_test_jvms_compile_quickly()
 _names = itertools.count()
 
 
@@ -72,11 +73,42 @@ def table_name(spark: SparkSession) -> str:
     return f"{CATALOG}.t.tbl_{os.getpid()}_{next(_names)}"
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # A pytest-xdist worker hands its count to the controller (pytest_testnodedown below).
+    if hasattr(session.config, "workeroutput"):
+        from test_differential import CASES
+
+        session.config.workeroutput["differential_cases"] = CASES["run"]
+
+
+def pytest_testnodedown(node, error) -> None:  # noqa: ANN001
+    from test_differential import CASES
+
+    CASES["run"] += getattr(node, "workeroutput", {}).get("differential_cases", 0)
+
+
 def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
     from test_differential import CASES
 
     if CASES["run"]:
         terminalreporter.write_line(f"eqdelete differential cases checked against native: {CASES['run']}")
+
+
+def pytest_xdist_make_scheduler(config, log):  # noqa: ANN001, ANN201
+    """Under pytest-xdist's ``--dist loadscope`` (scripts/test.sh), each worker takes whole modules
+    (their module-scoped tables made once) and the lakehouse tier whole: its object store, REST
+    catalog and Flink cluster start once, not once per worker. (``xdist_group`` marks cannot say
+    this under pytest 9.2, whose node ids pytest-xdist 3.8 no longer rewrites.)"""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesAndTheLakehouse(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "tests/lakehouse" if path.startswith("tests/lakehouse/") else path
+
+    return ModulesAndTheLakehouse(config, log)
 
 
 def pytest_ignore_collect(collection_path: Path, config) -> bool | None:  # noqa: ANN001
