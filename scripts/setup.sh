@@ -25,27 +25,41 @@ SBT_LAUNCHER=org.scala-sbt:sbt-launch:1.11.7
 MATRIX=python/eqdelete/matrix.txt
 PRIMARY_LINE=$(sed 's/#.*//' "$MATRIX" | awk 'NF {line=$1} END {print line}')
 
-log() { echo "[setup] $*" >&2; }
+began=$SECONDS
+log() { echo "[setup $((SECONDS - began)) s] $*" >&2; }
 
 venv_of() { # Spark line -> its virtualenv
   if [ "$1" = "$PRIMARY_LINE" ]; then echo .venv; else echo "build/venvs/spark-$1"; fi
 }
 
-# 1. Python, one virtualenv per Spark line.
+# 1. Python, one virtualenv per Spark line, filled by uv (itself installed by pip, from PyPI by
+#    name, pinned here): it links the files of what it installs from its cache (~/.cache/uv), so a
+#    fresh clone's virtualenvs take seconds where pip unpacked pyspark's 300-400 MB each time.
+#    Each keeps pip (the wheel test builds and installs with it).
+UV_PIN=uv==0.13.9
+UV_VENV=build/tools/uv
+if [ "$(cat "$UV_VENV/.installed" 2>/dev/null)" != "$UV_PIN" ]; then
+  log "installing $UV_PIN into $UV_VENV"
+  rm -rf "$UV_VENV"
+  python3 -m venv "$UV_VENV"
+  "$UV_VENV/bin/python" -m pip install --quiet "$UV_PIN"
+  echo "$UV_PIN" > "$UV_VENV/.installed"
+fi
+uv() { "$root/$UV_VENV/bin/uv" --quiet "$@"; }
+new_venv() { # path: a virtualenv of this machine's python3, with pip
+  log "creating $1"
+  mkdir -p "$(dirname "$1")"
+  uv venv --seed --python "$(command -v python3)" "$1"
+}
 while read -r line scala icebergs; do
   venv=$(venv_of "$line")
-  if [ ! -x "$venv/bin/python" ]; then
-    log "creating $venv (Spark $line)"
-    mkdir -p "$(dirname "$venv")"
-    python3 -m venv "$venv"
-  fi
+  [ -x "$venv/bin/python" ] || new_venv "$venv"
   if [ ! -f "$venv/.installed" ] || [ pyproject.toml -nt "$venv/.installed" ]; then
     log "installing pyspark $line.x, the eqdelete package and its dependencies into $venv"
-    "$venv/bin/python" -m pip install --quiet --upgrade pip
     extras="test"
     [ "$line" = "$PRIMARY_LINE" ] && extras="$extras,bench"
     [ "${line%%.*}" -ge 4 ] && extras="$extras,connect"  # the Connect tier runs on Spark 4.x
-    "$venv/bin/python" -m pip install --quiet "pyspark==$line.*" -e ".[$extras]"
+    uv pip install --python "$venv/bin/python" "pyspark==$line.*" -e ".[$extras]"
     touch "$venv/.installed"
   fi
 done < <(sed 's/#.*//' "$MATRIX" | awk 'NF')
@@ -128,15 +142,10 @@ fi
 FLINK_VENV=build/venvs/flink
 flink_pins=$(python3 python/eqdelete/tools/flink.py --pins)
 flink_pip=$(echo "$flink_pins" | awk '$1 == "pip" {print $2}')
-if [ ! -x "$FLINK_VENV/bin/python" ]; then
-  log "creating $FLINK_VENV (Flink)"
-  mkdir -p "$(dirname "$FLINK_VENV")"
-  python3 -m venv "$FLINK_VENV"
-fi
+[ -x "$FLINK_VENV/bin/python" ] || new_venv "$FLINK_VENV"
 if [ "$(cat "$FLINK_VENV/.installed" 2>/dev/null)" != "$flink_pip" ]; then
   log "installing $flink_pip into $FLINK_VENV"
-  "$FLINK_VENV/bin/python" -m pip install --quiet --upgrade pip
-  "$FLINK_VENV/bin/python" -m pip install --quiet "$flink_pip"
+  uv pip install --python "$FLINK_VENV/bin/python" "$flink_pip"
   echo "$flink_pip" > "$FLINK_VENV/.installed"
 fi
 for coords in $(echo "$flink_pins" | awk '$1 == "jar" {print $2}'); do
