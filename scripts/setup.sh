@@ -23,7 +23,8 @@ cd "$root"
 
 SBT_LAUNCHER=org.scala-sbt:sbt-launch:1.11.7
 MATRIX=python/eqdelete/matrix.txt
-PRIMARY_LINE=$(sed 's/#.*//' "$MATRIX" | awk 'NF {line=$1} END {print line}')
+matrix_rows() { sed 's/#.*//' "$MATRIX" | awk 'NF'; }  # line scala iceberg...
+PRIMARY_LINE=$(matrix_rows | awk '{line=$1} END {print line}')
 
 began=$SECONDS
 log() { echo "[setup $((SECONDS - began)) s] $*" >&2; }
@@ -62,7 +63,7 @@ while read -r line scala icebergs; do
     uv pip install --python "$venv/bin/python" "pyspark==$line.*" -e ".[$extras]"
     touch "$venv/.installed"
   fi
-done < <(sed 's/#.*//' "$MATRIX" | awk 'NF')
+done < <(matrix_rows)
 
 # 2. Maven jars, by coordinates.
 # Maven's local repository (its default; another one set in settings.xml is found by Maven itself).
@@ -90,8 +91,8 @@ while read -r line scala icebergs; do
   for iceberg in $icebergs; do
     fetch_jar "org.apache.iceberg:iceberg-spark-runtime-${line}_${scala}:$iceberg" build/deps
   done
-done < <(sed 's/#.*//' "$MATRIX" | awk 'NF')
-PRIMARY_ICEBERG=$(sed 's/#.*//' "$MATRIX" | awk 'NF {iceberg=$NF} END {print iceberg}')
+done < <(matrix_rows)
+PRIMARY_ICEBERG=$(matrix_rows | awk '{iceberg=$NF} END {print iceberg}')
 fetch_jar "org.apache.iceberg:iceberg-api:$PRIMARY_ICEBERG" build/deps
 # The SQLite driver's coordinates are the Python package's (sessions name the same release).
 fetch_jar "$(.venv/bin/python -c 'from eqdelete._jars import SQLITE_JDBC; print(SQLITE_JDBC)')" build/deps
@@ -105,7 +106,7 @@ fetch_jar "$SBT_LAUNCHER" build/tools
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 jars=()
 while read -r line scala icebergs; do jars+=("build/jars/eqdelete-spark-${line}_${scala}-$version.jar"); done \
-  < <(sed 's/#.*//' "$MATRIX" | awk 'NF')
+  < <(matrix_rows)
 stale=
 for jar in "${jars[@]}"; do
   if [ ! -f "$jar" ] || [ -n "$(find jvm/src/main build.sbt project/build.properties "$MATRIX" -newer "$jar" -type f 2>/dev/null | head -1)" ]; then
@@ -118,7 +119,7 @@ if [ -n "$stale" ]; then
     sha256sum build.sbt "$MATRIX" pyproject.toml
     while read -r line scala icebergs; do
       echo "$line $("$(venv_of "$line")/bin/python" -c 'import pyspark; print(pyspark.__version__)')"
-    done < <(sed 's/#.*//' "$MATRIX" | awk 'NF')
+    done < <(matrix_rows)
     java -version 2>&1
   }
   jar_cache="${EQDELETE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/eqdelete}/jars/$(built_from | sha256sum | cut -c1-24)"
@@ -162,7 +163,7 @@ done
 while read -r line scala icebergs; do
   fetch_jar "org.apache.iceberg:iceberg-aws-bundle:${icebergs%% *}" "$LAKEHOUSE"
   fetch_jar "org.apache.iceberg:iceberg-aws-bundle:${icebergs##* }" "$LAKEHOUSE"
-done < <(sed 's/#.*//' "$MATRIX" | awk 'NF')
+done < <(matrix_rows)
 rest_pom=$(.venv/bin/python python/eqdelete/tools/lakehouse.py --rest-pom)
 if [ "$(cat "$LAKEHOUSE/rest/.pom" 2>/dev/null)" != "$rest_pom" ]; then
   log "fetching Iceberg's REST catalog server and its dependencies"

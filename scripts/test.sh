@@ -101,8 +101,8 @@ done <<< "$rows"
 
 # The stages after set-up run side by side, LANES at a time (2 cores: every test JVM compiles with
 # C1 only, tests/conftest.py, so two lanes gain where two C2 compilers fought over the cores): the
-# pairs' suites, the Scala tests and the Connect tiers on lanes, longest first, then the full
-# suite alone over LANES pytest-xdist workers.
+# pairs' suites, the Scala tests and the Connect tiers on lanes (those carrying more than the smoke
+# suite first, the smoke-only pairs last), then the full suite alone over LANES pytest-xdist workers.
 LANES=${EQDELETE_TEST_LANES:-2}
 queued=()   # "name|command, quoted": stages that carry more than the smoke suite, Scala, Connect
 smoke=()    # the smoke-only pairs, queued last (the shortest)
@@ -203,6 +203,7 @@ lanes() { # runs queued stages (name|command) LANES at a time; each stage's outp
     rm -rf "$dir"
     return
   fi
+  local lanes_began=$SECONDS
   for ((n = 1; n < LANES; n++)); do lane & done
   lane
   wait
@@ -213,14 +214,10 @@ lanes() { # runs queued stages (name|command) LANES at a time; each stage's outp
     if [ "$rc" != 0 ]; then status=1; name="$name (FAILED)"; fi
     stages+=("$secs|$name (side by side)")
   done < <(sort -t'|' -n -k1 "$dir/done")
+  stages+=("$((SECONDS - lanes_began))|the stages above, side by side on $LANES lanes")
   rm -rf "$dir"
 }
-if [ $((${#queued[@]} + ${#smoke[@]})) -gt 0 ]; then
-  lanes_began=$SECONDS
-  lanes "${queued[@]}" "${smoke[@]}"
-  [ "$LANES" -le 1 ] || [ $((${#queued[@]} + ${#smoke[@]})) -le 1 ] ||
-    stages+=("$((SECONDS - lanes_began))|the stages above, side by side on $LANES lanes")
-fi
+[ $((${#queued[@]} + ${#smoke[@]})) -eq 0 ] || lanes "${queued[@]}" "${smoke[@]}"
 [ ${#full[@]} -eq 0 ] || stage "${full[@]}"
 summary
 if [ "$ran" = 0 ]; then
