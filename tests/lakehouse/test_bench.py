@@ -36,7 +36,10 @@ def test_quick_benchmark_on_the_store(spark: SparkSession, lakehouse: Lakehouse,
     streams = {s["how"]: s for s in results["streams"]}
     assert set(streams) == {"maintain+compaction"}
     for how, stream in streams.items():
-        assert stream["commits"] >= 3, how  # Flink's, not the seed's or the keeper's
+        # Flink's commits (not the seed's or the keeper's): one at a checkpoint at least, so the
+        # rounds ran while it wrote, and the one when its input ended. How many checkpoints
+        # complete in the job's seconds is the machine's to say: a busy one completed one in 8 s.
+        assert stream["commits"] >= 2, how
         assert stream["ticks"][0]["table_rows"] >= sizes.seed_rows, how
         last = stream["ticks"][-1]
         # The last round runs once Flink has finished: nothing is left for it to miss.
