@@ -15,7 +15,9 @@
 #      python/eqdelete/tools/flink.py writes tables through Flink's Iceberg sink, the real producer of
 #      equality deletes; the versions are that file's pins (its --pins), not repeated here;
 #   6. the lakehouse's jars (build/deps/lakehouse): s3proxy, Iceberg's REST catalog server and
-#      Iceberg's AWS bundle, pinned in python/eqdelete/tools/lakehouse.py.
+#      Iceberg's AWS bundle, pinned in python/eqdelete/tools/lakehouse.py;
+#   7. a class archive of each line's Spark JVM (scripts/class_archive.py) in its virtualenv,
+#      with which the tests' JVMs start faster.
 # A second run does nothing heavy.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,6 +28,7 @@ MATRIX=python/eqdelete/matrix.txt
 matrix_rows() { sed 's/#.*//' "$MATRIX" | awk 'NF'; }  # line scala iceberg...
 PRIMARY_LINE=$(matrix_rows | awk '{line=$1} END {print line}')
 
+CACHE=${EQDELETE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/eqdelete}  # what set-up keeps outside the checkout
 began=$SECONDS
 log() { echo "[setup $((SECONDS - began)) s] $*" >&2; }
 
@@ -122,7 +125,7 @@ if [ -n "$stale" ]; then
     done < <(matrix_rows)
     java -version 2>&1
   }
-  jar_cache="${EQDELETE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/eqdelete}/jars/$(built_from | sha256sum | cut -c1-24)"
+  jar_cache="$CACHE/jars/$(built_from | sha256sum | cut -c1-24)"
   mkdir -p build/jars
   if [ -f "$jar_cache/.complete" ]; then
     log "extension jars of these sources from $jar_cache"
@@ -135,6 +138,39 @@ if [ -n "$stale" ]; then
   fi
   touch "${jars[@]}"
 fi
+
+# 7 (started here, in the background, finished at the end). A class archive per Spark line for
+#    the tests' JVMs (scripts/class_archive.py, a 180 MB file in each virtualenv, which
+#    tests/conftest.py hands to them): a test module of command-line runs took 189 s with it and
+#    242 s without. It is valid for its virtualenv's jars (their paths, sizes and times: uv links
+#    them from its cache, so a clone at the same path gets the same ones), so it is kept in the
+#    cache by a hash of those; dumping one takes a session's run (~60 s). Without one the tests
+#    run, only slower: a failed dump warns.
+ARCHIVE=eqdelete-classes.jsa  # tests/conftest.py's CLASS_ARCHIVE
+archive_key() { # virtualenv -> what its archive is valid for
+  { realpath "$1"; find "$1"/lib/python*/site-packages/pyspark/jars -name '*.jar' -printf '%f %s %T@\n' | LC_ALL=C sort
+    sha256sum scripts/class_archive.py; java -version 2>&1; } | sha256sum | cut -c1-24
+}
+dumps=()
+while read -r line scala icebergs; do
+  venv=$(venv_of "$line")
+  cached="$CACHE/class-archives/$(archive_key "$venv").jsa"
+  if [ -f "$cached" ]; then
+    cmp -s "$cached" "$venv/$ARCHIVE" 2>/dev/null || { rm -f "$venv/$ARCHIVE"; cp "$cached" "$venv/$ARCHIVE"; }
+    touch "$cached"  # in use: pruned when unused for a week
+    continue
+  fi
+  log "dumping Spark $line's class archive for the tests ($venv/$ARCHIVE), in the background"
+  rm -f "$venv/$ARCHIVE"
+  mkdir -p "$CACHE/class-archives"
+  ( if "$venv/bin/python" scripts/class_archive.py "$venv/$ARCHIVE" > "$venv/$ARCHIVE.log" 2>&1; then
+      cp "$venv/$ARCHIVE" "$cached.part" && mv "$cached.part" "$cached"
+    else
+      echo "[setup] WARNING: no class archive for Spark $line (the tests run, slower): $(tail -3 "$venv/$ARCHIVE.log")" >&2
+    fi ) &
+  dumps+=($!)
+done < <(matrix_rows)
+find "$CACHE/class-archives" -name '*.jsa' -mtime +7 -delete 2>/dev/null || true
 
 # 5. Flink, for the tests' real producer (python/eqdelete/tools/flink.py, tests/lakehouse/test_flink_tables.py): a
 #    virtualenv with the pinned apache-flink, and the pinned jars (Iceberg's Flink runtime, Hadoop's
@@ -174,4 +210,5 @@ if [ "$(cat "$LAKEHOUSE/rest/.pom" 2>/dev/null)" != "$rest_pom" ]; then
     -DoutputDirectory="$root/$LAKEHOUSE/rest" -DincludeScope=runtime >&2
   echo "$rest_pom" > "$LAKEHOUSE/rest/.pom"
 fi
+[ ${#dumps[@]} -eq 0 ] || { log "waiting for the class archives"; wait "${dumps[@]}"; }
 log "ready"
