@@ -50,6 +50,34 @@ if [ "$(cat "$UV_VENV/.installed" 2>/dev/null)" != "$UV_PIN" ]; then
   echo "$UV_PIN" > "$UV_VENV/.installed"
 fi
 uv() { "$root/$UV_VENV/bin/uv" --quiet "$@"; }
+# pyspark and apache-flink-libraries are published as sources only, and uv downloaded and built
+# each again for every fresh virtualenv (400 MB fetched, a build, 1.4 GB more in its cache each
+# time): each release is built once by pip into a wheel kept in the cache, which uv links.
+WHEELS=$CACHE/wheels
+wheel_of() { # package, exact version -> its wheel in $WHEELS, built the first time
+  local name=${1//-/_} built
+  built=$(ls "$WHEELS/$name-$2-"*.whl 2>/dev/null | head -1)
+  if [ -z "$built" ]; then
+    log "building a wheel of $1 $2 into $WHEELS (once)"
+    mkdir -p "$WHEELS"
+    local scratch
+    scratch=$(mktemp -d "$WHEELS/.building.XXXXXX")
+    python3 -m pip wheel --quiet --no-deps "$1==$2" -w "$scratch" >&2
+    mv "$scratch"/*.whl "$WHEELS/" && rmdir "$scratch"
+    built=$(ls "$WHEELS/$name-$2-"*.whl | head -1)
+  fi
+  echo "$built"
+}
+pyspark_of() { # Spark line -> what to install: the wheel of its newest release on the index; the
+               # newest one built before when the index cannot say; else the requirement itself
+  local newest
+  newest=$(python3 -m pip index versions pyspark 2>/dev/null | sed -n 's/^Available versions: //p' | tr ',' '\n' |
+    tr -d ' ' | grep -E "^${1//./\\.}\.[0-9]+$" | head -1 || true)
+  if [ -z "$newest" ]; then
+    newest=$(ls "$WHEELS"/pyspark-"$1".*.whl 2>/dev/null | sed 's/.*pyspark-\([^-]*\)-.*/\1/' | sort -V | tail -1 || true)
+  fi
+  if [ -n "$newest" ]; then wheel_of pyspark "$newest"; else echo "pyspark==$1.*"; fi
+}
 new_venv() { # path: a virtualenv of this machine's python3, with pip
   log "creating $1"
   mkdir -p "$(dirname "$1")"
@@ -63,7 +91,7 @@ while read -r line scala icebergs; do
     extras="test"
     [ "$line" = "$PRIMARY_LINE" ] && extras="$extras,bench"
     [ "${line%%.*}" -ge 4 ] && extras="$extras,connect"  # the Connect tier runs on Spark 4.x
-    uv pip install --python "$venv/bin/python" "pyspark==$line.*" -e ".[$extras]"
+    uv pip install --python "$venv/bin/python" "$(pyspark_of "$line")" -e ".[$extras]"
     touch "$venv/.installed"
   fi
 done < <(matrix_rows)
@@ -182,7 +210,8 @@ flink_pip=$(echo "$flink_pins" | awk '$1 == "pip" {print $2}')
 [ -x "$FLINK_VENV/bin/python" ] || new_venv "$FLINK_VENV"
 if [ "$(cat "$FLINK_VENV/.installed" 2>/dev/null)" != "$flink_pip" ]; then
   log "installing $flink_pip into $FLINK_VENV"
-  uv pip install --python "$FLINK_VENV/bin/python" "$flink_pip"
+  # apache-flink requires apache-flink-libraries of its own release.
+  uv pip install --python "$FLINK_VENV/bin/python" "$flink_pip" "$(wheel_of apache-flink-libraries "${flink_pip##*==}")"
   echo "$flink_pip" > "$FLINK_VENV/.installed"
 fi
 for coords in $(echo "$flink_pins" | awk '$1 == "jar" {print $2}'); do
