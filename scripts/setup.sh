@@ -41,15 +41,15 @@ venv_of() { # Spark line -> its virtualenv
 #    fresh clone's virtualenvs take seconds where pip unpacked pyspark's 300-400 MB each time.
 #    Each keeps pip (the wheel test builds and installs with it).
 UV_PIN=uv==0.13.9
-UV_VENV=build/tools/uv
-if [ "$(cat "$UV_VENV/.installed" 2>/dev/null)" != "$UV_PIN" ]; then
-  log "installing $UV_PIN into $UV_VENV"
-  rm -rf "$UV_VENV"
-  python3 -m venv "$UV_VENV"
-  "$UV_VENV/bin/python" -m pip install --quiet "$UV_PIN"
-  echo "$UV_PIN" > "$UV_VENV/.installed"
+UV_HOME=$CACHE/tools/${UV_PIN/==/-}  # outside the checkout: a fresh clone finds it there
+if [ ! -x "$UV_HOME/bin/uv" ]; then
+  log "installing $UV_PIN into $UV_HOME"
+  mkdir -p "$CACHE/tools"
+  scratch=$(mktemp -d "$CACHE/tools/.uv.XXXXXX")
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --target "$scratch" "$UV_PIN"
+  mv "$scratch" "$UV_HOME" 2>/dev/null || rm -rf "$scratch"  # another set-up may have put it there first
 fi
-uv() { "$root/$UV_VENV/bin/uv" --quiet "$@"; }
+uv() { "$UV_HOME/bin/uv" --quiet "$@"; }
 # pyspark and apache-flink-libraries are published as sources only, and uv downloaded and built
 # each again for every fresh virtualenv (400 MB fetched, a build, 1.4 GB more in its cache each
 # time): each release is built once by pip into a wheel kept in the cache, which uv links.
@@ -231,13 +231,21 @@ while read -r line scala icebergs; do
 done < <(matrix_rows)
 rest_pom=$(.venv/bin/python python/eqdelete/tools/lakehouse.py --rest-pom)
 if [ "$(cat "$LAKEHOUSE/rest/.pom" 2>/dev/null)" != "$rest_pom" ]; then
-  log "fetching Iceberg's REST catalog server and its dependencies"
+  # Maven resolves them once per pom; a fresh clone copies them from the cache.
+  rest_cache="$CACHE/lakehouse-rest/$(echo "$rest_pom" | sha256sum | cut -c1-24)"
+  if [ ! -f "$rest_cache/.pom" ]; then
+    log "fetching Iceberg's REST catalog server and its dependencies"
+    rm -rf "$rest_cache"
+    mkdir -p "$rest_cache"
+    echo "$rest_pom" > "$rest_cache/../rest-pom.xml.$$"
+    mvn --batch-mode --quiet -Dstyle.color=never -f "$rest_cache/../rest-pom.xml.$$" dependency:copy-dependencies \
+      -DoutputDirectory="$rest_cache" -DincludeScope=runtime >&2
+    rm -f "$rest_cache/../rest-pom.xml.$$"
+    echo "$rest_pom" > "$rest_cache/.pom"
+  fi
   rm -rf "$LAKEHOUSE/rest"
-  mkdir -p "$LAKEHOUSE/rest"
-  echo "$rest_pom" > "$LAKEHOUSE/rest-pom.xml"
-  mvn --batch-mode --quiet -Dstyle.color=never -f "$LAKEHOUSE/rest-pom.xml" dependency:copy-dependencies \
-    -DoutputDirectory="$root/$LAKEHOUSE/rest" -DincludeScope=runtime >&2
-  echo "$rest_pom" > "$LAKEHOUSE/rest/.pom"
+  mkdir -p "$LAKEHOUSE"
+  cp -r "$rest_cache" "$LAKEHOUSE/rest"
 fi
 [ ${#dumps[@]} -eq 0 ] || { log "waiting for the class archives"; wait "${dumps[@]}"; }
 log "ready"
