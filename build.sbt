@@ -86,7 +86,10 @@ def lineProject(id: String, line: String): Project = {
       Test / unmanagedSourceDirectories := Seq(root / "jvm" / "src" / "test" / "scala"),
       Test / fork := true,
       Test / baseDirectory := root,
-      Test / javaOptions ++= Seq("-Xmx2g", "-XX:+IgnoreUnrecognizedVMOptions", "-Djdk.reflect.useDirectMethodHandle=false",
+      // C1 only, as the Python tests' JVMs (tests/conftest.py): on small tables C2's compiles of
+      // Spark's generated classes cost more than they return, and take a core from the stage beside.
+      Test / javaOptions ++= Seq("-Xmx2g", "-XX:TieredStopAtLevel=1", "-XX:+IgnoreUnrecognizedVMOptions",
+        "-Djdk.reflect.useDirectMethodHandle=false",
         "-Dio.netty.tryReflectionSetAccessible=true") ++
         Seq("java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net", "java.nio", "java.util",
           "java.util.concurrent", "java.util.concurrent.atomic", "sun.nio.ch", "sun.nio.cs", "sun.security.action",

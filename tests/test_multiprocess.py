@@ -26,7 +26,9 @@ spark = eqdelete.session(
     "eqdelete-local-cluster", master="local-cluster[2,1,1024]", warehouse={warehouse!r},
     iceberg_version=os.environ.get("EQDELETE_TEST_ICEBERG") or None,
     conf={{"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
-           "spark.sql.session.timeZone": "UTC", "spark.sql.adaptive.enabled": "false"}},
+           "spark.sql.session.timeZone": "UTC", "spark.sql.adaptive.enabled": "false",
+           # The executors' JVMs start as the driver's (tests/conftest.py): C1 only, the class archive.
+           "spark.executor.extraJavaOptions": os.environ.get("SPARK_SUBMIT_OPTS", "")}},
 )
 spark.sparkContext.setLogLevel("ERROR")
 spark.sql("CREATE NAMESPACE IF NOT EXISTS local.mp")
