@@ -47,7 +47,7 @@ if [ ! -x "$UV_HOME/bin/uv" ]; then
   mkdir -p "$CACHE/tools"
   scratch=$(mktemp -d "$CACHE/tools/.uv.XXXXXX")
   PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --target "$scratch" "$UV_PIN"
-  mv "$scratch" "$UV_HOME" 2>/dev/null || rm -rf "$scratch"  # another set-up may have put it there first
+  mv -T "$scratch" "$UV_HOME" 2>/dev/null || rm -rf "$scratch"  # another set-up may have put it there first
 fi
 uv() { "$UV_HOME/bin/uv" --quiet "$@"; }
 # pyspark and apache-flink-libraries are published as sources only, and uv downloaded and built
