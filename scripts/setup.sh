@@ -179,12 +179,14 @@ archive_key() { # virtualenv -> what its archive is valid for
   { realpath "$1"; find "$1"/lib/python*/site-packages/pyspark/jars -name '*.jar' -printf '%f %s %T@\n' | LC_ALL=C sort
     sha256sum scripts/class_archive.py; java -version 2>&1; } | sha256sum | cut -c1-24
 }
+link_or_copy() { ln -f "$1" "$2" 2>/dev/null || cp "$1" "$2"; }  # a hard link where both are on one file system
 dumps=()
 while read -r line scala icebergs; do
   venv=$(venv_of "$line")
   cached="$CACHE/class-archives/$(archive_key "$venv").jsa"
   if [ -f "$cached" ]; then
-    cmp -s "$cached" "$venv/$ARCHIVE" 2>/dev/null || { rm -f "$venv/$ARCHIVE"; cp "$cached" "$venv/$ARCHIVE"; }
+    [ "$venv/$ARCHIVE" -ef "$cached" ] || cmp -s "$cached" "$venv/$ARCHIVE" 2>/dev/null ||
+      { rm -f "$venv/$ARCHIVE"; link_or_copy "$cached" "$venv/$ARCHIVE"; }
     touch "$cached"  # in use: pruned when unused for a week
     continue
   fi
@@ -192,7 +194,7 @@ while read -r line scala icebergs; do
   rm -f "$venv/$ARCHIVE"
   mkdir -p "$CACHE/class-archives"
   ( if "$venv/bin/python" scripts/class_archive.py "$venv/$ARCHIVE" > "$venv/$ARCHIVE.log" 2>&1; then
-      cp "$venv/$ARCHIVE" "$cached.part" && mv "$cached.part" "$cached"
+      link_or_copy "$venv/$ARCHIVE" "$cached.part" && mv "$cached.part" "$cached"
     else
       echo "[setup] WARNING: no class archive for Spark $line (the tests run, slower): $(tail -3 "$venv/$ARCHIVE.log")" >&2
     fi ) &

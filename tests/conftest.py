@@ -57,9 +57,10 @@ def spark(warehouse: Path) -> SparkSession:
 def _test_jvms_start_quickly() -> None:
     """Every Spark JVM of the tests (this session's, and those the tests start in processes of
     their own: the command line, spark-submit, services, Connect servers) compiles with C1 only,
-    and maps Spark's classes from an archive. C1: they run on small tables, where C2's compiles of Spark's generated classes took a busy core:
-    on 2 cores, two suites side by side took 774 s with both tiers and 304 s with C1 alone (one
-    suite alone 204 s and 193 s; a command line's run 28 s and 22 s)."""
+    and maps Spark's classes from an archive. C1: they run on small tables, where C2's compiles
+    of Spark's generated classes took a busy core: on 2 cores, two suites side by side took 774 s
+    with both tiers and 304 s with C1 alone (one suite alone 204 s and 193 s; a command line's run
+    28 s and 22 s)."""
     opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
     if "TieredStopAtLevel" not in opts:
         opts = f"{opts} -XX:TieredStopAtLevel=1"
