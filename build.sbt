@@ -86,9 +86,10 @@ def lineProject(id: String, line: String): Project = {
       Test / unmanagedSourceDirectories := Seq(root / "jvm" / "src" / "test" / "scala"),
       Test / fork := true,
       Test / baseDirectory := root,
-      // C1 only, as the Python tests' JVMs (tests/conftest.py): on small tables C2's compiles of
-      // Spark's generated classes cost more than they return, and take a core from the stage beside.
-      Test / javaOptions ++= Seq("-Xmx2g", "-XX:TieredStopAtLevel=1", "-XX:+IgnoreUnrecognizedVMOptions",
+      // The Python tests' JVM options (SMALL_JVM_OPTIONS, tests/conftest.py, which says why): C1
+      // only, into a code cache as large as tiered compilation's, and one GC thread.
+      Test / javaOptions ++= Seq("-Xmx2g", "-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=256m",
+        "-XX:+UseSerialGC", "-XX:+IgnoreUnrecognizedVMOptions",
         "-Djdk.reflect.useDirectMethodHandle=false",
         "-Dio.netty.tryReflectionSetAccessible=true") ++
         Seq("java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net", "java.nio", "java.util",

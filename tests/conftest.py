@@ -20,6 +20,19 @@ CATALOG = "local"
 ICEBERG_VERSION = os.environ.get("EQDELETE_TEST_ICEBERG") or None
 #: In each virtualenv, the class archive setup.sh dumps (scripts/class_archive.py).
 CLASS_ARCHIVE = "eqdelete-classes.jsa"
+#: The JIT and GC of every test JVM (see _test_jvms_start_quickly); build.sbt gives the Scala
+#: tests' JVM the same.
+SMALL_JVM_OPTIONS = (
+    # C2's compiles of Spark's generated classes cost more than they return on small tables.
+    "-XX:TieredStopAtLevel=1",
+    # C1 alone shrinks the default code cache from 240 MB to 48 MB, which the tests fill: the JVM
+    # then flushed and recompiled code and its sweeper thread took 31% of the JVM's CPU (async-
+    # profiler on the query shapes: 200 CPU-s in 163 s; 105 CPU-s in 118 s with 256 MB).
+    "-XX:ReservedCodeCacheSize=256m",
+    # One thread collecting a few GB: G1's parallel and concurrent workers only took CPU from
+    # the stage beside (the query shapes 105 -> 90 CPU-s, 118 -> 112 s).
+    "-XX:+UseSerialGC",
+)
 
 
 @pytest.fixture(scope="session")
@@ -56,14 +69,15 @@ def spark(warehouse: Path) -> SparkSession:
 
 def _test_jvms_start_quickly() -> None:
     """Every Spark JVM of the tests (this session's, and those the tests start in processes of
-    their own: the command line, spark-submit, services, Connect servers) compiles with C1 only,
+    their own: the command line, spark-submit, services, Connect servers) compiles with C1 only
+    into a code cache that holds what it compiles, collects with one thread (SMALL_JVM_OPTIONS),
     and maps Spark's classes from an archive. C1: they run on small tables, where C2's compiles
     of Spark's generated classes took a busy core: on 2 cores, two suites side by side took 774 s
     with both tiers and 304 s with C1 alone (one suite alone 204 s and 193 s; a command line's run
     28 s and 22 s)."""
     opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
     if "TieredStopAtLevel" not in opts:
-        opts = f"{opts} -XX:TieredStopAtLevel=1"
+        opts = f"{opts} {' '.join(SMALL_JVM_OPTIONS)}"
     # This virtualenv's class archive (scripts/class_archive.py, dumped by setup.sh): Spark's
     # classes mapped, not loaded (a short session 27 s -> 17 s). A JVM whose class path differs
     # loads its classes as usual; -Xlog keeps the JVM's notice of that off stdout, which tests read.
