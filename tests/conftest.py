@@ -98,25 +98,35 @@ def table_name(spark: SparkSession) -> str:
     return f"{CATALOG}.t.tbl_{os.getpid()}_{next(_names)}"
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    # A pytest-xdist worker hands its count to the controller (pytest_testnodedown below).
-    if hasattr(session.config, "workeroutput"):
-        from test_differential import CASES
+def _figures() -> dict[str, dict[str, int]]:
+    """The oracle tests' counts, by name: what the terminal summary reports."""
+    from test_changes import FIGURES
+    from test_differential import CASES
 
-        session.config.workeroutput["differential_cases"] = CASES["run"]
+    return {"differential": CASES, "changes": FIGURES}
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # A pytest-xdist worker hands its counts to the controller (pytest_testnodedown below).
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["figures"] = {name: dict(counts) for name, counts in _figures().items()}
 
 
 def pytest_testnodedown(node, error) -> None:  # noqa: ANN001
-    from test_differential import CASES
-
-    CASES["run"] += getattr(node, "workeroutput", {}).get("differential_cases", 0)
+    for name, counts in getattr(node, "workeroutput", {}).get("figures", {}).items():
+        for key, value in counts.items():
+            _figures()[name][key] += value
 
 
 def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
-    from test_differential import CASES
-
-    if CASES["run"]:
-        terminalreporter.write_line(f"eqdelete differential cases checked against native: {CASES['run']}")
+    figures = _figures()
+    if figures["differential"]["run"]:
+        terminalreporter.write_line(f"eqdelete differential cases checked against native: {figures['differential']['run']}")
+    if figures["changes"]["snapshots"]:
+        changes = figures["changes"]
+        terminalreporter.write_line(f"eqdelete changes checked against the difference of consecutive snapshots: "
+                                    f"{changes['histories']} random histories, {changes['snapshots']} snapshots, "
+                                    f"{changes['rows']} changed rows")
 
 
 def pytest_xdist_make_scheduler(config, log):  # noqa: ANN001, ANN201

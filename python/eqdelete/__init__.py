@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from eqdelete.changes import changes
 from eqdelete.compare import Comparison, NoEqualityDeletesError, ResultsDifferError, compare
 from eqdelete.config import STRATEGIES, RemoteSessionWarning, configure, session
 from eqdelete.decisions import Decision, decisions, last_decisions
@@ -50,6 +51,7 @@ __all__ = [
     "TableStatus",
     "TableSummary",
     "__version__",
+    "changes",
     "compare",
     "configure",
     "decisions",

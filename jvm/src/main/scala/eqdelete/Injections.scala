@@ -25,6 +25,8 @@ private[eqdelete] object Injections {
 
     // The table-valued functions that report decisions and files, and the planning of their rows.
     eqdelete.sql.TableFunctions.all.foreach(extensions.injectTableFunction)
+    // The rows a range of snapshots inserted and deleted (docs/changes.md).
+    extensions.injectTableFunction(eqdelete.sql.ChangesFunction.description)
     extensions.injectPlannerStrategy(_ => eqdelete.sql.PlanInformationFunctions)
 
     // CALL of the procedures that commit (Spark 4.x has CALL of its own; 3.5 gets eqdelete's parser).

@@ -156,19 +156,21 @@ object DeletePlanner {
     (ancestors.reverse :+ fieldId).map(id => schema.findField(id).name())
   }
 
-  /** Dense ids for (spec, partition tuple); values normalised so equal tuples share one id. */
+  /** A file's (spec id, partition tuple), its values normalised so that equal partitions compare equal. */
+  def partitionOf(spec: PartitionSpec, file: ContentFile[_]): (Int, Seq[Any]) = {
+    val partition = file.partition()
+    spec.specId() -> (0 until spec.fields().size()).map { i =>
+      partition.get(i, classOf[Object]) match {
+        case chars: CharSequence => chars.toString
+        case other => other
+      }
+    }
+  }
+
+  /** Dense ids for (spec, partition tuple): equal tuples share one id. */
   private final class ScopeIds {
     private val ids = mutable.HashMap.empty[(Int, Seq[Any]), Int]
 
-    def of(spec: PartitionSpec, file: ContentFile[_]): Int = {
-      val partition = file.partition()
-      val values = (0 until spec.fields().size()).map { i =>
-        partition.get(i, classOf[Object]) match {
-          case chars: CharSequence => chars.toString
-          case other => other
-        }
-      }
-      ids.getOrElseUpdate((spec.specId(), values), ids.size)
-    }
+    def of(spec: PartitionSpec, file: ContentFile[_]): Int = ids.getOrElseUpdate(partitionOf(spec, file), ids.size)
   }
 }

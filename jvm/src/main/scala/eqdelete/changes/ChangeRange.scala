@@ -1,0 +1,56 @@
+package eqdelete.changes
+
+import scala.collection.mutable
+import scala.jdk.CollectionConverters._
+
+import org.apache.iceberg.{Snapshot, Table}
+
+/**
+ * The snapshots whose changes a read gives, oldest first: those after `start` (exclusive) up to
+ * `end` (inclusive) on `end`'s line of ancestors, as Iceberg's changelog view takes its range.
+ */
+final case class ChangeRange(table: Table, snapshots: Seq[Snapshot])
+
+object ChangeRange {
+
+  /**
+   * `start`: None from the table's first snapshot on `end`'s lineage (its rows all inserts).
+   * `end`: None for the current snapshot. Fails in one line when `start` is not an ancestor of
+   * `end`, or when a snapshot between them has expired, naming the oldest one still readable.
+   */
+  def of(table: Table, start: Option[Long], end: Option[Long]): ChangeRange = {
+    val name = table.name()
+    val newest = end.map(id => Option(table.snapshot(id)).getOrElse(throw new IllegalArgumentException(
+      s"eqdelete: cannot read the changes of $name up to snapshot $id: the table has no such snapshot${oldest(table)}")))
+    val last = newest.getOrElse(table.currentSnapshot())
+    if (last == null) return ChangeRange(table, Nil)  // no snapshot yet: no changes
+    val walked = mutable.ArrayBuffer.empty[Snapshot]
+    var at: Snapshot = last
+    // Back from `end` to `start` (or the root): each snapshot's changes need its parent's rows.
+    while (at != null && !start.contains(at.snapshotId())) {
+      walked += at
+      val parent = Option(at.parentId()).map(_.longValue())
+      at = parent.map(table.snapshot).orNull
+      parent.filter(_ => at == null).foreach { gone =>
+        val after = start.map(s => s" after snapshot $s").getOrElse("")
+        throw new IllegalArgumentException(s"eqdelete: cannot read the changes of $name$after: snapshot $gone, " +
+          s"the parent of ${walked.last.snapshotId()}, has expired${oldest(table)}")
+      }
+    }
+    start.filter(_ => at == null).foreach { id =>
+      throw new IllegalArgumentException(s"eqdelete: cannot read the changes of $name after snapshot $id: it is not " +
+        s"an ancestor of snapshot ${last.snapshotId()}${oldest(table)}")
+    }
+    ChangeRange(table, walked.reverse.toSeq)
+  }
+
+  /** "; the oldest snapshot that can still be read is N (committed at T)", or "" for a table without one. */
+  private def oldest(table: Table): String = {
+    val snapshots = table.snapshots().asScala
+    if (snapshots.isEmpty) "" else {
+      val first = snapshots.minBy(_.timestampMillis())
+      s"; the oldest snapshot that can still be read is ${first.snapshotId()} (committed at " +
+        s"${java.time.Instant.ofEpochMilli(first.timestampMillis())})"
+    }
+  }
+}

@@ -1,0 +1,102 @@
+package eqdelete.changes
+
+import scala.jdk.CollectionConverters._
+
+import org.apache.iceberg.{Schema, Table}
+import org.apache.spark.sql.{functions => F, DataFrame, Row, SparkSession}
+import org.apache.spark.sql.eqdelete.compat.IcebergSparkTables
+import org.apache.spark.sql.types.{ArrayType, DataType, IntegerType, LongType, MapType, StringType, StructField, StructType}
+
+/**
+ * The changes of a table over a range of snapshots, as rows: each snapshot's inserted and
+ * deleted rows, in the columns of Iceberg's changelog view (`_change_type`, `_change_ordinal`,
+ * `_commit_snapshot_id` after the table's own). docs/changes.md gives the semantics.
+ *
+ * A snapshot's changes are the difference between its live rows and its parent's, found by
+ * position: inserts are the live rows of the data files it added; deletes are the rows of the
+ * files it touched (SnapshotChangeFiles) that are live in its parent and not in it, by `_file`
+ * and `_pos`, which covers every way a row goes: an equality delete (only rows still live in the
+ * parent, by Iceberg's sequence numbers), a position delete or a deletion vector (only the
+ * positions it adds), a removed data file. Rows deleted and inserted identically by one snapshot
+ * (carry-over, as a copy-on-write rewrite makes) are dropped in pairs. Both sides are time-travel
+ * reads of the table, which eqdelete's rule rewrites like any other: they are right where
+ * Iceberg's own reader is not, and cost what the rule's strategies cost.
+ */
+object ChangesPlan {
+  val ChangeType = "_change_type"
+  val ChangeOrdinal = "_change_ordinal"
+  val CommitSnapshotId = "_commit_snapshot_id"
+  val Insert = "INSERT"
+  val Delete = "DELETE"
+
+  /** The changes of `tableName` after snapshot `start` (exclusive; None: from its first) up to `end` (None: the current). */
+  def of(session: SparkSession, tableName: String, start: Option[Long], end: Option[Long]): DataFrame = {
+    val table = IcebergSparkTables.current(session, tableName)
+    val range = ChangeRange.of(table, start, end)
+    // Every snapshot's rows in the schema of the range's end, columns matched by field id: a
+    // column renamed since keeps its values, one added since is NULL before.
+    val target = range.snapshots.lastOption.map(schemaOf(table, _)).getOrElse(table.schema())
+    IcebergSparkTables.sparkSchema(target).fields.find(f => hasMap(f.dataType)).foreach { column =>
+      throw new IllegalArgumentException(s"eqdelete: cannot read the changes of ${table.name()}: column ${column.name} " +
+        "holds a MAP, and dropping carry-over rows compares whole rows, which Spark cannot do for maps")
+    }
+    val name = quoted(session, tableName)
+    val perSnapshot = range.snapshots.zipWithIndex.flatMap { case (snapshot, ordinal) =>
+      val files = SnapshotChangeFiles.of(table, snapshot)
+      if (files.unchanged.isDefined) None else Some(changesOf(session, name, table, target, files, ordinal))
+    }
+    perSnapshot.reduceOption(_ unionByName _).getOrElse(session.createDataFrame(
+      session.sparkContext.emptyRDD[Row], StructType(IcebergSparkTables.sparkSchema(target).fields ++ changeFields)))
+  }
+
+  private val changeFields = Seq(StructField(ChangeType, StringType, nullable = false),
+    StructField(ChangeOrdinal, IntegerType, nullable = false), StructField(CommitSnapshotId, LongType, nullable = false))
+
+  private def changesOf(session: SparkSession, name: String, table: Table, target: Schema, files: SnapshotChangeFiles,
+      ordinal: Int): DataFrame = {
+    val snapshot = files.snapshot
+    def rows(at: Long, of: Set[String]): DataFrame = liveRows(session, name, at, of)
+    val parent = Option(snapshot.parentId()).map(_.longValue())
+    val deleted = parent.filter(_ => files.touched.nonEmpty).map { parentId =>
+      val before = rows(parentId, files.touched)
+      val after = rows(snapshot.snapshotId(), files.touched).select(F.col("_file").as("_after_file"), F.col("_pos").as("_after_pos"))
+      val gone = before.join(after, before("_file") === after("_after_file") && before("_pos") === after("_after_pos"), "left_anti")
+      aligned(gone, schemaOf(table, table.snapshot(parentId)), target)
+    }
+    val ins = aligned(rows(snapshot.snapshotId(), files.added), schemaOf(table, snapshot), target)
+    val dels = deleted.getOrElse(ins.limit(0))
+    def tagged(df: DataFrame, kind: String): DataFrame = df.select(F.col("*"), F.lit(kind).as(ChangeType),
+      F.lit(ordinal).as(ChangeOrdinal), F.lit(snapshot.snapshotId()).as(CommitSnapshotId))
+    // Carry-over: what the snapshot deleted and inserted identically is no change.
+    tagged(dels.exceptAll(ins), Delete).unionByName(tagged(ins.exceptAll(dels), Insert))
+  }
+
+  /** `df`, read in schema `read`, as the columns of `target`, matched by field id (NULL where `read` has none). */
+  private def aligned(df: DataFrame, read: Schema, target: Schema): DataFrame = {
+    val targetType = IcebergSparkTables.sparkSchema(target)
+    df.select(target.columns().asScala.toSeq.map { field =>
+      val sparkType = targetType(field.name()).dataType
+      read.columns().asScala.find(_.fieldId() == field.fieldId())
+        .map(f => F.col(s"`${f.name().replace("`", "``")}`").cast(sparkType)).getOrElse(F.lit(null).cast(sparkType)).as(field.name())
+    }: _*)
+  }
+
+  private def hasMap(dataType: DataType): Boolean = dataType match {
+    case _: MapType => true
+    case s: StructType => s.fields.exists(f => hasMap(f.dataType))
+    case a: ArrayType => hasMap(a.elementType)
+    case _ => false
+  }
+
+  private def schemaOf(table: Table, snapshot: org.apache.iceberg.Snapshot): Schema =
+    Option(snapshot.schemaId()).flatMap(id => Option(table.schemas().get(id))).getOrElse(table.schema())
+
+  /** The rows of `files` live at `snapshot`, with `_file` and `_pos`; none when `files` is empty. */
+  private def liveRows(session: SparkSession, name: String, snapshot: Long, files: Set[String]): DataFrame = {
+    val read = session.sql(s"SELECT *, _file, _pos FROM $name VERSION AS OF $snapshot")
+    if (files.isEmpty) read.limit(0) else read.where(F.col("_file").isin(files.toSeq: _*))
+  }
+
+  private def quoted(session: SparkSession, tableName: String): String =
+    session.sessionState.sqlParser.parseMultipartIdentifier(tableName).map(p => "`" + p.replace("`", "``") + "`").mkString(".")
+}

@@ -1,0 +1,57 @@
+package eqdelete.changes
+
+import scala.jdk.CollectionConverters._
+
+import eqdelete.planning.DeletePlanner
+import eqdelete.resolve.ResolveEqualityDeletes
+
+import org.apache.iceberg.{DataFile, DataOperations, DeleteFile, FileContent, Snapshot, Table}
+import org.apache.spark.sql.eqdelete.compat.IcebergInternals
+
+/**
+ * What one snapshot's changes read, from metadata only.
+ *
+ * @param added     the data files it added: their rows live at the snapshot are its inserts
+ * @param touched   data files of its parent it may delete rows of: those it removed, those its
+ *                  position deletes or deletion vectors apply to, and those its equality deletes
+ *                  apply to (same spec and partition, any for a global delete: every file of the
+ *                  parent is older than the snapshot's deletes)
+ * @param unchanged why the snapshot changes no row, when it is one that only rearranges rows: a
+ *                  `replace` (Iceberg's or maintain's compactions) or eqdelete's resolve, which
+ *                  restates deletes already applied; its files are then not read at all
+ */
+final case class SnapshotChangeFiles(snapshot: Snapshot, added: Set[String], touched: Set[String], unchanged: Option[String])
+
+object SnapshotChangeFiles {
+
+  def of(table: Table, snapshot: Snapshot): SnapshotChangeFiles = unchangedBecause(snapshot) match {
+    case Some(why) => SnapshotChangeFiles(snapshot, Set.empty, Set.empty, Some(why))
+    case None =>
+      val io = table.io()
+      val added = snapshot.addedDataFiles(io).asScala.map(_.location()).toSet
+      val removed = snapshot.removedDataFiles(io).asScala.map(_.location()).toSet
+      val deletes = snapshot.addedDeleteFiles(io).asScala.toVector
+      // A deletion vector or file-scoped delete names its file; any other delete file applies by partition.
+      val (named, scoped) = deletes.partition(d => d.content() == FileContent.POSITION_DELETES &&
+        IcebergInternals.referencedDataFile(d).isDefined)
+      val parentFiles = if (scoped.isEmpty) Nil else Option(snapshot.parentId()).toSeq.flatMap { parent =>
+        scala.util.Using.resource(table.newScan().useSnapshot(parent.longValue()).planFiles())(_.asScala.map(_.file()).toVector)
+      }
+      val inScope = parentFiles.filter(file => scoped.exists(appliesTo(table, _, file))).map(_.location())
+      val touched = removed ++ named.flatMap(IcebergInternals.referencedDataFile) ++ inScope -- added
+      SnapshotChangeFiles(snapshot, added, touched, None)
+  }
+
+  private def unchangedBecause(snapshot: Snapshot): Option[String] =
+    if (snapshot.operation() == DataOperations.REPLACE) Some("a replace (a compaction) changes no row")
+    else if (Option(snapshot.summary()).exists(_.containsKey(ResolveEqualityDeletes.SummaryKey))) {
+      Some("eqdelete's resolve restates rows already deleted")
+    } else None
+
+  /** Whether `delete` applies to `file` by partition: the same spec and partition, or any file for a global delete. */
+  private def appliesTo(table: Table, delete: DeleteFile, file: DataFile): Boolean = {
+    val spec = table.specs().get(delete.specId())
+    spec.isUnpartitioned ||
+      DeletePlanner.partitionOf(spec, delete) == DeletePlanner.partitionOf(table.specs().get(file.specId()), file)
+  }
+}

@@ -1,0 +1,162 @@
+"""The changes of a table (``eqdelete.changes``, ``eqdelete_changes``), against an oracle: between
+every two consecutive snapshots, the changes equal the multiset difference of the two snapshots'
+rows, read by time travel with Iceberg's own reader. On the randomized histories of the
+differential tests (1-3 key columns of mixed types, upserts, equality deletes partition-scoped and
+global, position deletes and deletion vectors, a spec change, a key column renamed, v2 and v3), and
+on the operations that change rows without equality deletes or change none.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import pytest
+from fixtures import MOR
+from pyspark.sql import SparkSession
+from test_differential import History
+
+import eqdelete
+from eqdelete import _jvm, use_strategy, write_equality_deletes
+from eqdelete.changes import CHANGE_COLUMNS
+
+HISTORIES = int(os.environ.get("EQDELETE_CHANGES_HISTORIES", "6"))
+FIRST_SEED = int(os.environ.get("EQDELETE_CHANGES_SEED", "2000"))
+FIGURES = {"histories": 0, "snapshots": 0, "rows": 0}
+
+
+def rows_at(spark: SparkSession, table: str, snapshot: int) -> Counter:
+    with use_strategy(spark, "native"):
+        return Counter(tuple(r) for r in spark.sql(f"SELECT * FROM {table} VERSION AS OF {snapshot}").collect())
+
+
+def changes_by_snapshot(rows: list) -> dict[int, tuple[Counter, Counter, set]]:
+    """Commit snapshot id -> (inserted rows, deleted rows, ordinals seen)."""
+    out: dict[int, tuple[Counter, Counter, set]] = {}
+    for r in rows:
+        inserted, deleted, ordinals = out.setdefault(r["_commit_snapshot_id"], (Counter(), Counter(), set()))
+        data = tuple(r[: len(r) - len(CHANGE_COLUMNS)])
+        {"INSERT": inserted, "DELETE": deleted}[r["_change_type"]][data] += 1
+        ordinals.add(r["_change_ordinal"])
+    return out
+
+
+def lineage(spark: SparkSession, table: str) -> list[int]:
+    """The current snapshot's ancestors, oldest first."""
+    parents = dict(spark.sql(f"SELECT snapshot_id, parent_id FROM {table}.snapshots").collect())
+    at, chain = _jvm.current_snapshot_id(spark, table), []
+    while at is not None:
+        chain.append(at)
+        at = parents.get(at)
+    return chain[::-1]
+
+
+def check_changes(spark: SparkSession, table: str, strategy: str) -> None:
+    """Every snapshot's changes, read in one range from the first, against the difference of its rows and its parent's."""
+    chain = lineage(spark, table)
+    with use_strategy(spark, strategy):
+        got = changes_by_snapshot(eqdelete.changes(spark, table).collect())
+    before: Counter = Counter()
+    for ordinal, snapshot in enumerate(chain):
+        after = rows_at(spark, table, snapshot)
+        inserted, deleted, ordinals = got.get(snapshot, (Counter(), Counter(), {ordinal}))
+        assert inserted == after - before, f"snapshot {snapshot} (#{ordinal}): inserts"
+        assert deleted == before - after, f"snapshot {snapshot} (#{ordinal}): deletes"
+        assert ordinals == {ordinal}, f"snapshot {snapshot}: ordinals {ordinals}"
+        FIGURES["snapshots"] += 1
+        FIGURES["rows"] += sum(inserted.values()) + sum(deleted.values())
+        before = after
+    assert set(got) <= set(chain)
+
+
+@pytest.mark.parametrize("seed", range(FIRST_SEED, FIRST_SEED + HISTORIES))
+def test_changes_are_the_difference_of_consecutive_snapshots(spark: SparkSession, table_name: str, seed: int) -> None:
+    history = History(spark, table_name, seed)
+    history.run(steps=history.rng.randint(5, 8))
+    strategy = ("filter", "join", "auto")[seed % 3]
+    try:
+        check_changes(spark, table_name, strategy)
+    except AssertionError as error:
+        raise AssertionError(f"seed {seed} ({strategy}), key types {history.types}, spec {history.spec!r}, "
+                             f"v{history.version}: {error}") from None
+    FIGURES["histories"] += 1
+
+
+def _table(spark: SparkSession, table: str, version: int = 2) -> None:
+    """A merge-on-read table (k, v, p) partitioned by p, its first snapshot ten rows."""
+    spark.sql(f"CREATE TABLE {table} (k BIGINT, v STRING, p INT) USING iceberg PARTITIONED BY (p) "
+              f"TBLPROPERTIES ({MOR.format(v=version)})")
+    spark.createDataFrame([(k, f"a{k}", k % 2) for k in range(10)], "k BIGINT, v STRING, p INT") \
+        .coalesce(1).writeTo(table).append()
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_upserts_deletes_and_commands_of_every_kind(spark: SparkSession, table_name: str, version: int) -> None:
+    _table(spark, table_name, version)
+    # An upsert of an existing key and of a new one: one DELETE and two INSERTs.
+    write_equality_deletes(spark, table_name, ["k"], [(3, 1), (42, 0)], inserts=[(3, "b3", 1), (42, "b42", 0)],
+                           columns=["k", "p"])
+    # A key deleted again that is already gone: nothing.
+    write_equality_deletes(spark, table_name, ["k"], [(42, 0)], columns=["k", "p"])
+    write_equality_deletes(spark, table_name, ["k"], [(42, 0)], columns=["k", "p"])
+    spark.sql(f"DELETE FROM {table_name} WHERE k = 4")  # a position delete or a deletion vector
+    spark.sql(f"DELETE FROM {table_name} WHERE k = 6")  # v3: a vector replacing the one before
+    spark.sql(f"UPDATE {table_name} SET v = 'u8' WHERE k = 8")
+    spark.sql(f"MERGE INTO {table_name} t USING (SELECT 9L AS k, 'm9' AS v, 1 AS p) s ON t.k = s.k "
+              "WHEN MATCHED THEN UPDATE SET v = s.v")
+    spark.sql(f"ALTER TABLE {table_name} SET TBLPROPERTIES ('write.delete.mode'='copy-on-write')")
+    spark.sql(f"DELETE FROM {table_name} WHERE k = 0")  # copy-on-write: the file's other rows carried over
+    for strategy in ("filter", "join"):
+        check_changes(spark, table_name, strategy)
+    changes = eqdelete.changes(spark, table_name).collect()
+    by_snapshot = changes_by_snapshot(changes)
+    chain = lineage(spark, table_name)
+    # The new key, deleted by the next snapshot (its insert was newer than the upsert's own delete);
+    # deleted again, nothing: it was gone already.
+    assert by_snapshot[chain[2]][:2] == (Counter(), Counter({(42, "b42", 0): 1})) and chain[3] not in by_snapshot
+    # The copy-on-write delete: its one row, not the rows of the file it rewrote.
+    inserted, deleted, _ = by_snapshot[chain[-1]]
+    assert not inserted and list(deleted) == [(0, "a0", 0)]
+    inserted, deleted, _ = by_snapshot[chain[1]]
+    assert sorted(inserted) == [(3, "b3", 1), (42, "b42", 0)] and list(deleted) == [(3, "a3", 1)]
+
+
+def test_compactions_and_resolves_change_nothing(spark: SparkSession, table_name: str) -> None:
+    _table(spark, table_name)
+    write_equality_deletes(spark, table_name, ["k"], [(1, 1), (2, 0)], inserts=[(1, "b1", 1)], columns=["k", "p"])
+    upserted = _jvm.current_snapshot_id(spark, table_name)
+    eqdelete.resolve_equality_deletes(spark, table_name)
+    short = table_name.split(".", 1)[1]
+    spark.sql(f"CALL local.system.rewrite_data_files(table => '{short}', options => map('rewrite-all', 'true'))")
+    end = _jvm.current_snapshot_id(spark, table_name)
+    assert end != upserted
+    assert eqdelete.changes(spark, table_name, start_snapshot_id=upserted, end_snapshot_id=end).count() == 0
+    check_changes(spark, table_name, "auto")
+
+
+def test_a_range_by_sql_and_its_errors(spark: SparkSession, table_name: str) -> None:
+    _table(spark, table_name)
+    first = _jvm.current_snapshot_id(spark, table_name)
+    write_equality_deletes(spark, table_name, ["k"], [(5, 1)], columns=["k", "p"])
+    second = _jvm.current_snapshot_id(spark, table_name)
+    spark.sql(f"INSERT INTO {table_name} VALUES (11, 'a11', 1)")
+    third = _jvm.current_snapshot_id(spark, table_name)
+    rows = spark.sql(f"SELECT k, _change_type, _change_ordinal, _commit_snapshot_id FROM "
+                     f"eqdelete_changes('{table_name}', {first}, {third}) ORDER BY _change_ordinal").collect()
+    assert [tuple(r) for r in rows] == [(5, "DELETE", 0, second), (11, "INSERT", 1, third)]
+    assert eqdelete.changes(spark, table_name, start_snapshot_id=first, end_snapshot_id=second).columns == \
+        ["k", "v", "p", *CHANGE_COLUMNS]
+    assert eqdelete.changes(spark, table_name, start_snapshot_id=third).count() == 0
+    with pytest.raises(Exception, match=f"eqdelete: cannot read the changes of .* after snapshot {third}: it is not an "
+                                        f"ancestor of snapshot {second}"):
+        eqdelete.changes(spark, table_name, start_snapshot_id=third, end_snapshot_id=second).collect()
+    with pytest.raises(Exception, match="the table has no such snapshot; the oldest snapshot that can still be read is"):
+        eqdelete.changes(spark, table_name, end_snapshot_id=12345).collect()
+    spark.sql(f"CALL local.system.expire_snapshots(table => '{table_name.split('.', 1)[1]}', "
+              f"older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1)")
+    with pytest.raises(Exception, match=f"snapshot {second}, the parent of {third}, has expired; the oldest snapshot "
+                                        f"that can still be read is {third}"):
+        eqdelete.changes(spark, table_name, start_snapshot_id=first).collect()
+    with pytest.raises(ValueError, match="start_snapshot_id must be a snapshot id"):
+        eqdelete.changes(spark, table_name, start_snapshot_id="1")
+
