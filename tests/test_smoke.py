@@ -1,7 +1,7 @@
 """The smoke suite, run on every pair of the support matrix (``scripts/test.sh --pair 3.5:1.11``):
 each fixture under filter, join and auto against native and the rows written by hand, EXPLAIN,
-the decision records, the versions the session reports, resolving equality deletes, and both
-procedures through ``CALL``."""
+the decision records, the versions the session reports, resolving equality deletes, both
+procedures through ``CALL``, and a table's changes (``eqdelete_changes``)."""
 
 from __future__ import annotations
 
@@ -128,3 +128,11 @@ def test_procedures_in_sql(spark: SparkSession, table_name: str) -> None:
         ]:
             with pytest.raises(Exception, match=message):
                 spark.sql(f"CALL eqdelete.system.resolve_equality_deletes({arguments})").collect()
+
+
+def test_changes_of_a_fixture(spark: SparkSession, table_name: str) -> None:
+    # The changes (eqdelete_changes) of each snapshot, against the difference of its rows and its parent's.
+    from test_changes import check_changes
+
+    FIXTURES["mixed_position_and_equality"](spark, table_name)
+    check_changes(spark, table_name, "auto")
