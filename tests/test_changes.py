@@ -8,6 +8,7 @@ on the operations that change rows without equality deletes or change none.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from collections import Counter
 
@@ -76,15 +77,24 @@ def test_changes_are_the_difference_of_consecutive_snapshots(spark: SparkSession
     strategy = ("filter", "join", "auto")[seed % 3]
     try:
         check_changes(spark, table_name, strategy)
+        # The net change from a snapshot to the end: the difference of the range's two ends.
+        chain = lineage(spark, table_name)
+        start = chain[len(chain) // 3]
+        with use_strategy(spark, strategy):
+            net = changes_by_snapshot(eqdelete.changes(spark, table_name, start_snapshot_id=start, net_changes=True).collect())
+        inserted = sum((c[0] for c in net.values()), Counter())
+        deleted = sum((c[1] for c in net.values()), Counter())
+        first, last = rows_at(spark, table_name, start), rows_at(spark, table_name, chain[-1])
+        assert (inserted, deleted) == (last - first, first - last), "net changes"
     except AssertionError as error:
         raise AssertionError(f"seed {seed} ({strategy}), key types {history.types}, spec {history.spec!r}, "
                              f"v{history.version}: {error}") from None
     FIGURES["histories"] += 1
 
 
-def _table(spark: SparkSession, table: str, version: int = 2) -> None:
+def _table(spark: SparkSession, table: str, version: int = 2, key: str = "k BIGINT") -> None:
     """A merge-on-read table (k, v, p) partitioned by p, its first snapshot ten rows."""
-    spark.sql(f"CREATE TABLE {table} (k BIGINT, v STRING, p INT) USING iceberg PARTITIONED BY (p) "
+    spark.sql(f"CREATE TABLE {table} ({key}, v STRING, p INT) USING iceberg PARTITIONED BY (p) "
               f"TBLPROPERTIES ({MOR.format(v=version)})")
     spark.createDataFrame([(k, f"a{k}", k % 2) for k in range(10)], "k BIGINT, v STRING, p INT") \
         .coalesce(1).writeTo(table).append()
@@ -160,3 +170,54 @@ def test_a_range_by_sql_and_its_errors(spark: SparkSession, table_name: str) -> 
     with pytest.raises(ValueError, match="start_snapshot_id must be a snapshot id"):
         eqdelete.changes(spark, table_name, start_snapshot_id="1")
 
+
+
+def test_updates_net_changes_and_ranges_by_time(spark: SparkSession, table_name: str) -> None:
+    _table(spark, table_name, key="k BIGINT NOT NULL")
+    first = _jvm.current_snapshot_id(spark, table_name)
+    write_equality_deletes(spark, table_name, ["k"], [(3, 1), (42, 0)], inserts=[(3, "b3", 1), (42, "b42", 0)],
+                           columns=["k", "p"])
+    upsert = _jvm.current_snapshot_id(spark, table_name)
+    spark.sql(f"UPDATE {table_name} SET v = 'u8' WHERE k = 8")
+    write_equality_deletes(spark, table_name, ["k"], [(3, 1)], columns=["k", "p"])
+    # compute_updates: a snapshot's DELETE and INSERT of one key are its before and after images.
+    rows = eqdelete.changes(spark, table_name, start_snapshot_id=first, compute_updates=True, identifier_columns=["k"])
+    got = sorted((r.k, r.v, r._change_type, r._change_ordinal) for r in rows.collect())
+    assert got == [(3, "a3", "UPDATE_BEFORE", 0), (3, "b3", "DELETE", 2), (3, "b3", "UPDATE_AFTER", 0),
+                   (8, "a8", "UPDATE_BEFORE", 1), (8, "u8", "UPDATE_AFTER", 1), (42, "b42", "INSERT", 0)], got
+    with pytest.raises(Exception, match="compute_updates pairs a snapshot's deletes and inserts by identifier columns, "
+                                        "and .* has none: give identifier_columns"):
+        eqdelete.changes(spark, table_name, compute_updates=True)
+    spark.sql(f"ALTER TABLE {table_name} SET IDENTIFIER FIELDS k")
+    by_identifier = eqdelete.changes(spark, table_name, start_snapshot_id=first, compute_updates=True)
+    assert sorted((r.k, r.v, r._change_type, r._change_ordinal) for r in by_identifier.collect()) == got
+    with pytest.raises(Exception, match="compute_updates and net_changes cannot both be set"):
+        eqdelete.changes(spark, table_name, compute_updates=True, net_changes=True)
+    # net_changes: 3 upserted then deleted is one DELETE of its first version; 8 a DELETE and an INSERT.
+    net = eqdelete.changes(spark, table_name, start_snapshot_id=first, net_changes=True).collect()
+    assert sorted((r.k, r.v, r._change_type) for r in net) == [
+        (3, "a3", "DELETE"), (8, "a8", "DELETE"), (8, "u8", "INSERT"), (42, "b42", "INSERT")]
+    # The same range by commit times: after the first snapshot's, up to the upsert's.
+    committed = dict(spark.sql(f"SELECT snapshot_id, committed_at FROM {table_name}.snapshots").collect())
+    by_time = eqdelete.changes(spark, table_name, start_timestamp=committed[first].replace(tzinfo=dt.timezone.utc),
+                               end_timestamp=committed[upsert].replace(tzinfo=dt.timezone.utc))
+    by_id = eqdelete.changes(spark, table_name, start_snapshot_id=first, end_snapshot_id=upsert)
+    assert sorted(map(tuple, by_time.collect())) == sorted(map(tuple, by_id.collect())) and by_id.count() == 3
+    with pytest.raises(Exception, match="unknown changes option 'start-snapshot'; the options are start-snapshot-id"):
+        spark.sql(f"SELECT * FROM eqdelete_changes('{table_name}', NULL, NULL, map('start-snapshot', '1'))")
+
+
+def test_create_changelog_view_as_icebergs(spark: SparkSession, table_name: str) -> None:
+    _table(spark, table_name)
+    first = _jvm.current_snapshot_id(spark, table_name)
+    write_equality_deletes(spark, table_name, ["k"], [(3, 1)], inserts=[(3, "b3", 1)], columns=["k", "p"])
+    (made,) = spark.sql(f"CALL eqdelete.system.create_changelog_view(table => '{table_name}', "
+                        f"options => map('start-snapshot-id', '{first}'), compute_updates => true, "
+                        "identifier_columns => array('k'))").collect()
+    assert made.changelog_view == table_name.split(".")[-1] + "_changes"
+    rows = spark.sql(f"SELECT k, v, _change_type FROM {made.changelog_view} ORDER BY _change_type").collect()
+    assert [tuple(r) for r in rows] == [(3, "b3", "UPDATE_AFTER"), (3, "a3", "UPDATE_BEFORE")]
+    spark.sql(f"CALL eqdelete.system.create_changelog_view(table => '{table_name}', changelog_view => 'all_changes')")
+    assert spark.table("all_changes").count() == 12  # ten rows inserted, then one deleted and one inserted
+    with pytest.raises(Exception, match="create_changelog_view takes net_changes as an argument, not in options"):
+        spark.sql(f"CALL eqdelete.system.create_changelog_view(table => '{table_name}', options => map('net_changes', 'true'))")

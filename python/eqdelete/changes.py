@@ -5,7 +5,8 @@ docs/changes.md gives the semantics."""
 
 from __future__ import annotations
 
-from typing import Optional
+from datetime import datetime
+from typing import Optional, Sequence, Union
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -16,14 +17,22 @@ CHANGE_COLUMNS = ("_change_type", "_change_ordinal", "_commit_snapshot_id")
 
 
 def changes(spark: SparkSession, table: str, *, start_snapshot_id: Optional[int] = None,
-            end_snapshot_id: Optional[int] = None) -> DataFrame:
+            end_snapshot_id: Optional[int] = None, start_timestamp: Union[datetime, int, None] = None,
+            end_timestamp: Union[datetime, int, None] = None, compute_updates: bool = False,
+            identifier_columns: Optional[Sequence[str]] = None, net_changes: bool = False) -> DataFrame:
     """The rows each snapshot of ``table`` after ``start_snapshot_id`` (exclusive; None: from its
     first) up to ``end_snapshot_id`` (inclusive; None: the current) inserted and deleted, as a
     DataFrame of the table's columns (in the schema of the range's end) and ``_change_type``
     (``INSERT`` or ``DELETE``), ``_change_ordinal`` (the snapshot's place in the range, from 0)
     and ``_commit_snapshot_id``. A snapshot's changes are the difference between its rows and
     its parent's: an upsert of a new key is one INSERT, a row deleted and re-inserted identically
-    in one snapshot no change, compactions and resolves nothing."""
+    in one snapshot no change, compactions and resolves nothing.
+
+    The range by commit time instead: ``start_timestamp`` (the changes committed after it) and
+    ``end_timestamp`` (up to it), a datetime or epoch milliseconds. ``compute_updates``: a
+    snapshot's DELETE and INSERT of one identifier (``identifier_columns``, by default the
+    table's identifier fields) become ``UPDATE_BEFORE`` and ``UPDATE_AFTER``. ``net_changes``:
+    the net change of the whole range instead, each row tagged with its last change."""
     if not isinstance(table, str) or not table.strip():
         raise ValueError(f"table must be a table name such as 'lake.db.orders', not {table!r}")
     bounds = []
@@ -31,4 +40,28 @@ def changes(spark: SparkSession, table: str, *, start_snapshot_id: Optional[int]
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise ValueError(f"{name} must be a snapshot id (an int) or None, not {value!r}")
         bounds.append("NULL" if value is None else f"{value}L")
-    return spark.sql(f"SELECT * FROM eqdelete_changes({_remote.literal(table)}, {', '.join(bounds)})")
+    options = {}
+    for key, value in (("start-timestamp", start_timestamp), ("end-timestamp", end_timestamp)):
+        if value is not None:
+            options[key] = str(_millis(key.replace("-", "_"), value))
+    if compute_updates:
+        options["compute_updates"] = "true"
+    if net_changes:
+        options["net_changes"] = "true"
+    if identifier_columns is not None:
+        if isinstance(identifier_columns, str) or not all(isinstance(c, str) and c for c in identifier_columns):
+            raise ValueError(f"identifier_columns must be a list of column names, not {identifier_columns!r}")
+        options["identifier_columns"] = ",".join(identifier_columns)
+    pairs = ", ".join(f"{_remote.literal(k)}, {_remote.literal(v)}" for k, v in options.items())
+    return spark.sql(f"SELECT * FROM eqdelete_changes({_remote.literal(table)}, {', '.join(bounds)}, "
+                     f"map({pairs}))")
+
+
+def _millis(name: str, value: Union[datetime, int]) -> int:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError(f"{name} must be a timezone-aware datetime (or epoch milliseconds), not {value!r}")
+        return int(value.timestamp() * 1000)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be a datetime or epoch milliseconds, not {value!r}")
+    return value

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 import eqdelete
 from eqdelete.tools.cdc import generate
 
-from connect_cases import QUERY, STRATEGIES, fingerprint_sql, spec
+from connect_cases import QUERY, STRATEGIES, changes_fingerprint, fingerprint_sql, spec
 
 
 def main(warehouse: str, connect_table: str, classic_table: str) -> None:
@@ -39,6 +39,7 @@ def main(warehouse: str, connect_table: str, classic_table: str) -> None:
     }
     out["resolve_dry_run"] = dataclasses.asdict(eqdelete.resolve_equality_deletes(spark, connect_table, dry_run=True))
     out["status"] = [dataclasses.asdict(s) for s in eqdelete.status(spark, connect_table)]
+    out["changes"] = changes_fingerprint(eqdelete.changes(spark, connect_table))
     spark.stop()
     print(json.dumps(out))
 

@@ -19,7 +19,7 @@ import eqdelete
 from eqdelete import RemoteSessionWarning
 from eqdelete.tools.cdc import CdcSpec, generate
 
-from connect_cases import QUERY, STRATEGIES, fingerprint_sql, spec
+from connect_cases import QUERY, STRATEGIES, changes_fingerprint, fingerprint_sql, spec
 
 HERE = Path(__file__).resolve().parent
 TABLE = "local.db.connect_cdc"
@@ -128,6 +128,12 @@ def test_status_matches_classic(spark: SparkSession, generated: str, classic: di
     [twin] = classic["status"]
     assert status.equality_delete_files > 0 and status.error is None
     assert {**dataclasses.asdict(status), "lag_seconds": 0} == {**twin, "lag_seconds": 0}
+
+
+def test_changes_match_classic(spark: SparkSession, generated: str, classic: dict) -> None:
+    fingerprint = changes_fingerprint(eqdelete.changes(spark, generated))
+    assert fingerprint == classic["changes"]
+    assert {row[0] for row in fingerprint} == {"INSERT", "DELETE"}
 
 
 def test_write_and_resolve_over_connect(spark: SparkSession) -> None:

@@ -14,6 +14,28 @@ final case class ChangeRange(table: Table, snapshots: Seq[Snapshot])
 object ChangeRange {
 
   /**
+   * The range `options` give: by snapshot ids, or by commit times (the start after the newest
+   * ancestor committed at or before `start-timestamp`, from the first when none was; the end at
+   * the newest committed at or before `end-timestamp`, an empty range when none was).
+   */
+  def of(table: Table, options: ChangesOptions): ChangeRange = {
+    val current = Option(table.currentSnapshot())
+    val end = options.endSnapshotId.map(Some(_)).getOrElse(options.endTimestampMillis.map { millis =>
+      current.flatMap(asOf(table, _, millis))
+    }.getOrElse(current.map(_.snapshotId())))
+    if (options.endTimestampMillis.isDefined && end.isEmpty) return ChangeRange(table, Nil)
+    val start = options.startSnapshotId.orElse(options.startTimestampMillis.flatMap { millis =>
+      end.map(table.snapshot).filter(_ != null).flatMap(asOf(table, _, millis))
+    })
+    of(table, start, end)
+  }
+
+  /** The newest of `from` and its ancestors committed at or before `millis`. */
+  private def asOf(table: Table, from: Snapshot, millis: Long): Option[Long] =
+    Iterator.iterate(from)(s => Option(s.parentId()).map(id => table.snapshot(id.longValue())).orNull)
+      .takeWhile(_ != null).find(_.timestampMillis() <= millis).map(_.snapshotId())
+
+  /**
    * `start`: None from the table's first snapshot on `end`'s lineage (its rows all inserts).
    * `end`: None for the current snapshot. Fails in one line when `start` is not an ancestor of
    * `end`, or when a snapshot between them has expired, naming the oldest one still readable.

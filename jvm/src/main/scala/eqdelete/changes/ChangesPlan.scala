@@ -4,6 +4,7 @@ import scala.jdk.CollectionConverters._
 
 import org.apache.iceberg.{Schema, Table}
 import org.apache.spark.sql.{functions => F, DataFrame, Row, SparkSession}
+import org.apache.spark.sql.expressions.Window
 import org.apache.spark.sql.eqdelete.compat.IcebergSparkTables
 import org.apache.spark.sql.types.{ArrayType, DataType, IntegerType, LongType, MapType, StringType, StructField, StructType}
 
@@ -29,10 +30,19 @@ object ChangesPlan {
   val Insert = "INSERT"
   val Delete = "DELETE"
 
-  /** The changes of `tableName` after snapshot `start` (exclusive; None: from its first) up to `end` (None: the current). */
-  def of(session: SparkSession, tableName: String, start: Option[Long], end: Option[Long]): DataFrame = {
+  val UpdateBefore = "UPDATE_BEFORE"
+  val UpdateAfter = "UPDATE_AFTER"
+
+  /**
+   * The changes of `tableName` over the range `options` give (all of its history by default): each
+   * snapshot's, or with `net_changes` the net change of the whole range (each row as often as it
+   * was inserted more than deleted, or the other way, tagged with its last change); with
+   * `compute_updates`, a snapshot's DELETE and INSERT of one identifier become UPDATE_BEFORE and
+   * UPDATE_AFTER.
+   */
+  def of(session: SparkSession, tableName: String, options: ChangesOptions): DataFrame = {
     val table = IcebergSparkTables.current(session, tableName)
-    val range = ChangeRange.of(table, start, end)
+    val range = ChangeRange.of(table, options)
     // Every snapshot's rows in the schema of the range's end, columns matched by field id: a
     // column renamed since keeps its values, one added since is NULL before.
     val target = range.snapshots.lastOption.map(schemaOf(table, _)).getOrElse(table.schema())
@@ -45,8 +55,45 @@ object ChangesPlan {
       val files = SnapshotChangeFiles.of(table, snapshot)
       if (files.unchanged.isDefined) None else Some(changesOf(session, name, table, target, files, ordinal))
     }
-    perSnapshot.reduceOption(_ unionByName _).getOrElse(session.createDataFrame(
+    val changes = perSnapshot.reduceOption(_ unionByName _).getOrElse(session.createDataFrame(
       session.sparkContext.emptyRDD[Row], StructType(IcebergSparkTables.sparkSchema(target).fields ++ changeFields)))
+    val columns = target.columns().asScala.toSeq.map(_.name())
+    if (options.netChanges) net(changes, columns)
+    else if (options.computeUpdates) {
+      // The table's identifier fields now (setting them makes no snapshot), named as at the range's end.
+      val ids = options.identifierColumns.getOrElse(
+        table.schema().identifierFieldIds().asScala.toSeq.flatMap(id => Option(target.findColumnName(id))).sorted)
+      if (ids.isEmpty) {
+        throw new IllegalArgumentException(s"eqdelete: compute_updates pairs a snapshot's deletes and inserts by identifier " +
+          s"columns, and ${table.name()} has none: give identifier_columns")
+      }
+      ids.filterNot(columns.contains).foreach { id =>
+        throw new IllegalArgumentException(s"eqdelete: identifier column $id is not a column of ${table.name()} " +
+          s"(${columns.mkString(", ")})")
+      }
+      updates(changes, ids)
+    } else changes
+  }
+
+  /** A snapshot's one DELETE and one INSERT of the same identifier, as UPDATE_BEFORE and UPDATE_AFTER. */
+  private def updates(changes: DataFrame, ids: Seq[String]): DataFrame = {
+    val sameRow = Window.partitionBy((F.col(ChangeOrdinal) +: ids.map(id => column(id))): _*)
+    def count(kind: String) = F.count(F.when(F.col(ChangeType) === kind, 1)).over(sameRow)
+    val paired = count(Delete) === 1 && count(Insert) === 1
+    changes.withColumn(ChangeType, F.when(paired,
+      F.when(F.col(ChangeType) === Delete, UpdateBefore).otherwise(UpdateAfter)).otherwise(F.col(ChangeType)))
+  }
+
+  /** The net change of each row over the range: inserts less deletes, that many times, tagged with its last change. */
+  private def net(changes: DataFrame, columns: Seq[String]): DataFrame = {
+    val data = columns.map(column)
+    changes.groupBy(data: _*)
+      .agg(F.sum(F.when(F.col(ChangeType) === Insert, 1).otherwise(-1)).as("_net"),
+        F.max(F.struct(F.col(ChangeOrdinal), F.col(CommitSnapshotId))).as("_last"))
+      .where(F.col("_net") =!= 0)
+      .withColumn("_copy", F.explode(F.array_repeat(F.lit(1), F.abs(F.col("_net")).cast(IntegerType))))
+      .select(data ++ Seq(F.when(F.col("_net") > 0, Insert).otherwise(Delete).as(ChangeType),
+        F.col(s"_last.$ChangeOrdinal").as(ChangeOrdinal), F.col(s"_last.$CommitSnapshotId").as(CommitSnapshotId)): _*)
   }
 
   private val changeFields = Seq(StructField(ChangeType, StringType, nullable = false),
@@ -77,7 +124,7 @@ object ChangesPlan {
     df.select(target.columns().asScala.toSeq.map { field =>
       val sparkType = targetType(field.name()).dataType
       read.columns().asScala.find(_.fieldId() == field.fieldId())
-        .map(f => F.col(s"`${f.name().replace("`", "``")}`").cast(sparkType)).getOrElse(F.lit(null).cast(sparkType)).as(field.name())
+        .map(f => column(f.name()).cast(sparkType)).getOrElse(F.lit(null).cast(sparkType)).as(field.name())
     }: _*)
   }
 
@@ -96,6 +143,8 @@ object ChangesPlan {
     val read = session.sql(s"SELECT *, _file, _pos FROM $name VERSION AS OF $snapshot")
     if (files.isEmpty) read.limit(0) else read.where(F.col("_file").isin(files.toSeq: _*))
   }
+
+  private def column(name: String) = F.col("`" + name.replace("`", "``") + "`")
 
   private def quoted(session: SparkSession, tableName: String): String =
     session.sessionState.sqlParser.parseMultipartIdentifier(tableName).map(p => "`" + p.replace("`", "``") + "`").mkString(".")

@@ -2,13 +2,14 @@ package eqdelete.sql
 
 import scala.jdk.CollectionConverters._
 
+import eqdelete.changes.{ChangesOptions, ChangesPlan}
 import eqdelete.maintain.{MaintainRound, RoundResult}
 import eqdelete.resolve.ResolveEqualityDeletes
 import eqdelete.write.EqualityDeleteWriter
 
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.types.{ArrayType, BooleanType, DoubleType, IntegerType, LongType, StringType, StructType}
+import org.apache.spark.sql.types.{ArrayType, BooleanType, DoubleType, IntegerType, LongType, MapType, StringType, StructType}
 
 /**
  * One of eqdelete's SQL procedures (`CALL eqdelete.system.<name>(...)`), apart from the procedure
@@ -30,7 +31,8 @@ private[eqdelete] sealed trait EqDeleteProcedure {
 
 private[eqdelete] object EqDeleteProcedure {
   val namespace: Seq[String] = Seq("system")
-  val all: Seq[EqDeleteProcedure] = Seq(ResolveProcedure, MaintainProcedure, WriteEqualityDeletesProcedure)
+  val all: Seq[EqDeleteProcedure] =
+    Seq(ResolveProcedure, MaintainProcedure, WriteEqualityDeletesProcedure, CreateChangelogViewProcedure)
 
   def named(name: String): Option[EqDeleteProcedure] = all.find(_.name.equalsIgnoreCase(name))
 
@@ -113,5 +115,46 @@ private[eqdelete] object WriteEqualityDeletesProcedure extends EqDeleteProcedure
     val result = EqualityDeleteWriter.commit(session, table, keys.asJava, deletes.orNull, inserts.orNull,
       arguments.boolean("global_deletes", default = false))
     Seq(rows.row(Map("snapshot_id" -> result.snapshotId, "data_files" -> result.dataFiles, "delete_files" -> result.deleteFiles)))
+  }
+}
+
+/**
+ * `create_changelog_view(table, changelog_view, options, compute_updates, identifier_columns,
+ * net_changes)`: a temporary view of the table's changes (eqdelete.changes.ChangesPlan), with the
+ * arguments and columns of Iceberg's procedure of that name, so that its users change only the
+ * catalog they call; unlike Iceberg's, it reads tables with delete files. Changes no table, but
+ * makes a view, as Iceberg's does. One row: the view's name (`<table>_changes` by default).
+ */
+private[eqdelete] object CreateChangelogViewProcedure extends EqDeleteProcedure {
+  override val name = "create_changelog_view"
+  override val description =
+    "makes a temporary view of the rows each snapshot of a range inserted and deleted (docs/changes.md), as Iceberg's " +
+      "create_changelog_view does, also for tables with equality or position deletes"
+  override val parameters = Seq(
+    ProcedureParameter("table", StringType, required = true),
+    ProcedureParameter("changelog_view", StringType, required = false),
+    ProcedureParameter("options", MapType(StringType, StringType, valueContainsNull = true), required = false),
+    ProcedureParameter("compute_updates", BooleanType, required = false),
+    ProcedureParameter("identifier_columns", ArrayType(StringType, containsNull = true), required = false),
+    ProcedureParameter("net_changes", BooleanType, required = false))
+
+  val rows: SqlRows = SqlRows(Seq("changelog_view" -> StringType))
+  override def output: StructType = rows.schema
+
+  override def call(session: SparkSession, arguments: ProcedureArguments): Seq[InternalRow] = {
+    val table = arguments.requiredString("table")
+    val given = arguments.stringMap("options")
+    Seq(ChangesOptions.ComputeUpdates, ChangesOptions.IdentifierColumns, ChangesOptions.NetChanges)
+      .filter(key => given.keySet.exists(_.equalsIgnoreCase(key))).foreach { key =>
+        throw new IllegalArgumentException(s"eqdelete: $name takes $key as an argument, not in options")
+      }
+    val options = ChangesOptions.parse(given).copy(
+      computeUpdates = arguments.boolean("compute_updates", default = false),
+      identifierColumns = Some(arguments.strings("identifier_columns")).filter(_.nonEmpty),
+      netChanges = arguments.boolean("net_changes", default = false))
+    val view = arguments.string("changelog_view").filter(_.trim.nonEmpty)
+      .getOrElse(session.sessionState.sqlParser.parseMultipartIdentifier(table).last + "_changes")
+    ChangesPlan.of(session, table, options).createOrReplaceTempView(view)
+    Seq(rows.row(Map("changelog_view" -> view)))
   }
 }

@@ -32,6 +32,19 @@ private[eqdelete] final class ProcedureArguments(procedure: String, parameters: 
     if (row.isNullAt(i)) None else Some(row.getInt(i))
   }
 
+  /** A map of strings; a NULL value is kept as null, a NULL map is empty. */
+  def stringMap(name: String): Map[String, String] = {
+    val i = index(name)
+    if (row.isNullAt(i)) Map.empty
+    else {
+      val map = row.getMap(i)
+      (0 until map.numElements()).map { j =>
+        map.keyArray().getUTF8String(j).toString ->
+          (if (map.valueArray().isNullAt(j)) null else map.valueArray().getUTF8String(j).toString)
+      }.toMap
+    }
+  }
+
   def strings(name: String): Seq[String] = {
     val i = index(name)
     if (row.isNullAt(i)) Nil
