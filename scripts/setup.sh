@@ -146,7 +146,9 @@ for jar in "${jars[@]}"; do
 done
 if [ -n "$stale" ]; then
   built_from() {
-    find jvm/src/main project -maxdepth 1 -type f | LC_ALL=C sort | xargs sha256sum
+    # Every source at any depth (a -maxdepth here once hashed none of them: a changed source then
+    # got the jars of the sources before it), and sbt's own project files.
+    { find jvm/src/main -type f; find project -maxdepth 1 -type f; } | LC_ALL=C sort | xargs sha256sum
     sha256sum build.sbt "$MATRIX" pyproject.toml
     while read -r line scala icebergs; do
       echo "$line $("$(venv_of "$line")/bin/python" -c 'import pyspark; print(pyspark.__version__)')"

@@ -194,6 +194,17 @@ def test_rows_under_every_strategy(spark: SparkSession, flink: Written, name: st
             assert f"eqdelete {strategy}: {decisions[0].delete_files} equality delete file(s)" in explained, explained
 
 
+@pytest.mark.parametrize("name", ["streaming", "streaming_part_v3"])
+def test_changes_are_the_difference_of_consecutive_snapshots(spark: SparkSession, flink: Written, name: str) -> None:
+    # Flink's checkpoints: upserts as equality deletes, a key changed twice in one checkpoint as a
+    # position delete (v2) or a deletion vector (v3), through the object store and the REST catalog.
+    from test_changes import check_changes, lineage
+
+    flink.table(name)
+    check_changes(spark, qualified(name), "auto")
+    assert len(lineage(spark, qualified(name))) >= 4
+
+
 @pytest.mark.parametrize("name", TABLES)
 def test_resolve_then_pyiceberg_reads_it(spark: SparkSession, flink: Written, lakehouse: Lakehouse, name: str) -> None:
     spec = TABLES[name]
