@@ -116,8 +116,7 @@ def test_upserts_deletes_and_commands_of_every_kind(spark: SparkSession, table_n
               "WHEN MATCHED THEN UPDATE SET v = s.v")
     spark.sql(f"ALTER TABLE {table_name} SET TBLPROPERTIES ('write.delete.mode'='copy-on-write')")
     spark.sql(f"DELETE FROM {table_name} WHERE k = 0")  # copy-on-write: the file's other rows carried over
-    for strategy in ("filter", "join"):
-        check_changes(spark, table_name, strategy)
+    check_changes(spark, table_name, "filter" if version == 2 else "join")  # each strategy on one version (CI time)
     changes = eqdelete.changes(spark, table_name).collect()
     by_snapshot = changes_by_snapshot(changes)
     chain = lineage(spark, table_name)
