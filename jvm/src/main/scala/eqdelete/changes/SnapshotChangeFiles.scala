@@ -35,9 +35,13 @@ object SnapshotChangeFiles {
       val (named, scoped) = deletes.partition(d => d.content() == FileContent.POSITION_DELETES &&
         IcebergInternals.referencedDataFile(d).isDefined)
       val parentFiles = if (scoped.isEmpty) Nil else Option(snapshot.parentId()).toSeq.flatMap { parent =>
-        scala.util.Using.resource(table.newScan().useSnapshot(parent.longValue()).planFiles())(_.asScala.map(_.file()).toVector)
+        scala.util.Using.resource(table.newScan().useSnapshot(parent.longValue()).includeColumnStats().planFiles())(
+          _.asScala.map(_.file()).toVector)
       }
-      val inScope = parentFiles.filter(file => scoped.exists(appliesTo(table, _, file))).map(_.location())
+      // An equality delete touches the files of its partition whose key bounds it can match.
+      val bounds = new DeleteKeyBounds(table)
+      val inScope = parentFiles.filter(file => scoped.exists(delete => appliesTo(table, delete, file) &&
+        (delete.content() != FileContent.EQUALITY_DELETES || bounds.mayMatch(delete, file)))).map(_.location())
       val touched = removed ++ named.flatMap(IcebergInternals.referencedDataFile) ++ inScope -- added
       SnapshotChangeFiles(snapshot, added, touched, None)
   }

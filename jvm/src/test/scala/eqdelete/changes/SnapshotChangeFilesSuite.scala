@@ -1,0 +1,65 @@
+package eqdelete.changes
+
+import scala.jdk.CollectionConverters._
+
+import eqdelete.testing.{IcebergTables, TestSpark}
+
+import org.apache.iceberg.Table
+import org.apache.iceberg.spark.Spark3Util
+import org.scalatest.funsuite.AnyFunSuite
+
+/** Which files a snapshot's changes read, against the files its equality deletes can match. */
+class SnapshotChangeFilesSuite extends AnyFunSuite {
+  private val spark = TestSpark.session
+  private val tables = new IcebergTables(spark, "changefiles")
+
+  private def load(name: String): Table = {
+    val table = Spark3Util.loadIcebergTable(spark, name)
+    table.refresh()
+    table
+  }
+
+  /** The data file holding key `k`. */
+  private def fileOf(table: Table, k: String): String =
+    spark.sql(s"SELECT _file FROM ${table.name()} WHERE k $k").collect().map(_.getString(0)).distinct.toSeq match {
+      case Seq(file) => file
+      case files => fail(s"key $k is in ${files.size} files")
+    }
+
+  test("an equality delete touches only the files whose key bounds, or NULLs, it can match") {
+    import spark.implicits._
+    val name = tables.create()
+    tables.insert(name, (0L until 10L).map(k => (k, s"a$k", 0)))
+    tables.insert(name, (100L until 110L).map(k => (k, s"b$k", 0)))
+    Seq((Option.empty[Long], "null", 0), (Some(200L), "c200", 0)).toDF("k", "v", "p").writeTo(name).append()
+    val table = load(name)
+    val (low, high, withNull) = (fileOf(table, "= 5"), fileOf(table, "= 105"), fileOf(table, "IS NULL"))
+
+    tables.deleteKeys(name, Seq((105L, 0)))
+    val byBounds = SnapshotChangeFiles.of(load(name), load(name).currentSnapshot())
+    assert(byBounds.unchanged.isEmpty && byBounds.added.isEmpty)
+    assert(byBounds.touched == Set(high), "only the file whose range holds 105")
+
+    tables.delete(name, Seq("k"), Seq((Option.empty[Long], 0)).toDF("k", "p"))
+    assert(SnapshotChangeFiles.of(load(name), load(name).currentSnapshot()).touched == Set(withNull),
+      "a NULL key: only the file holding NULLs")
+
+    tables.deleteKeys(name, Seq((5L, 0), (150L, 0)))
+    assert(SnapshotChangeFiles.of(load(name), load(name).currentSnapshot()).touched == Set(low, high),
+      "keys 5 to 150: the ranges 0-9 and 100-109, not the file of NULL and 200")
+    assert(spark.table(name).count() == 22 - 3)
+  }
+
+  test("a replace and eqdelete's resolve change no row and read nothing") {
+    val name = tables.create()
+    tables.insert(name, (0L until 10L).map(k => (k, s"a$k", 0)))
+    tables.deleteKeys(name, Seq((3L, 0)))
+    eqdelete.resolve.ResolveEqualityDeletes.run(spark, name, null, false)
+    val resolved = SnapshotChangeFiles.of(load(name), load(name).currentSnapshot())
+    assert(resolved.unchanged.exists(_.contains("resolve")) && resolved.touched.isEmpty && resolved.added.isEmpty)
+    spark.sql(s"CALL cat.system.rewrite_data_files(table => '${name.stripPrefix("cat.")}', options => map('rewrite-all', 'true'))")
+    val compacted = SnapshotChangeFiles.of(load(name), load(name).currentSnapshot())
+    assert(compacted.unchanged.exists(_.contains("replace")), compacted)
+    assert(load(name).snapshots().asScala.size == 4)
+  }
+}
