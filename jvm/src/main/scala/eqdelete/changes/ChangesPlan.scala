@@ -144,8 +144,10 @@ object ChangesPlan {
     if (files.isEmpty) read.limit(0) else read.where(F.col("_file").isin(files.toSeq: _*))
   }
 
-  private def column(name: String) = F.col("`" + name.replace("`", "``") + "`")
+  private def column(name: String) = F.col(quote(name))
 
   private def quoted(session: SparkSession, tableName: String): String =
-    session.sessionState.sqlParser.parseMultipartIdentifier(tableName).map(p => "`" + p.replace("`", "``") + "`").mkString(".")
+    session.sessionState.sqlParser.parseMultipartIdentifier(tableName).map(quote).mkString(".")
+
+  private def quote(part: String): String = "`" + part.replace("`", "``") + "`"
 }

@@ -5,7 +5,7 @@ import scala.jdk.CollectionConverters._
 import eqdelete.testing.{IcebergTables, TestSpark}
 
 import org.apache.iceberg.Table
-import org.apache.iceberg.spark.Spark3Util
+import org.apache.spark.sql.eqdelete.compat.IcebergSparkTables
 import org.scalatest.funsuite.AnyFunSuite
 
 /** Which files a snapshot's changes read, against the files its equality deletes can match. */
@@ -13,11 +13,7 @@ class SnapshotChangeFilesSuite extends AnyFunSuite {
   private val spark = TestSpark.session
   private val tables = new IcebergTables(spark, "changefiles")
 
-  private def load(name: String): Table = {
-    val table = Spark3Util.loadIcebergTable(spark, name)
-    table.refresh()
-    table
-  }
+  private def load(name: String): Table = IcebergSparkTables.current(spark, name)
 
   /** The data file holding key `k`. */
   private def fileOf(table: Table, k: String): String =

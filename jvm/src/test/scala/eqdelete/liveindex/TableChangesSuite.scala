@@ -5,8 +5,7 @@ import scala.jdk.CollectionConverters._
 import eqdelete.testing.{IcebergTables, TestSpark}
 
 import org.apache.iceberg.Table
-import org.apache.iceberg.spark.Spark3Util
-import org.apache.spark.sql.eqdelete.compat.IcebergInternals
+import org.apache.spark.sql.eqdelete.compat.{IcebergInternals, IcebergSparkTables}
 import org.scalatest.funsuite.AnyFunSuite
 
 /** The changes between snapshots, against the table's own file listings, through Iceberg's own operations. */
@@ -14,11 +13,7 @@ class TableChangesSuite extends AnyFunSuite {
   private val spark = TestSpark.session
   private val tables = new IcebergTables(spark, "changes")
 
-  private def load(name: String): Table = {
-    val table = Spark3Util.loadIcebergTable(spark, name)
-    table.refresh()
-    table
-  }
+  private def load(name: String): Table = IcebergSparkTables.current(spark, name)
 
   private def dataFiles(table: Table, snapshot: Long): Set[String] =
     table.newScan().useSnapshot(snapshot).planFiles().asScala.map(_.file().location()).toSet

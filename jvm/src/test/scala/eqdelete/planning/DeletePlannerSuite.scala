@@ -6,8 +6,8 @@ import eqdelete.testing.TestSpark
 import eqdelete.write.EqualityDeleteWriter
 
 import org.apache.iceberg.Table
-import org.apache.iceberg.spark.Spark3Util
 import org.apache.spark.sql.DataFrame
+import org.apache.spark.sql.eqdelete.compat.IcebergSparkTables
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -36,11 +36,7 @@ class DeletePlannerSuite extends AnyFunSuite {
   private def deleteKeys(name: String, keys: Seq[String], rows: DataFrame, global: Boolean = false): Unit =
     EqualityDeleteWriter.commit(spark, name, keys.asJava, rows.coalesce(1), null, global)
 
-  private def icebergTable(name: String): Table = {
-    val table = Spark3Util.loadIcebergTable(spark, name)
-    table.refresh()
-    table
-  }
+  private def icebergTable(name: String): Table = IcebergSparkTables.current(spark, name)
 
   private def planOf(name: String): Option[ScanDeletes] = {
     val table = icebergTable(name)
