@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from eqdelete.changes import changes
+from eqdelete.changes import changes, changes_stream
 from eqdelete.compare import Comparison, NoEqualityDeletesError, ResultsDifferError, compare
 from eqdelete.config import STRATEGIES, RemoteSessionWarning, configure, session
 from eqdelete.decisions import Decision, decisions, last_decisions
@@ -52,6 +52,7 @@ __all__ = [
     "TableSummary",
     "__version__",
     "changes",
+    "changes_stream",
     "compare",
     "configure",
     "decisions",

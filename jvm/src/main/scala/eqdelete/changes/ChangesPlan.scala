@@ -2,7 +2,7 @@ package eqdelete.changes
 
 import scala.jdk.CollectionConverters._
 
-import org.apache.iceberg.{Schema, Table}
+import org.apache.iceberg.{Schema, Snapshot, Table}
 import org.apache.spark.sql.{functions => F, DataFrame, Row, SparkSession}
 import org.apache.spark.sql.expressions.Window
 import org.apache.spark.sql.eqdelete.compat.IcebergSparkTables
@@ -46,37 +46,55 @@ object ChangesPlan {
     // Every snapshot's rows in the schema of the range's end, columns matched by field id: a
     // column renamed since keeps its values, one added since is NULL before.
     val target = range.snapshots.lastOption.map(schemaOf(table, _)).getOrElse(table.schema())
+    requireComparable(table, target)
+    val name = quotedName(session, tableName)
+    val perSnapshot = range.snapshots.zipWithIndex.flatMap { case (snapshot, ordinal) =>
+      val files = SnapshotChangeFiles.of(table, snapshot)
+      if (files.unchanged.isDefined) None
+      else Some(snapshotChanges(session, name, table, target, snapshot, ordinal, files.touched, files.added))
+    }
+    val changes = perSnapshot.reduceOption(_ unionByName _).getOrElse(empty(session, target))
+    val columns = target.columns().asScala.toSeq.map(_.name())
+    if (options.netChanges) net(changes, columns)
+    else if (options.computeUpdates) updates(changes, identifierColumns(table, target, options))
+    else changes
+  }
+
+  /** The columns of a table's changes in schema `target`: its own, then `_change_type`, `_change_ordinal`, `_commit_snapshot_id`. */
+  def schema(target: Schema): StructType = StructType(IcebergSparkTables.sparkSchema(target).fields ++ changeFields)
+
+  /** No changes, in the columns of `target`. */
+  def empty(session: SparkSession, target: Schema): DataFrame =
+    session.createDataFrame(session.sparkContext.emptyRDD[Row], schema(target))
+
+  /** Fails in one line when a row of `target` holds a MAP: dropping carry-over rows compares whole rows. */
+  def requireComparable(table: Table, target: Schema): Unit =
     IcebergSparkTables.sparkSchema(target).fields.find(f => hasMap(f.dataType)).foreach { column =>
       throw new IllegalArgumentException(s"eqdelete: cannot read the changes of ${table.name()}: column ${column.name} " +
         "holds a MAP, and dropping carry-over rows compares whole rows, which Spark cannot do for maps")
     }
-    val name = quoted(session, tableName)
-    val perSnapshot = range.snapshots.zipWithIndex.flatMap { case (snapshot, ordinal) =>
-      val files = SnapshotChangeFiles.of(table, snapshot)
-      if (files.unchanged.isDefined) None else Some(changesOf(session, name, table, target, files, ordinal))
-    }
-    val changes = perSnapshot.reduceOption(_ unionByName _).getOrElse(session.createDataFrame(
-      session.sparkContext.emptyRDD[Row], StructType(IcebergSparkTables.sparkSchema(target).fields ++ changeFields)))
+
+  /**
+   * The columns `compute_updates` pairs by: `identifier_columns`, or the table's identifier
+   * fields now (setting them makes no snapshot), named as in `target`.
+   */
+  def identifierColumns(table: Table, target: Schema, options: ChangesOptions): Seq[String] = {
     val columns = target.columns().asScala.toSeq.map(_.name())
-    if (options.netChanges) net(changes, columns)
-    else if (options.computeUpdates) {
-      // The table's identifier fields now (setting them makes no snapshot), named as at the range's end.
-      val ids = options.identifierColumns.getOrElse(
-        table.schema().identifierFieldIds().asScala.toSeq.flatMap(id => Option(target.findColumnName(id))).sorted)
-      if (ids.isEmpty) {
-        throw new IllegalArgumentException(s"eqdelete: compute_updates pairs a snapshot's deletes and inserts by identifier " +
-          s"columns, and ${table.name()} has none: give identifier_columns")
-      }
-      ids.filterNot(columns.contains).foreach { id =>
-        throw new IllegalArgumentException(s"eqdelete: identifier column $id is not a column of ${table.name()} " +
-          s"(${columns.mkString(", ")})")
-      }
-      updates(changes, ids)
-    } else changes
+    val ids = options.identifierColumns.getOrElse(
+      table.schema().identifierFieldIds().asScala.toSeq.flatMap(id => Option(target.findColumnName(id))).sorted)
+    if (ids.isEmpty) {
+      throw new IllegalArgumentException(s"eqdelete: compute_updates pairs a snapshot's deletes and inserts by identifier " +
+        s"columns, and ${table.name()} has none: give identifier_columns")
+    }
+    ids.filterNot(columns.contains).foreach { id =>
+      throw new IllegalArgumentException(s"eqdelete: identifier column $id is not a column of ${table.name()} " +
+        s"(${columns.mkString(", ")})")
+    }
+    ids
   }
 
   /** A snapshot's one DELETE and one INSERT of the same identifier, as UPDATE_BEFORE and UPDATE_AFTER. */
-  private def updates(changes: DataFrame, ids: Seq[String]): DataFrame = {
+  def updates(changes: DataFrame, ids: Seq[String]): DataFrame = {
     val sameRow = Window.partitionBy((F.col(ChangeOrdinal) +: ids.map(id => column(id))): _*)
     def count(kind: String) = F.count(F.when(F.col(ChangeType) === kind, 1)).over(sameRow)
     val paired = count(Delete) === 1 && count(Insert) === 1
@@ -99,24 +117,35 @@ object ChangesPlan {
   private val changeFields = Seq(StructField(ChangeType, StringType, nullable = false),
     StructField(ChangeOrdinal, IntegerType, nullable = false), StructField(CommitSnapshotId, LongType, nullable = false))
 
-  private def changesOf(session: SparkSession, name: String, table: Table, target: Schema, files: SnapshotChangeFiles,
-      ordinal: Int): DataFrame = {
-    val snapshot = files.snapshot
+  /**
+   * The changes `snapshot` makes to the rows of `touched` (files of its parent) and of `added` (files
+   * it added), tagged with `ordinal`: all of its changes when they are all of its files
+   * (SnapshotChangeFiles). `name` is the table's name, quoted.
+   */
+  def snapshotChanges(session: SparkSession, name: String, table: Table, target: Schema, snapshot: Snapshot,
+      ordinal: Int, touched: Set[String], added: Set[String]): DataFrame = {
     def rows(at: Long, of: Set[String]): DataFrame = liveRows(session, name, at, of)
     val parent = Option(snapshot.parentId()).map(_.longValue())
-    val deleted = parent.filter(_ => files.touched.nonEmpty).map { parentId =>
-      val before = rows(parentId, files.touched)
-      val after = rows(snapshot.snapshotId(), files.touched).select(F.col("_file").as("_after_file"), F.col("_pos").as("_after_pos"))
+    val deleted = parent.filter(_ => touched.nonEmpty).map { parentId =>
+      val before = rows(parentId, touched)
+      val after = rows(snapshot.snapshotId(), touched).select(F.col("_file").as("_after_file"), F.col("_pos").as("_after_pos"))
       val gone = before.join(after, before("_file") === after("_after_file") && before("_pos") === after("_after_pos"), "left_anti")
       aligned(gone, schemaOf(table, table.snapshot(parentId)), target)
     }
-    val ins = aligned(rows(snapshot.snapshotId(), files.added), schemaOf(table, snapshot), target)
+    val ins = aligned(rows(snapshot.snapshotId(), added), schemaOf(table, snapshot), target)
     val dels = deleted.getOrElse(ins.limit(0))
-    def tagged(df: DataFrame, kind: String): DataFrame = df.select(F.col("*"), F.lit(kind).as(ChangeType),
-      F.lit(ordinal).as(ChangeOrdinal), F.lit(snapshot.snapshotId()).as(CommitSnapshotId))
     // Carry-over: what the snapshot deleted and inserted identically is no change.
-    tagged(dels.exceptAll(ins), Delete).unionByName(tagged(ins.exceptAll(dels), Insert))
+    tagged(dels.exceptAll(ins), Delete, ordinal, snapshot).unionByName(tagged(ins.exceptAll(dels), Insert, ordinal, snapshot))
   }
+
+  /** The rows of `files` live at `snapshot`, each an INSERT tagged with `ordinal`: how a stream starts from a snapshot whose parent expired. */
+  def liveInserts(session: SparkSession, name: String, table: Table, target: Schema, snapshot: Snapshot, ordinal: Int,
+      files: Set[String]): DataFrame =
+    tagged(aligned(liveRows(session, name, snapshot.snapshotId(), files), schemaOf(table, snapshot), target), Insert,
+      ordinal, snapshot)
+
+  private def tagged(df: DataFrame, kind: String, ordinal: Int, snapshot: Snapshot): DataFrame = df.select(F.col("*"),
+    F.lit(kind).as(ChangeType), F.lit(ordinal).as(ChangeOrdinal), F.lit(snapshot.snapshotId()).as(CommitSnapshotId))
 
   /** `df`, read in schema `read`, as the columns of `target`, matched by field id (NULL where `read` has none). */
   private def aligned(df: DataFrame, read: Schema, target: Schema): DataFrame = {
@@ -135,7 +164,8 @@ object ChangesPlan {
     case _ => false
   }
 
-  private def schemaOf(table: Table, snapshot: org.apache.iceberg.Snapshot): Schema =
+  /** The schema `snapshot` was written in. */
+  def schemaOf(table: Table, snapshot: Snapshot): Schema =
     Option(snapshot.schemaId()).flatMap(id => Option(table.schemas().get(id))).getOrElse(table.schema())
 
   /** The rows of `files` live at `snapshot`, with `_file` and `_pos`; none when `files` is empty. */
@@ -146,7 +176,8 @@ object ChangesPlan {
 
   private def column(name: String) = F.col(quote(name))
 
-  private def quoted(session: SparkSession, tableName: String): String =
+  /** A table's name as SQL reads it, each part quoted. */
+  def quotedName(session: SparkSession, tableName: String): String =
     session.sessionState.sqlParser.parseMultipartIdentifier(tableName).map(quote).mkString(".")
 
   private def quote(part: String): String = "`" + part.replace("`", "``") + "`"

@@ -143,12 +143,12 @@ private[eqdelete] object CreateChangelogViewProcedure extends EqDeleteProcedure 
 
   override def call(session: SparkSession, arguments: ProcedureArguments): Seq[InternalRow] = {
     val table = arguments.requiredString("table")
-    val given = arguments.stringMap("options")
+    val supplied = arguments.stringMap("options")
     Seq(ChangesOptions.ComputeUpdates, ChangesOptions.IdentifierColumns, ChangesOptions.NetChanges)
-      .filter(key => given.keySet.exists(_.equalsIgnoreCase(key))).foreach { key =>
+      .filter(key => supplied.keySet.exists(_.equalsIgnoreCase(key))).foreach { key =>
         throw new IllegalArgumentException(s"eqdelete: $name takes $key as an argument, not in options")
       }
-    val options = ChangesOptions.parse(given).copy(
+    val options = ChangesOptions.parse(supplied).copy(
       computeUpdates = arguments.boolean("compute_updates", default = false),
       identifierColumns = Some(arguments.strings("identifier_columns")).filter(_.nonEmpty),
       netChanges = arguments.boolean("net_changes", default = false))

@@ -9,4 +9,19 @@ object SparkShim {
   /** A DataFrame over a logical plan eqdelete built. */
   def dataFrame(session: SparkSession, plan: LogicalPlan): DataFrame =
     org.apache.spark.sql.classic.Dataset.ofRows(session.asInstanceOf[ClassicSession], plan)
+
+  /**
+   * A streaming DataFrame of `schema` whose rows are those of the DataFrame `rows` makes, made
+   * and planned only when a job reads them (DeferredQueryRDD), as its own query in Spark's UI:
+   * what a micro-batch source's `getBatch` returns.
+   */
+  def deferredStreamingDataFrame(session: SparkSession, schema: org.apache.spark.sql.types.StructType,
+      rows: () => DataFrame): DataFrame = {
+    val deferred = new DeferredQueryRDD(session.sparkContext, () => {
+      val df = rows()
+      val execution = df.asInstanceOf[org.apache.spark.sql.classic.Dataset[_]].queryExecution
+      org.apache.spark.sql.execution.SQLExecution.withNewExecutionId(execution, Some("eqdelete-changes batch"))(execution.toRdd)
+    })
+    session.asInstanceOf[ClassicSession].internalCreateDataFrame(deferred, schema, isStreaming = true)
+  }
 }

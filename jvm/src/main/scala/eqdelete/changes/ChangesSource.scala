@@ -1,0 +1,220 @@
+package eqdelete.changes
+
+import scala.collection.mutable
+import scala.jdk.CollectionConverters._
+
+import org.apache.iceberg.{Schema, Snapshot, Table}
+import org.apache.spark.sql.{DataFrame, SparkSession}
+import org.apache.spark.sql.connector.read.streaming.{ReadAllAvailable, ReadLimit, SupportsTriggerAvailableNow,
+  Offset => OffsetV2}
+import org.apache.spark.sql.eqdelete.compat.{IcebergSparkTables, SparkShim}
+import org.apache.spark.sql.execution.streaming.{Offset, Source}
+import org.apache.spark.sql.types.StructType
+
+/**
+ * The changes of an Iceberg table as a micro-batch stream: the rows ChangesPlan gives, snapshot
+ * by snapshot along the current snapshot's ancestors, each micro-batch a bounded slice of them.
+ *
+ * A snapshot's work is its units: the files whose rows it may delete (read first, so a split
+ * snapshot's deletes reach a sink before its inserts), then the files it added, each in name
+ * order. An offset (ChangesOffset) is a snapshot and how many of its units are read; which units a
+ * snapshot has is decided from metadata, so a batch replayed after a restart reads the same rows.
+ * Snapshots that change no row have no units and cost a batch nothing.
+ *
+ * Carry-over rows (deleted and inserted identically by a snapshot) are dropped as in a batch read
+ * when a snapshot is read in one batch; when `maxFilesPerTrigger` splits one, they are dropped
+ * within each part, and may show as a DELETE then an INSERT of the same row.
+ */
+final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, target: Schema,
+    startLog: ChangesStreamStart)
+    extends Source with SupportsTriggerAvailableNow {
+
+  private val table: Table = IcebergSparkTables.current(session, options.table)
+  private val name = ChangesPlan.quotedName(session, options.table)
+  private val identifiers: Option[Seq[String]] =
+    if (options.changes.computeUpdates) Some(ChangesPlan.identifierColumns(table, target, options.changes)) else None
+  ChangesPlan.requireComparable(table, target)
+
+  /** The snapshot AvailableNow reads up to, fixed when the trigger starts. */
+  private var availableNowEnd: Option[Option[Long]] = None
+  // Filled by latestOffset on the stream's thread, read by a batch's job where its action runs.
+  private val unitsOf = scala.collection.concurrent.TrieMap.empty[(Long, Boolean), IndexedSeq[ChangesSource.StreamUnit]]
+  private lazy val startPosition: StreamPosition = startLog.getOrKeep(initial())
+
+  override val schema: StructType = ChangesPlan.schema(target)
+
+  override def getOffset: Option[Offset] =
+    throw new UnsupportedOperationException("eqdelete-changes offers latestOffset(start, limit)")
+
+  override def getDefaultReadLimit: ReadLimit =
+    if (options.maxFilesPerTrigger.isEmpty && options.maxSnapshotsPerTrigger.isEmpty) ReadLimit.allAvailable()
+    else ChangesSource.PerTrigger(options.maxFilesPerTrigger, options.maxSnapshotsPerTrigger)
+
+  override def prepareForTriggerAvailableNow(): Unit = {
+    table.refresh()
+    availableNowEnd = Some(Option(table.currentSnapshot()).map(_.snapshotId()))
+  }
+
+  override def latestOffset(startOffset: OffsetV2, limit: ReadLimit): OffsetV2 = {
+    table.refresh()
+    val position = Option(startOffset).map(o => ChangesOffset.fromJson(o.json()).position).getOrElse(startPosition)
+    val end = availableNowEnd.getOrElse(Option(table.currentSnapshot()).map(_.snapshotId()))
+    val (maxFiles, maxSnapshots) = limit match {
+      case _: ReadAllAvailable => (Int.MaxValue, Int.MaxValue)
+      case _ => (options.maxFilesPerTrigger.getOrElse(Int.MaxValue), options.maxSnapshotsPerTrigger.getOrElse(Int.MaxValue))
+    }
+    var reached = position
+    var files = 0
+    var snapshots = 0
+    val pending = end.map(steps(position, _)).getOrElse(Nil).iterator
+    var full = false
+    while (pending.hasNext && !full) {
+      val step = pending.next()
+      val units = unitsOf.getOrElseUpdate((step.snapshot.snapshotId(), step.full), unitsFor(step))
+      val left = units.size - step.first
+      if (left > 0 && snapshots >= maxSnapshots) full = true
+      else {
+        val take = math.min(left, maxFiles - files)
+        if (take < left) {
+          // A part of the snapshot (a first batch takes at least one file, as maxFiles >= 1).
+          if (take > 0) reached = StreamPosition(step.snapshot.snapshotId(), step.ordinal, step.full, step.first + take,
+            done = false)
+          full = true
+        } else {
+          reached = StreamPosition(step.snapshot.snapshotId(), step.ordinal, step.full, units.size, done = true)
+          files += left
+          if (left > 0) snapshots += 1
+        }
+      }
+    }
+    if (reached == position) startOffset else ChangesOffset(reached)
+  }
+
+  override def getBatch(start: Option[Offset], end: Offset): DataFrame = {
+    val to = ChangesOffset.fromJson(end.json()).position
+    val from = start.map(o => ChangesOffset.fromJson(o.json()).position).getOrElse(startPosition)
+    // Deferred: Spark also asks for the last committed batch on restart, and never reads it.
+    SparkShim.deferredStreamingDataFrame(session, schema, () => changesBetween(from, to))
+  }
+
+  /** The changes after `from` up to `to`: each snapshot's slice of units, in the stream's columns. */
+  private def changesBetween(from: StreamPosition, to: StreamPosition): DataFrame = {
+    val parts = steps(from, to.snapshotId).flatMap { step =>
+      val units = unitsOf.getOrElseUpdate((step.snapshot.snapshotId(), step.full), unitsFor(step))
+      val last = if (step.snapshot.snapshotId() == to.snapshotId && !to.done) to.consumed else units.size
+      val slice = units.slice(step.first, last)
+      if (slice.isEmpty) None
+      else if (step.full) {
+        Some(ChangesPlan.liveInserts(session, name, table, target, step.snapshot, step.ordinal, slice.map(_.file).toSet))
+      } else {
+        val (deleted, added) = slice.partition(_.deletes)
+        Some(ChangesPlan.snapshotChanges(session, name, table, target, step.snapshot, step.ordinal,
+          deleted.map(_.file).toSet, added.map(_.file).toSet))
+      }
+    }
+    val changes = parts.reduceOption(_ unionByName _).getOrElse(ChangesPlan.empty(session, target))
+    identifiers.map(ChangesPlan.updates(changes, _)).getOrElse(changes)
+  }
+
+  override def deserializeOffset(json: String): OffsetV2 = ChangesOffset.fromJson(json)
+
+  override def commit(end: Offset): Unit = ()
+
+  override def stop(): Unit = ()
+
+  override def toString: String = s"eqdelete-changes[${table.name()}]"
+
+  /**
+   * The snapshots a stream at `position` reads next, up to `end` (a snapshot id), oldest first:
+   * the rest of the one it is in, then the descendants of it that are ancestors of `end`. Fails in
+   * one line when one of them has expired or the stream's snapshot is no longer an ancestor of `end`.
+   */
+  private def steps(position: StreamPosition, end: Long): Seq[ChangesSource.Step] = {
+    val after = mutable.ArrayBuffer.empty[Snapshot]
+    if (end != position.snapshotId) {
+      var at = snapshotOrFail(end, position)
+      var reached = false
+      while (!reached) {
+        after += at
+        Option(at.parentId()).map(_.longValue()) match {
+          case Some(id) if id == position.snapshotId => reached = true
+          case Some(id) => at = snapshotOrFail(id, position)
+          case None if position.snapshotId == StreamPosition.NoSnapshot => reached = true
+          case None => throw new IllegalStateException(s"eqdelete-changes: snapshot ${position.snapshotId}, where the " +
+            s"stream of ${table.name()} is, is not an ancestor of its snapshot $end (was the table rolled back?): " +
+            "start a new stream from a new checkpoint")
+        }
+      }
+    }
+    val rest = if (position.done) Nil else Seq(ChangesSource.Step(snapshotOrFail(position.snapshotId, position),
+      position.ordinal, position.full, position.consumed))
+    rest ++ after.reverse.zipWithIndex.map { case (s, i) => ChangesSource.Step(s, position.ordinal + 1 + i, full = false, 0) }
+  }
+
+  private def snapshotOrFail(id: Long, position: StreamPosition): Snapshot =
+    Option(table.snapshot(id)).getOrElse(throw expired(id, position))
+
+  private def expired(id: Long, position: StreamPosition): IllegalStateException = {
+    val oldest = table.snapshots().asScala.toSeq.sortBy(_.timestampMillis()).headOption
+      .map(s => s"; the oldest snapshot that can still be read is ${s.snapshotId()}").getOrElse("")
+    new IllegalStateException(s"eqdelete-changes: the stream of ${table.name()} is at snapshot " +
+      s"${position.snapshotId} and its next snapshots have expired (snapshot $id is gone)$oldest: start a new stream " +
+      "from a new checkpoint, which reads the oldest snapshot's rows and then its changes")
+  }
+
+  /** A step's units, from metadata: the touched files then the added ones, or all the data files of a full read. */
+  private def unitsFor(step: ChangesSource.Step): IndexedSeq[ChangesSource.StreamUnit] = {
+    import ChangesSource.StreamUnit
+    if (step.full) {
+      scala.util.Using.resource(table.newScan().useSnapshot(step.snapshot.snapshotId()).planFiles())(
+        _.asScala.map(_.file().location()).toVector.distinct.sorted.map(StreamUnit(_, deletes = false)))
+    } else {
+      val files = SnapshotChangeFiles.of(table, step.snapshot)
+      if (files.unchanged.isDefined) Vector.empty
+      else {
+        val parent = Option(step.snapshot.parentId()).map(_.longValue())
+        parent.filter(id => files.touched.nonEmpty && table.snapshot(id) == null).foreach { id =>
+          throw expired(id, StreamPosition(id, step.ordinal - 1, full = false, 0, done = true))
+        }
+        files.touched.toVector.sorted.map(StreamUnit(_, deletes = true)) ++
+          files.added.toVector.sorted.map(StreamUnit(_, deletes = false))
+      }
+    }
+  }
+
+  /** Where a stream without a checkpointed offset starts (StreamStart). */
+  private def initial(): StreamPosition = {
+    table.refresh()
+    val current = Option(table.currentSnapshot())
+    def ancestors: Iterator[Snapshot] = Iterator.iterate(current.orNull)(s =>
+      Option(s.parentId()).map(id => table.snapshot(id.longValue())).orNull).takeWhile(_ != null)
+    def before(s: Snapshot) = StreamPosition.before(Option(s.parentId()).map(_.longValue()))
+    val latest = StreamPosition.before(current.map(_.snapshotId()))
+    options.start match {
+      case StreamStart.Latest => latest
+      case StreamStart.AtSnapshot(id) => ancestors.find(_.snapshotId() == id).map(before).getOrElse(
+        throw new IllegalArgumentException(s"eqdelete-changes: snapshot $id is not the current snapshot of " +
+          s"${table.name()} or one of its ancestors"))
+      case StreamStart.AtTimestamp(millis) =>
+        ancestors.takeWhile(_.timestampMillis() >= millis).toSeq.lastOption.map(before).getOrElse(latest)
+      case StreamStart.Earliest =>
+        ancestors.toSeq.lastOption match {
+          case None => StreamPosition.before(None)
+          case Some(first) if first.parentId() == null => StreamPosition.before(None)
+          // Its parent expired: its rows, whole, then the changes after it.
+          case Some(first) => StreamPosition(first.snapshotId(), 0, full = true, 0, done = false)
+        }
+    }
+  }
+}
+
+object ChangesSource {
+  /** The work of one snapshot from its unit `first` on; `full` for a whole snapshot's rows. */
+  private final case class Step(snapshot: Snapshot, ordinal: Int, full: Boolean, first: Int)
+
+  /** One file a snapshot's changes read: one it may delete rows of, or one it added. */
+  private final case class StreamUnit(file: String, deletes: Boolean)
+
+  /** At most this many files and snapshots that change rows per micro-batch. */
+  final case class PerTrigger(maxFiles: Option[Int], maxSnapshots: Option[Int]) extends ReadLimit
+}

@@ -1,0 +1,238 @@
+"""The changes of a table as a Structured Streaming source (``format("eqdelete-changes")``,
+``eqdelete.changes_stream``), against an oracle: a downstream copy that applies each micro-batch
+(every DELETE must find its row, then the INSERTs) equals the table at every snapshot the stream
+passes, on the differential tests' random histories, split by admission control; unsplit, the
+stream gives exactly the rows of a batch read. Then where it starts, how it stops on expired
+history, its options, and a query killed (kill -9) and restarted that MERGEs every batch into a
+downstream table and ends with exactly the table's rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from processes import python_job
+from pyspark.sql import Row, SparkSession
+from test_changes import _table, lineage, rows_at
+from test_differential import History
+
+import eqdelete
+from eqdelete import _jvm, write_equality_deletes
+from eqdelete.changes import CHANGE_COLUMNS
+
+FIGURES = {"streams": 0, "batches": 0, "snapshots": 0}
+
+
+def stream_batches(spark: SparkSession, table: str, checkpoint: Path, **options) -> list[list[Row]]:
+    """The rows of each micro-batch of one ``Trigger.AvailableNow`` run of the stream, in order."""
+    batches: dict[int, list[Row]] = {}
+    query = (eqdelete.changes_stream(spark, table, **options).writeStream
+             .foreachBatch(lambda df, batch_id: batches.__setitem__(batch_id, df.collect()))
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query.awaitTermination()
+    FIGURES["streams"] += 1
+    FIGURES["batches"] += len(batches)
+    return [batches[b] for b in sorted(batches)]
+
+
+def data(row: Row) -> tuple:
+    return tuple(row[: len(row) - len(CHANGE_COLUMNS)])
+
+
+def replay(spark: SparkSession, table: str, batches: list[list[Row]], state: Counter | None = None) -> Counter:
+    """``state`` (empty: a stream from the table's start) with every batch applied, a snapshot's
+    DELETEs before its INSERTs; after each snapshot's last row, it must be the snapshot's rows."""
+    state = Counter() if state is None else state
+    flat = [r for batch in batches for r in sorted(batch, key=lambda r: (r._change_ordinal, r._change_type != "DELETE"))]
+    ordinals = [r._change_ordinal for r in flat]
+    assert ordinals == sorted(ordinals), "a batch went back to an earlier snapshot"
+    for i, row in enumerate(flat):
+        if row._change_type == "DELETE":
+            assert state[data(row)] > 0, f"snapshot {row._commit_snapshot_id} deletes {data(row)}, which is not there"
+            state[data(row)] -= 1
+        else:
+            state[data(row)] += 1
+        state = +state
+        if i + 1 == len(flat) or flat[i + 1]._change_ordinal != row._change_ordinal:
+            assert state == rows_at(spark, table, row._commit_snapshot_id), f"after snapshot {row._commit_snapshot_id}"
+            FIGURES["snapshots"] += 1
+    return state
+
+
+# Admission control on each history: split snapshots (one file a batch), a snapshot a batch
+# (which must give a batch read's rows), and both.
+LIMITS = [{"max_files_per_trigger": 1}, {"max_snapshots_per_trigger": 1},
+          {"max_files_per_trigger": 2, "max_snapshots_per_trigger": 2}]
+
+
+@pytest.mark.parametrize("seed", range(3000, 3003))
+def test_the_stream_replays_every_snapshot(spark: SparkSession, table_name: str, tmp_path: Path, seed: int) -> None:
+    history = History(spark, table_name, seed)
+    history.run(steps=history.rng.randint(5, 7))
+    limits = LIMITS[seed % len(LIMITS)]
+    try:
+        batches = stream_batches(spark, table_name, tmp_path / "checkpoint", **limits)
+        final = replay(spark, table_name, batches)
+        assert final == rows_at(spark, table_name, lineage(spark, table_name)[-1])
+        if "max_files_per_trigger" not in limits:
+            # Unsplit: the batch read's rows, ordinals and all.
+            streamed = Counter(tuple(r) for batch in batches for r in batch)
+            assert streamed == Counter(tuple(r) for r in eqdelete.changes(spark, table_name).collect())
+            assert max(len({r._change_ordinal for r in batch}) for batch in batches) <= limits["max_snapshots_per_trigger"]
+        else:
+            assert len(batches) > len(lineage(spark, table_name)), "one file a batch splits the snapshots"
+    except AssertionError as error:
+        raise AssertionError(f"seed {seed} ({limits}), key types {history.types}, spec {history.spec!r}, "
+                             f"v{history.version}: {error}") from None
+
+
+def _upsert(spark: SparkSession, table: str, keys: list[int], tag: str) -> int:
+    write_equality_deletes(spark, table, ["k"], [(k, k % 2) for k in keys],
+                           inserts=[(k, f"{tag}{k}", k % 2) for k in keys], columns=["k", "p"])
+    return _jvm.current_snapshot_id(spark, table)
+
+
+def test_where_the_stream_starts(spark: SparkSession, table_name: str, tmp_path: Path) -> None:
+    _table(spark, table_name)
+    first = _jvm.current_snapshot_id(spark, table_name)
+    second = _upsert(spark, table_name, [1, 2], "b")
+    third = _upsert(spark, table_name, [2, 11], "c")
+    from_second = Counter(tuple(r) for r in eqdelete.changes(spark, table_name, start_snapshot_id=first).collect())
+
+    def streamed(name: str, **options) -> list[list[Row]]:
+        return stream_batches(spark, table_name, tmp_path / name, **options)
+
+    # A snapshot id, and a time: from that snapshot's changes on, ordinals counted from it.
+    for name, starting in (("id", second), ("time", _committed(spark, table_name)[second])):
+        batches = streamed(name, starting=starting)
+        assert Counter(tuple(r) for b in batches for r in b) == from_second, name
+    # Latest: nothing of what is there; what comes after, from ordinal 0.
+    assert streamed("latest", starting="latest") == []
+    fourth = _upsert(spark, table_name, [5], "d")
+    batches = streamed("latest", starting="latest")  # the same checkpoint: "latest" was kept when first asked
+    assert sorted((r.k, r.v, r._change_type, r._change_ordinal, r._commit_snapshot_id) for b in batches for r in b) == \
+        [(5, "a5", "DELETE", 0, fourth), (5, "d5", "INSERT", 0, fourth)]
+    # Earliest after the history was expired: the oldest snapshot's rows, whole, then its changes.
+    spark.sql(f"CALL local.system.expire_snapshots(table => '{table_name.split('.', 1)[1]}', "
+              "older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 2)")
+    batches = streamed("earliest", max_files_per_trigger=1)
+    assert {r._commit_snapshot_id for r in batches[0]} == {third} and all(r._change_type == "INSERT" for r in batches[0])
+    replay(spark, table_name, batches)
+    del first
+
+
+def _committed(spark: SparkSession, table: str) -> dict[int, dt.datetime]:
+    return {s: c.replace(tzinfo=dt.timezone.utc) for s, c in
+            spark.sql(f"SELECT snapshot_id, committed_at FROM {table}.snapshots").collect()}
+
+
+def test_a_stream_whose_next_snapshot_expired_stops_with_the_reason(spark: SparkSession, table_name: str,
+                                                                     tmp_path: Path) -> None:
+    _table(spark, table_name)
+    checkpoint = tmp_path / "checkpoint"
+    assert len(stream_batches(spark, table_name, checkpoint)) == 1  # the stream is at the first snapshot
+    _upsert(spark, table_name, [1], "b")
+    _upsert(spark, table_name, [2], "c")
+    last = _upsert(spark, table_name, [3], "d")
+    spark.sql(f"CALL local.system.expire_snapshots(table => '{table_name.split('.', 1)[1]}', "
+              "older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1)")
+    with pytest.raises(Exception, match=rf"eqdelete-changes: the stream of .* is at snapshot \d+ and its next "
+                                        rf"snapshots have expired \(snapshot \d+ is gone\); the oldest snapshot that can "
+                                        rf"still be read is {last}: start a new stream"):
+        stream_batches(spark, table_name, checkpoint)
+
+
+def test_updates_in_a_stream_and_the_options_errors(spark: SparkSession, table_name: str, tmp_path: Path) -> None:
+    _table(spark, table_name, key="k BIGINT NOT NULL")
+    spark.sql(f"ALTER TABLE {table_name} SET IDENTIFIER FIELDS k")
+    upsert = _upsert(spark, table_name, [3, 42], "b")
+    batches = stream_batches(spark, table_name, tmp_path / "updates", starting=upsert, compute_updates=True)
+    assert sorted((r.k, r.v, r._change_type) for b in batches for r in b) == [
+        (3, "a3", "UPDATE_BEFORE"), (3, "b3", "UPDATE_AFTER"), (42, "b42", "INSERT")]
+    for options, message in (
+            ({"startingSnapshot": "1"}, "eqdelete-changes: unknown option 'startingsnapshot'; the options are "
+                                        "startingOffsets, startingSnapshotId"),
+            ({"startingOffsets": "latest", "startingSnapshotId": "1"}, "give one of startingOffsets, startingSnapshotId "
+                                                                       "and startingTimestamp, not 2"),
+            ({"maxFilesPerTrigger": "0"}, "maxFilesPerTrigger must be a positive whole number, not '0'"),
+            ({"startingTimestamp": "yesterday"}, "startingTimestamp must be milliseconds since the epoch or a timestamp")):
+        with pytest.raises(Exception, match=message):
+            spark.readStream.format("eqdelete-changes").options(**options).load(table_name)
+    with pytest.raises(Exception, match="do not give a schema"):
+        spark.readStream.format("eqdelete-changes").schema("k BIGINT").load(table_name)
+    with pytest.raises(Exception, match=rf"snapshot 12345 is not the current snapshot of .* or one of its ancestors"):
+        stream_batches(spark, table_name, tmp_path / "missing", starting=12345)
+    with pytest.raises(ValueError, match="starting must be 'earliest', 'latest', a snapshot id or a datetime"):
+        eqdelete.changes_stream(spark, table_name, starting="first")
+
+
+# A foreachBatch MERGE of each batch's last change of each key into a copy: idempotent, so a batch
+# replayed after a crash leaves the copy as it was. The job kills its own process group (Python and
+# the JVM) with SIGKILL right after batch KILL_AT's MERGE committed, before Spark's commit log.
+RESTART_JOB = """
+    import json, os, random, signal, sys
+    import eqdelete
+    from eqdelete import write_equality_deletes
+    os.setpgid(0, 0)
+    warehouse, checkpoint, phase, kill_at = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    spark = eqdelete.session("changes-restart", master="local[2]", warehouse=warehouse, conf={
+        "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2"})
+    spark.sparkContext.setLogLevel("ERROR")
+    source, copy = "local.cdc.source", "local.cdc.copy"
+    rng = random.Random(phase)
+
+    def upserts(n):
+        for _ in range(n):
+            keys = rng.sample(range(300), 40)
+            gone = keys[:5]
+            write_equality_deletes(spark, source, ["id"], [(k, k % 3) for k in keys],
+                                   inserts=[(k, f"{phase}{rng.random():.6f}", k % 3) for k in keys[5:]],
+                                   columns=["id", "p"])
+        spark.sql(f"DELETE FROM {source} WHERE id % 17 = {rng.randint(0, 16)}")
+
+    if phase == "first":
+        spark.sql("CREATE NAMESPACE local.cdc")
+        props = "'format-version'='2', 'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read'"
+        spark.sql(f"CREATE TABLE {source} (id BIGINT NOT NULL, v STRING, p INT) USING iceberg PARTITIONED BY (p) "
+                  f"TBLPROPERTIES ({props})")
+        spark.sql(f"CREATE TABLE {copy} (id BIGINT NOT NULL, v STRING, p INT) USING iceberg")
+        spark.range(200).selectExpr("id", "CONCAT('v', id) AS v", "CAST(id % 3 AS INT) AS p").writeTo(source).append()
+    upserts(3)
+
+    def merge(batch, batch_id):
+        batch.createOrReplaceTempView("changes")
+        batch.sparkSession.sql(f'''
+            MERGE INTO {copy} t USING (
+              SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY id ORDER BY _change_ordinal DESC,
+                CASE _change_type WHEN 'DELETE' THEN 1 ELSE 0 END) AS last FROM changes) WHERE last = 1) s
+            ON t.id = s.id
+            WHEN MATCHED AND s._change_type = 'DELETE' THEN DELETE
+            WHEN MATCHED THEN UPDATE SET v = s.v, p = s.p
+            WHEN NOT MATCHED AND s._change_type = 'INSERT' THEN INSERT (id, v, p) VALUES (s.id, s.v, s.p)''')
+        print("MERGED", batch_id, flush=True)
+        if batch_id == kill_at:
+            os.killpg(0, signal.SIGKILL)
+
+    (eqdelete.changes_stream(spark, source, max_files_per_trigger=2).writeStream.foreachBatch(merge)
+        .option("checkpointLocation", checkpoint).trigger(availableNow=True).start().awaitTermination())
+    rows = lambda t: sorted(map(list, spark.table(t).collect()))
+    print("RESULT", json.dumps({"source": rows(source), "copy": rows(copy)}), flush=True)
+"""
+
+
+def test_a_killed_query_restarts_exactly_once(tmp_path: Path) -> None:
+    warehouse, checkpoint = str(tmp_path / "wh"), str(tmp_path / "checkpoint")
+    killed = python_job(RESTART_JOB, tmp_path, warehouse, checkpoint, "first", "3", timeout=300)
+    assert killed.returncode == -9, killed.stdout[-2000:] + killed.stderr[-3000:]
+    assert "MERGED 3" in killed.stdout and "RESULT" not in killed.stdout
+    # More commits while it was down; the restart replays batch 3 (its offsets were logged, its commit was not).
+    restarted = python_job(RESTART_JOB, tmp_path, warehouse, checkpoint, "second", "-1", timeout=300)
+    assert restarted.returncode == 0, restarted.stdout[-2000:] + restarted.stderr[-3000:]
+    merged = [int(line.split()[1]) for line in restarted.stdout.splitlines() if line.startswith("MERGED")]
+    assert merged[0] == 3 and merged == list(range(3, 3 + len(merged))) and len(merged) > 1, merged
+    (result,) = [json.loads(line[len("RESULT "):]) for line in restarted.stdout.splitlines() if line.startswith("RESULT")]
+    assert result["copy"] == result["source"] and len(result["source"]) > 150
