@@ -6,6 +6,7 @@ procedures through ``CALL``, and a table's changes (``eqdelete_changes``)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pyspark
 import pytest
@@ -136,3 +137,15 @@ def test_changes_of_a_fixture(spark: SparkSession, table_name: str) -> None:
 
     FIXTURES["mixed_position_and_equality"](spark, table_name)
     check_changes(spark, table_name, "auto")
+
+
+def test_changes_stream_of_a_fixture(spark: SparkSession, table_name: str, tmp_path: Path) -> None:
+    # The stream of them (format "eqdelete-changes"), a file a micro-batch: applied in order, they
+    # rebuild every snapshot; and a second run of the same checkpoint finds nothing new.
+    from test_changes_stream import replay, stream_batches
+
+    FIXTURES["mixed_position_and_equality"](spark, table_name)
+    batches = stream_batches(spark, table_name, tmp_path / "checkpoint", max_files_per_trigger=1)
+    assert len(batches) > 1
+    replay(spark, table_name, batches)
+    assert stream_batches(spark, table_name, tmp_path / "checkpoint") == []

@@ -136,6 +136,16 @@ def test_changes_match_classic(spark: SparkSession, generated: str, classic: dic
     assert {row[0] for row in fingerprint} == {"INSERT", "DELETE"}
 
 
+def test_changes_stream_over_connect(spark: SparkSession, generated: str, classic: dict, tmp_path: Path) -> None:
+    # readStream from the client: the server's source, a snapshot a micro-batch, into a memory sink.
+    query = (eqdelete.changes_stream(spark, generated, max_snapshots_per_trigger=1).writeStream.format("memory")
+             .queryName("connect_changes").option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    assert query.lastProgress is not None and query.exception() is None
+    assert changes_fingerprint(spark.table("connect_changes")) == classic["changes"]
+
+
 def test_write_and_resolve_over_connect(spark: SparkSession) -> None:
     table = "local.db.connect_writes"
     generate(spark, CdcSpec(table, rows=500, commits=1), progress=None)
