@@ -114,6 +114,48 @@ def live_spec(name: str, *, format_version: int, partitions: int) -> dict[str, A
                                     checkpoint_interval_ms=1500, format_version=format_version)
 
 
+class ChangesConsumer:
+    """A Structured Streaming query of the table's changes (``eqdelete.changes_stream``) that MERGEs
+    each micro-batch into a copy, a key's last change in the batch (its row, or its deletion), and
+    keeps the copy's rows after each batch with the snapshot the batch ended at."""
+
+    def __init__(self, spark: SparkSession, table: str, copy: str, checkpoint: Path) -> None:
+        self.spark, self.table, self.copy, self.checkpoint = spark, table, copy, checkpoint
+        self.columns = spark.table(table).columns
+        self.batches: list[tuple[int, list[tuple]]] = []  # (the batch's last snapshot, the copy after it)
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {copy.rsplit('.', 1)[0]}")
+        spark.sql(f"CREATE TABLE {copy} USING iceberg TBLPROPERTIES ('format-version'='2') "
+                  f"AS SELECT * FROM {table} WHERE false")
+        self.query = None
+
+    def start(self) -> None:
+        self.query = (eqdelete.changes_stream(self.spark, self.table).writeStream.foreachBatch(self._merge)
+                      .option("checkpointLocation", str(self.checkpoint)).trigger(processingTime="4 seconds").start())
+
+    def _merge(self, batch: Any, batch_id: int) -> None:  # noqa: ANN401 - a DataFrame of the stream's session
+        last = batch.orderBy("_change_ordinal", ascending=False).select("_commit_snapshot_id").first()
+        if last is None:
+            return  # only snapshots that change no row
+        batch.createOrReplaceTempView("live_changes")
+        data = ", ".join(self.columns)
+        batch.sparkSession.sql(f"""
+            MERGE INTO {self.copy} t USING (
+              SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY k ORDER BY _change_ordinal DESC,
+                CASE _change_type WHEN 'DELETE' THEN 1 ELSE 0 END) AS last FROM live_changes) WHERE last = 1) s
+            ON t.k = s.k
+            WHEN MATCHED AND s._change_type = 'DELETE' THEN DELETE
+            WHEN MATCHED THEN UPDATE SET {", ".join(f"{c} = s.{c}" for c in self.columns)}
+            WHEN NOT MATCHED AND s._change_type = 'INSERT' THEN INSERT ({data}) VALUES ({", ".join(f"s.{c}" for c in self.columns)})""")
+        rows = sorted(tuple(r) for r in batch.sparkSession.sql(f"SELECT k, seq, v FROM {self.copy}").collect())
+        self.batches.append((last[0], rows))
+
+    def finish(self) -> None:
+        """Everything committed, into the copy, and the query stopped."""
+        self.query.processAllAvailable()
+        self.query.stop()
+        assert self.query.exception() is None, self.query.exception()
+
+
 def equality_delete_files(spark: SparkSession, table: str) -> int:
     return spark.sql(f"SELECT count(*) FROM {table}.delete_files WHERE content = 2").first()[0]
 
@@ -123,8 +165,9 @@ def test_maintain_beside_a_live_flink_job_and_a_compacting_writer(spark: SparkSe
     """The job commits every checkpoint; ``python -m eqdelete maintain`` runs beside it in a process of
     its own, as users run it, stopped by SIGTERM at the end; a writer rewrites the data files
     (``rewrite_data_files``) again and again, so its commits and maintain's conflict and are retried;
-    readers query under every strategy. Format v3: each round merges into the deletion vectors live
-    at its commit."""
+    readers query under every strategy; a streaming query MERGEs the table's changes into a copy,
+    which must hold the table's rows at the snapshot each of its batches ended at. Format v3: each
+    round merges into the deletion vectors live at its commit."""
     spec = {**live_spec("upserts", format_version=3, partitions=3), "if_not_exists": True}
     table = f"{lake}.{NAMESPACE}.upserts"
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {lake}.{NAMESPACE}")
@@ -153,6 +196,7 @@ def test_maintain_beside_a_live_flink_job_and_a_compacting_writer(spark: SparkSe
                 compactions["errors"].append(_java_message(error))
 
     maintainer, compactor = None, threading.Thread(target=compact_again_and_again)
+    consumer = ChangesConsumer(spark, table, f"local.{NAMESPACE}_copy.upserts", tmp_path / "changes-checkpoint")
     out, err = tmp_path / "maintain.out", tmp_path / "maintain.err"  # files: a pipe nobody reads fills up
     try:
         # maintain first, as a service already running on the table when the job starts: its JVM's
@@ -172,6 +216,7 @@ def test_maintain_beside_a_live_flink_job_and_a_compacting_writer(spark: SparkSe
         _wait_for_rounds_after(maintainer, out, err, 0, rounds=1)  # on the table with no snapshot yet
         run = fw.start({"catalog": lakehouse.flink_properties(), "namespace": NAMESPACE, "tables": [spec]}, tmp_path / "flink")
         wait_for_table(spark, table, run)
+        consumer.start()
         compactor.start()
         reads = read_while_running(spark, spec, table, run)
         written = run.wait()["tables"]["upserts"]
@@ -183,6 +228,7 @@ def test_maintain_beside_a_live_flink_job_and_a_compacting_writer(spark: SparkSe
         stop.set()
         compactor.join(timeout=300)
         _wait_for_rounds_after(maintainer, out, err, int(time.time() * 1000), rounds=1)  # after the last compaction
+        consumer.finish()
         maintainer.send_signal(signal.SIGTERM)
         maintainer.wait(timeout=120)
         errors = err.read_text(errors="replace")
@@ -190,6 +236,8 @@ def test_maintain_beside_a_live_flink_job_and_a_compacting_writer(spark: SparkSe
         assert "SIGTERM: stopping; a round under way ends at its next step" in errors and "maintained " in errors
     finally:
         stop.set()
+        if consumer.query is not None and consumer.query.isActive:
+            consumer.query.stop()
         if run is not None:
             run.stop()
         if maintainer is not None and maintainer.poll() is None:
@@ -227,8 +275,15 @@ def test_maintain_beside_a_live_flink_job_and_a_compacting_writer(spark: SparkSe
     assert vectors == []
     assert read(spark, table, "native") == rows_after(spec, spec["rows"]) == sorted(
         (r[0], r[-2], r[-1]) for r in fw.expected_rows(spec))
-    History.of(spark, table).check_every_snapshot(spark, spec, table)
-    _report(flink_commits, rounds, reads, compactions)
+    history = History.of(spark, table)
+    history.check_every_snapshot(spark, spec, table)
+    # The changes' copy, after every batch: the table's rows at the snapshot the batch ended at.
+    committed = {snapshot_id: n for snapshot_id, _, _, n in history.snapshots}
+    assert len(consumer.batches) >= 3, "the stream kept up in a few batches"
+    for last, rows in consumer.batches:
+        assert rows == rows_after(spec, committed[last]), f"the copy after the batch that ended at snapshot {last}"
+    assert consumer.batches[-1][1] == rows_after(spec, spec["rows"])
+    _report(flink_commits, rounds, reads, compactions, len(consumer.batches))
 
 
 def _java_message(error: Exception) -> str:
@@ -265,7 +320,7 @@ def _wait_for_rounds_after(maintainer: subprocess.Popen, out: Path, err: Path, t
         time.sleep(0.5)
 
 
-def _report(flink_commits: list, rounds: list[MaintainRound], reads: dict, compactions: dict) -> None:
+def _report(flink_commits: list, rounds: list[MaintainRound], reads: dict, compactions: dict, batches: int) -> None:
     """The run's figures, on the terminal (pytest -s) and for the closing notes."""
     lags = sorted(r.lag_seconds for r in rounds)
     print(f"\n[live] Flink commits {len(flink_commits)}; maintain rounds {len(rounds)}, committed "
@@ -273,4 +328,5 @@ def _report(flink_commits: list, rounds: list[MaintainRound], reads: dict, compa
           f"retried {sum(r.conflicts for r in rounds)}, rounds given up {sum(r.gave_up for r in rounds)}; lag after a "
           f"round median {lags[len(lags) // 2]:.1f} s, max {lags[-1]:.1f} s; round seconds max "
           f"{max(r.seconds for r in rounds):.1f}; reads while running {reads}; rewrite_data_files committed "
-          f"{compactions['committed']}, failed on conflicts {compactions['failed']}")
+          f"{compactions['committed']}, failed on conflicts {compactions['failed']}; the changes' stream's batches "
+          f"merged into its copy {batches}")
