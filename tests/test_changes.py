@@ -130,6 +130,30 @@ def test_upserts_deletes_and_commands_of_every_kind(spark: SparkSession, table_n
     assert sorted(inserted) == [(3, "b3", 1), (42, "b42", 0)] and list(deleted) == [(3, "a3", 1)]
 
 
+def test_a_read_restricted_by_file_plans_only_those_files(spark: SparkSession, table_name: str) -> None:
+    # What the changes' reads rest on: a `_file` filter (which Iceberg's scan cannot prune by) makes
+    # the rule plan and read only the files it names, under every strategy, with the same rows.
+    _table(spark, table_name)
+    write_equality_deletes(spark, table_name, ["k"], [(3, 1), (4, 0)], inserts=[(3, "b3", 1)], columns=["k", "p"])
+    spark.sql(f"INSERT INTO {table_name} VALUES (20, 'c20', 0)")
+    files = sorted(r[0] for r in spark.sql(f"SELECT DISTINCT _file FROM {table_name}").collect())
+    assert len(files) == 4
+    with use_strategy(spark, "native"):
+        everything = [tuple(r) for r in spark.sql(f"SELECT *, _file, _pos FROM {table_name}").collect()]
+    for strategy, named in (("filter", files[:2]), ("join", files[1:3]), ("native", files[2:]), ("auto", files[3:])):
+        with use_strategy(spark, strategy):
+            listed = ", ".join(f"'{f}'" for f in named)
+            df = spark.sql(f"SELECT *, _file, _pos FROM {table_name} WHERE _file IN ({listed})")
+            assert sorted(map(tuple, df.collect())) == sorted(r for r in everything if r[3] in named), strategy
+            planned = [d.data_files for d in eqdelete.decisions(df)]
+            if strategy == "native":
+                assert planned == []  # eqdelete's hands off
+            elif planned == [0]:  # the named files carry no equality deletes: read natively, only them
+                assert f"{len(named)} file(s) named by _file" in df._jdf.queryExecution().executedPlan().toString()
+            else:
+                assert planned == [len(named)], (strategy, planned)
+
+
 def test_compactions_and_resolves_change_nothing(spark: SparkSession, table_name: str) -> None:
     _table(spark, table_name)
     write_equality_deletes(spark, table_name, ["k"], [(1, 1), (2, 0)], inserts=[(1, "b1", 1)], columns=["k", "p"])

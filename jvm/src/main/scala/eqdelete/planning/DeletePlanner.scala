@@ -31,7 +31,8 @@ object DeletePlanner {
       snapshotId: Long,
       readSchema: Schema,
       filter: IcebergExpression = Expressions.alwaysTrue(),
-      caseSensitive: Boolean = false): Option[ScanDeletes] = {
+      caseSensitive: Boolean = false,
+      onlyFiles: Option[Set[String]] = None): Option[ScanDeletes] = {
     val scopes = new ScopeIds
     val files = mutable.HashMap.empty[String, (Long, Int)]
     var withDeletes = 0
@@ -50,7 +51,8 @@ object DeletePlanner {
     val scan = if (floating.isEmpty) unfiltered else unfiltered.includeColumnStats(floating.map(readSchema.findColumnName).asJava)
     var dataMayHoldNaN = false
     Using.resource(scan.planFiles()) { tasks =>
-      tasks.asScala.foreach { task =>
+      // A read restricted to named files (ScanFilters.fileRestriction) plans, and reads, only those.
+      tasks.asScala.filter(task => onlyFiles.forall(_.contains(task.file().location()))).foreach { task =>
         planned += task
         if (floating.nonEmpty && !dataMayHoldNaN) dataMayHoldNaN = mayHoldNaN(task.file(), floating)
         val eqDeletes = task.deletes().asScala.filter(_.content() == FileContent.EQUALITY_DELETES)
@@ -91,7 +93,8 @@ object DeletePlanner {
     val deleteSets = sets.toVector.sortBy(_._1.mkString(",")).map { case (ids, refs) =>
       EqualityDeleteSet(ids, ids.map(keyPath(readSchema, _)), refs, KeyTypeHistory.promotedKeys(table, ids))
     }
-    val scanned = PlannedTasks(snapshotId, readSchema, filter, caseSensitive, planned.result(), reports.asScala.toVector)
+    val scanned = PlannedTasks(snapshotId, readSchema, filter, caseSensitive, planned.result(), reports.asScala.toVector,
+      onlyFiles)
     Some(ScanDeletes(snapshotId, new DataFileScopes(files.toMap), withDeletes, rowsWithDeletes, rowsWithoutDeletes, deleteSets,
       scanned, deleteSets.find(set => set.files.exists(ref => mayHoldNaN(ref.file, readSchema))).map { set =>
         s"delete files on ${set.describeKeys} may hold NaN, which Iceberg's pairing of delete and data files by " +

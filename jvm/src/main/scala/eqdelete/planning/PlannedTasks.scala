@@ -12,6 +12,8 @@ import org.apache.iceberg.metrics.MetricsReport
  * rewritten scans of the same read use them rather than plan the same files again, and the
  * metrics report Iceberg's planning made of them (its scan report: planning time, manifests,
  * data and delete files and their sizes), which a scan served these tasks reports as its own.
+ * `onlyFiles`: the tasks are those of these data files only, a read's `_file` restriction
+ * (ScanFilters.fileRestriction), which its filter above the scan also applies.
  */
 final case class PlannedTasks(
     snapshotId: Long,
@@ -19,7 +21,8 @@ final case class PlannedTasks(
     filter: Expression,
     caseSensitive: Boolean,
     tasks: IndexedSeq[FileScanTask],
-    reports: Seq[MetricsReport] = Nil) {
+    reports: Seq[MetricsReport] = Nil,
+    onlyFiles: Option[Set[String]] = None) {
 
   /**
    * Whether a scan of `snapshot` with `rowFilter` plans exactly these tasks: the same snapshot,

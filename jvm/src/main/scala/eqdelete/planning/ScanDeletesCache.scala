@@ -12,7 +12,7 @@ import org.apache.iceberg.expressions.{Expression => IcebergExpression}
  */
 object ScanDeletesCache {
   private final case class Key(tableUuid: String, location: String, snapshotId: Long, filter: String, schema: String,
-      caseSensitive: Boolean)
+      caseSensitive: Boolean, onlyFiles: Option[Set[String]])
 
   private val MaxEntries = 64
   private val MaxTasks = 200000L
@@ -31,10 +31,12 @@ object ScanDeletesCache {
     }
   }
 
-  def plan(table: Table, snapshotId: Long, readSchema: Schema, filter: IcebergExpression, caseSensitive: Boolean): Option[ScanDeletes] = {
-    val key = Key(table.uuid().toString, table.location(), snapshotId, filter.toString, readSchema.asStruct().toString, caseSensitive)
+  def plan(table: Table, snapshotId: Long, readSchema: Schema, filter: IcebergExpression, caseSensitive: Boolean,
+      onlyFiles: Option[Set[String]] = None): Option[ScanDeletes] = {
+    val key = Key(table.uuid().toString, table.location(), snapshotId, filter.toString, readSchema.asStruct().toString,
+      caseSensitive, onlyFiles)
     entries.synchronized(Option(entries.get(key))).getOrElse {
-      val planned = DeletePlanner.plan(table, snapshotId, readSchema, filter, caseSensitive)
+      val planned = DeletePlanner.plan(table, snapshotId, readSchema, filter, caseSensitive, onlyFiles)
       put(key, planned)
       planned
     }

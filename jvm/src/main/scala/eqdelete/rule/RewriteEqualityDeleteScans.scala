@@ -140,15 +140,20 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
     val snapshotId = read.snapshotId
     def leaveNative(reason: String, deletes: Option[ScanDeletes] = None): LogicalPlan =
       read.above(namedNative(read.relation, table,
-        Decision.of(table.name(), snapshotId, Strategy.Native, reason, "read natively", deletes), deletes.map(_.scan)), withPushed = true)
+        Decision.of(table.name(), snapshotId, Strategy.Native, reason, "read natively", deletes), deletes.map(_.scan),
+        deletes.flatMap(_.scan.onlyFiles).map(FileSelection.Named).getOrElse(FileSelection.Unchanged)), withPushed = true)
     try {
       val readSchema = ScanFilters.schemaRead(read.relation.table, table, snapshotId)
       val filter = ScanFilters.icebergFilter(read.pushed)
-      ScanDeletesCache.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis) match {
+      val onlyFiles = ScanFilters.fileRestriction(read.pushed)
+      ScanDeletesCache.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis, onlyFiles) match {
         case None =>
-          // Nothing to do: the relation stays exactly as it was, only marked as looked at.
-          read.above(marked(read.relation, Decision.of(table.name(), snapshotId, Strategy.Native,
-            "no planned data file carries equality deletes", "read natively", None)), withPushed = true)
+          // Nothing to do: the relation stays as it was, only marked as looked at (and, when a
+          // `_file` filter names its files, reading only those).
+          val decision = Decision.of(table.name(), snapshotId, Strategy.Native,
+            "no planned data file carries equality deletes", "read natively", None)
+          read.above(onlyFiles.map(files => namedNative(read.relation, table, decision, None, FileSelection.Named(files)))
+            .getOrElse(marked(read.relation, decision)), withPushed = true)
         case Some(scanDeletes) =>
           val settings = CostSettings.from(conf, DriverMemory.heapBytes, session.sparkContext.defaultParallelism,
             rowsStayInReadTask)
@@ -187,9 +192,10 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       relation: DataSourceV2Relation,
       table: Table,
       decision: Decision,
-      planned: Option[PlannedTasks]): LogicalPlan = {
+      planned: Option[PlannedTasks],
+      selection: FileSelection = FileSelection.Unchanged): LogicalPlan = {
     val view = try Some(IcebergViews.sameView(relation.table, decision.snapshotId,
-      FileSelectingTable(table, FileSelection.Unchanged, decision, planned))) catch {
+      FileSelectingTable(table, selection, decision, planned))) catch {
       case NonFatal(_) | _: LinkageError => None
     }
     marked(view.map(v => relation.copy(table = v)).getOrElse(relation), decision)

@@ -47,6 +47,16 @@ object FileSelection {
     def selects(task: FileScanTask): Boolean = locations.contains(task.file().location())
   }
 
+  /**
+   * Only the files at `locations`, exactly as Iceberg plans them (deletes and all): a read left
+   * native that a `_file` filter restricts to those files, which Iceberg's scan cannot prune by.
+   */
+  final case class Named(locations: Set[String]) extends FileSelection {
+    def describe: String = s"read natively, ${locations.size} file(s) named by _file"
+    val appliesDeletes = false
+    def selects(task: FileScanTask): Boolean = locations.contains(task.file().location())
+  }
+
   /** Every file exactly as Iceberg plans it: a scan eqdelete left native, named so EXPLAIN says why. */
   case object Unchanged extends FileSelection {
     val describe = "read natively"
