@@ -99,6 +99,17 @@ def test_resolve_bench_quick_profile_checks_rows(spark: SparkSession, tmp_path: 
     assert (tmp_path / "resolve.md").read_text().startswith("| scenario")
 
 
+def test_changes_bench_quick_profile_checks_rows(spark: SparkSession, tmp_path: Path) -> None:
+    from eqdelete.tools import changes_bench
+
+    # The changes are checked inside against the difference of two time-travel reads.
+    results = changes_bench.run(spark, changes_bench.default_points(quick=True), tmp_path, runs=1, warmup=0,
+                                progress=lambda _m: None)
+    assert [(r.rows, r.upserts) for r in results] == [(10**4, 100)]
+    assert results[0].changed_rows > 100 and set(results[0].medians) == {"changes", "except_all"}
+    assert (tmp_path / "changes.md").read_text().startswith("| data rows")
+
+
 def test_resolve_scale_quick_profile_reads_only_the_files_new_deletes_can_touch(spark: SparkSession, tmp_path: Path) -> None:
     from eqdelete.tools import resolve_scale
 

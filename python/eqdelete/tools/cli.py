@@ -307,6 +307,11 @@ def _scale_points(points: list, args: argparse.Namespace) -> list:
     return [p for p in points if not args.at or p.size in args.at] or _none_at(points, args)
 
 
+def _none_at_sizes(args: argparse.Namespace, sizes: list[int]) -> list:
+    raise ValueError(f"no size in --at {', '.join(f'{a:,}' for a in sorted(args.at))}: choose from "
+                     f"{', '.join(f'{s:,}' for s in sizes)}")
+
+
 def _none_at(points: list, args: argparse.Namespace) -> list:
     sizes = ", ".join(f"{p.axis} {p.size:,}" for p in points)
     raise ValueError(f"no scale point has a size in --at {', '.join(f'{a:,}' for a in sorted(args.at))}: choose from {sizes}")
@@ -410,6 +415,18 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         results = maintain_scale.run(spark, points, Path(args.out), runs=1 if args.quick else args.runs)
         print(maintain_scale.markdown(results))
         print(f"results in {args.out}/maintain-scale.json, maintain-scale.md, maintain-scale.png")
+        return 0
+
+    if args.changes:
+        from eqdelete.tools import changes_bench
+
+        points = changes_bench.default_points(quick=args.quick)
+        points = [p for p in points if not args.at or p.rows in args.at] or _none_at_sizes(args, [p.rows for p in points])
+        spark = _session(args, "eqdelete bench --changes")
+        results = changes_bench.run(spark, points, Path(args.out), runs=1 if args.quick else args.runs,
+                                    warmup=0 if args.quick else 1)
+        print(changes_bench.markdown(results))
+        print(f"results in {args.out}/changes.json, changes.md")
         return 0
 
     if args.compaction:
@@ -593,6 +610,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="instead: rounds of maintain of 10^3, 10^4 and 10^5 new delete rows on scattered tables of "
                             "10^6 to 3x10^8 rows, today's plan against the kept index of the live rows, with the index's build "
                             "time and bytes per key; sizes with --at (data rows); run it with --master local-cluster[2,1,MB]")
+    bench.add_argument("--changes", action="store_true",
+                       help="instead: seconds to read one commit's changes (10^4 upserts) on scattered tables of 10^6, "
+                            "10^7 and 10^8 rows, beside the difference of two time-travel reads (EXCEPT ALL); sizes with "
+                            "--at (data rows)")
     bench.add_argument("--compaction", action="store_true",
                        help="instead: compacting a v2 table's position delete files as rounds of maintain pile them up, "
                             "maintain's compaction against Iceberg's rewrite_position_delete_files, on scattered tables "

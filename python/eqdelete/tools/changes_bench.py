@@ -1,0 +1,113 @@
+"""The changes benchmark (``bench --changes``): what reading one commit's changes costs as the
+table grows, beside what users can do without eqdelete.
+
+At each size, a scattered table (keys spread over every data file, so no file's key bounds
+exclude a key) gets one commit of ``upserts`` upserts by equality deletes, as an upsert writer
+makes them. Then, side by side and interleaved (``compare.measure``), the seconds to compute
+that commit's changes:
+
+- ``changes``: ``eqdelete_changes`` of the commit (under the session's strategy, auto);
+- ``except_all``: the difference of two time-travel reads, both ways (``EXCEPT ALL``), read
+  natively: what a user of Iceberg alone can do, since Iceberg's changelog refuses delete files.
+
+Both must give the same rows (as multisets), checked before timing. Timings are reported,
+never asserted.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from pyspark.sql import SparkSession
+
+from eqdelete import _jvm
+from eqdelete._progress import stderr_reporter
+from eqdelete.compare import ResultsDifferError, Variant, fingerprint, measure
+from eqdelete.toggles import use_strategy
+from eqdelete.tools.cdc import CdcSpec, generate
+from eqdelete.tools.report import run_each, saver
+
+SIZES = (10**6, 10**7, 10**8)
+UPSERTS = 10**4
+#: Rows per data file, as a writer's target file size gives them (about 10 MB of these rows).
+ROWS_PER_FILE = 500_000
+
+
+@dataclass
+class ChangesPoint:
+    rows: int
+    upserts: int = UPSERTS
+
+    @property
+    def table(self) -> str:
+        return f"local.bench.changes_{self.rows}"
+
+
+@dataclass
+class ChangesBenchResult:
+    rows: int
+    upserts: int
+    data_files: int
+    changed_rows: int
+    medians: dict[str, float]  # changes, except_all
+
+
+def default_points(quick: bool) -> list[ChangesPoint]:
+    return [ChangesPoint(10**4, upserts=100)] if quick else [ChangesPoint(n) for n in SIZES]
+
+
+def _sqls(table: str, columns: list[str], parent: int, commit: int) -> dict[str, str]:
+    """The commit's rows inserted and deleted, each tagged: by eqdelete, and by two reads' difference."""
+    at = lambda s: f"SELECT * FROM {table} VERSION AS OF {s}"  # noqa: E731
+    data = ", ".join(f"`{c}`" for c in columns)
+    return {
+        "changes": f"SELECT {data}, _change_type FROM eqdelete_changes('{table}', {parent}, {commit})",
+        "except_all": f"SELECT *, 'INSERT' AS _change_type FROM ({at(commit)} EXCEPT ALL {at(parent)}) "
+                      f"UNION ALL SELECT *, 'DELETE' AS _change_type FROM ({at(parent)} EXCEPT ALL {at(commit)})",
+    }
+
+
+def run_point(spark: SparkSession, point: ChangesPoint, runs: int, warmup: int,
+              progress: Callable[[str], None]) -> ChangesBenchResult:
+    say = lambda m: progress(f"{point.rows:,} rows: {m}")  # noqa: E731
+    files = max(2, point.rows // ROWS_PER_FILE)
+    say(f"generating a scattered table of {files} data files and one commit of {point.upserts:,} upserts")
+    generate(spark, CdcSpec(point.table, rows=point.rows, data_files=files, commits=1, delete_fraction=0.0,
+                            upsert_fraction=point.upserts / point.rows, layout="scattered", seed=point.rows),
+             replace=True, progress=say)
+    commit = _jvm.current_snapshot_id(spark, point.table)
+    parent = spark.sql(f"SELECT parent_id FROM {point.table}.snapshots WHERE snapshot_id = {commit}").first()[0]
+    sqls = _sqls(point.table, spark.table(point.table).columns, parent, commit)
+    with use_strategy(spark, "native"):
+        truth = fingerprint(spark.sql(sqls["except_all"]))
+    changed = fingerprint(spark.sql(sqls["changes"]))
+    if changed != truth:
+        raise ResultsDifferError(f"{point.table}: the changes {changed} differ from the difference of the two reads {truth}")
+    timings = measure(spark, [Variant("changes", "auto", sqls["changes"]), Variant("except_all", "native", sqls["except_all"])],
+                      runs=runs, warmup=warmup, progress=say)
+    medians = {k: statistics.median(t.seconds) for k, t in timings.items()}
+    say(f"changes {medians['changes']:.2f}s, EXCEPT ALL of two reads {medians['except_all']:.2f}s")
+    return ChangesBenchResult(point.rows, point.upserts, files, truth[0], medians)
+
+
+def markdown(results: list[ChangesBenchResult]) -> str:
+    lines = ["| data rows | data files | upserts | changed rows | changes s | EXCEPT ALL of two reads s | "
+             "EXCEPT ALL / changes | changes / changes at the smallest |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    first = results[0].medians["changes"] if results else 1.0
+    for r in results:
+        c, e = r.medians["changes"], r.medians["except_all"]
+        lines.append(f"| {r.rows:,} | {r.data_files:,} | {r.upserts:,} | {r.changed_rows:,} | {c:.2f} | {e:.2f} | "
+                     f"{e / c:.1f} | {c / first:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def run(spark: SparkSession, points: list[ChangesPoint], out: Path, runs: int, warmup: int,
+        progress: Callable[[str], None] | None = None) -> list[ChangesBenchResult]:
+    report = progress or stderr_reporter("eqdelete bench --changes")
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS local.bench")
+    save = saver(out, "changes", markdown)
+    return run_each(points, lambda p: run_point(spark, p, runs, warmup, report), save, report, "size")
