@@ -95,22 +95,26 @@ object ChangesPlan {
 
   /** A snapshot's one DELETE and one INSERT of the same identifier, as UPDATE_BEFORE and UPDATE_AFTER. */
   def updates(changes: DataFrame, ids: Seq[String]): DataFrame = {
-    val sameRow = Window.partitionBy((F.col(ChangeOrdinal) +: ids.map(id => column(id))): _*)
+    val sameRow = Window.partitionBy((F.col(ChangeOrdinal) +: ids.map(id => ExactRows.key(column(id), changes.select(column(id)).schema.head.dataType))): _*)
     def count(kind: String) = F.count(F.when(F.col(ChangeType) === kind, 1)).over(sameRow)
     val paired = count(Delete) === 1 && count(Insert) === 1
     changes.withColumn(ChangeType, F.when(paired,
       F.when(F.col(ChangeType) === Delete, UpdateBefore).otherwise(UpdateAfter)).otherwise(F.col(ChangeType)))
   }
 
-  /** The net change of each row over the range: inserts less deletes, that many times, tagged with its last change. */
+  /**
+   * The net change of each row over the range: inserts less deletes, that many times, tagged with
+   * its last change. Rows are grouped by their exact key (ExactRows), so their values come out as
+   * they were.
+   */
   private def net(changes: DataFrame, columns: Seq[String]): DataFrame = {
     val data = columns.map(column)
-    changes.groupBy(data: _*)
-      .agg(F.sum(F.when(F.col(ChangeType) === Insert, 1).otherwise(-1)).as("_net"),
+    changes.groupBy(ExactRows.rowKey(changes, columns).as("_key"))
+      .agg(F.first(F.struct(data: _*)).as("_row"), F.sum(F.when(F.col(ChangeType) === Insert, 1).otherwise(-1)).as("_net"),
         F.max(F.struct(F.col(ChangeOrdinal), F.col(CommitSnapshotId))).as("_last"))
       .where(F.col("_net") =!= 0)
       .withColumn("_copy", F.explode(F.array_repeat(F.lit(1), F.abs(F.col("_net")).cast(IntegerType))))
-      .select(data ++ Seq(F.when(F.col("_net") > 0, Insert).otherwise(Delete).as(ChangeType),
+      .select(columns.map(c => F.col("_row").getField(c).as(c)) ++ Seq(F.when(F.col("_net") > 0, Insert).otherwise(Delete).as(ChangeType),
         F.col(s"_last.$ChangeOrdinal").as(ChangeOrdinal), F.col(s"_last.$CommitSnapshotId").as(CommitSnapshotId)): _*)
   }
 
@@ -135,7 +139,8 @@ object ChangesPlan {
     val ins = aligned(rows(snapshot.snapshotId(), added), schemaOf(table, snapshot), target)
     val dels = deleted.getOrElse(ins.limit(0))
     // Carry-over: what the snapshot deleted and inserted identically is no change.
-    tagged(dels.exceptAll(ins), Delete, ordinal, snapshot).unionByName(tagged(ins.exceptAll(dels), Insert, ordinal, snapshot))
+    tagged(ExactRows.exceptAll(dels, ins), Delete, ordinal, snapshot)
+      .unionByName(tagged(ExactRows.exceptAll(ins, dels), Insert, ordinal, snapshot))
   }
 
   /** The rows of `files` live at `snapshot`, each an INSERT tagged with `ordinal`: how a stream starts from a snapshot whose parent expired. */

@@ -1,0 +1,48 @@
+package eqdelete.changes
+
+import org.apache.spark.sql.{functions => F, Column, DataFrame}
+import org.apache.spark.sql.expressions.Window
+import org.apache.spark.sql.types.{ArrayType, BinaryType, DataType, DoubleType, FloatType, StructType}
+
+/**
+ * Comparing whole rows as Iceberg does, where Spark would not: Spark normalizes floating-point
+ * grouping, join and window keys (-0.0 becomes 0.0, every NaN one NaN), also inside structs and
+ * arrays, and an aggregate's output carries the normalized value. A changed row whose double is
+ * -0.0 came out of `EXCEPT ALL` as 0.0. Here rows are compared by an exact key instead, in which
+ * every float and double is its decimal string ("-0.0" and "0.0" differ) and every binary its hex,
+ * and the rows themselves pass through untouched.
+ */
+object ExactRows {
+  private val KeyColumn = "_eqdelete_exact_key"
+  private val CopyColumn = "_eqdelete_exact_copy"
+
+  /** An exact, normalization-free key of `column`, of type `dataType`. */
+  def key(column: Column, dataType: DataType): Column = dataType match {
+    case FloatType | DoubleType => column.cast("string")
+    case BinaryType => F.hex(column)
+    case s: StructType =>
+      F.when(column.isNull, F.lit(null)).otherwise(F.struct(s.fields.map(f => key(column.getField(f.name), f.dataType).as(f.name)): _*))
+    case a: ArrayType => F.transform(column, element => key(element, a.elementType))
+    case _ => column
+  }
+
+  /** The exact key of a row of `df`'s `columns`. */
+  def rowKey(df: DataFrame, columns: Seq[String]): Column =
+    F.struct(columns.map(c => key(df.col(quote(c)), df.schema(c).dataType).as(c)): _*)
+
+  /**
+   * `EXCEPT ALL` by exact row: the rows of `left` less one for each identical row of `right`
+   * (both in the same columns), `left`'s values untouched.
+   */
+  def exceptAll(left: DataFrame, right: DataFrame): DataFrame = {
+    val columns = left.columns.toSeq
+    def numbered(df: DataFrame) = {
+      val keyed = df.withColumn(KeyColumn, rowKey(df, columns))
+      keyed.withColumn(CopyColumn, F.row_number().over(Window.partitionBy(F.col(KeyColumn)).orderBy(F.lit(1))))
+    }
+    val (l, r) = (numbered(left), numbered(right).select(F.col(KeyColumn).as("_r_key"), F.col(CopyColumn).as("_r_copy")))
+    l.join(r, l(KeyColumn) === r("_r_key") && l(CopyColumn) === r("_r_copy"), "left_anti").drop(KeyColumn, CopyColumn)
+  }
+
+  private def quote(name: String): String = "`" + name.replace("`", "``") + "`"
+}
