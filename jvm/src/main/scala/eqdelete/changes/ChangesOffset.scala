@@ -23,7 +23,7 @@ object StreamPosition {
   def before(parent: Option[Long]): StreamPosition = StreamPosition(parent.getOrElse(NoSnapshot), -1, full = false, 0, done = true)
 }
 
-/** A stream's offset: where it is (its start is kept beside its checkpoint, ChangesStreamStart). */
+/** A stream's offset: where it is (its start is kept beside its checkpoint, ChangesStreamLog). */
 final case class ChangesOffset(position: StreamPosition) extends Offset {
   override def json(): String = s"""{"version":1,${ChangesOffset.fields(position)}}"""
 }

@@ -67,11 +67,12 @@ object ChangesPlan {
   def empty(session: SparkSession, target: Schema): DataFrame =
     session.createDataFrame(session.sparkContext.emptyRDD[Row], schema(target))
 
-  /** Fails in one line when a row of `target` holds a MAP: dropping carry-over rows compares whole rows. */
+  /** Fails in one line when a row of `target` holds a MAP or a VARIANT: dropping carry-over rows compares whole rows. */
   def requireComparable(table: Table, target: Schema): Unit =
-    IcebergSparkTables.sparkSchema(target).fields.find(f => hasMap(f.dataType)).foreach { column =>
+    IcebergSparkTables.sparkSchema(target).fields.find(f => incomparable(f.dataType)).foreach { column =>
       throw new IllegalArgumentException(s"eqdelete: cannot read the changes of ${table.name()}: column ${column.name} " +
-        "holds a MAP, and dropping carry-over rows compares whole rows, which Spark cannot do for maps")
+        s"holds a ${column.dataType.simpleString.toUpperCase(java.util.Locale.ROOT).takeWhile(_ != '<')} (or one inside it), " +
+        "and dropping carry-over rows compares whole rows, which Spark cannot do for maps and variants")
     }
 
   /**
@@ -162,10 +163,11 @@ object ChangesPlan {
     }: _*)
   }
 
-  private def hasMap(dataType: DataType): Boolean = dataType match {
+  private def incomparable(dataType: DataType): Boolean = dataType match {
     case _: MapType => true
-    case s: StructType => s.fields.exists(f => hasMap(f.dataType))
-    case a: ArrayType => hasMap(a.elementType)
+    case other if other.typeName == "variant" => true  // Spark 4.x's VariantType, which 3.5 lacks
+    case s: StructType => s.fields.exists(f => incomparable(f.dataType))
+    case a: ArrayType => incomparable(a.elementType)
     case _ => false
   }
 

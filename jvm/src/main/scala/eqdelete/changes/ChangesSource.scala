@@ -26,10 +26,14 @@ import org.apache.spark.sql.types.StructType
  * within each part, and may show as a DELETE then an INSERT of the same row.
  */
 final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, target: Schema,
-    startLog: ChangesStreamStart)
+    log: ChangesStreamLog)
     extends Source with SupportsTriggerAvailableNow {
 
-  private val table: Table = IcebergSparkTables.current(session, options.table)
+  // The catalog's own instance, loaded again and refreshed (`fresh`) before every use of new
+  // metadata: the batches' time-travel reads resolve the table through the same catalog, whose
+  // cache may otherwise hold an older instance than the one this source saw the snapshots in.
+  @volatile private var table: Table = IcebergSparkTables.current(session, options.table)
+  private def fresh(): Unit = table = IcebergSparkTables.current(session, options.table)
   private val name = ChangesPlan.quotedName(session, options.table)
   private val identifiers: Option[Seq[String]] =
     if (options.changes.computeUpdates) Some(ChangesPlan.identifierColumns(table, target, options.changes)) else None
@@ -38,8 +42,13 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
   /** The snapshot AvailableNow reads up to, fixed when the trigger starts. */
   private var availableNowEnd: Option[Option[Long]] = None
   // Filled by latestOffset on the stream's thread, read by a batch's job where its action runs.
-  private val unitsOf = scala.collection.concurrent.TrieMap.empty[(Long, Boolean), IndexedSeq[ChangesSource.StreamUnit]]
-  private lazy val startPosition: StreamPosition = startLog.getOrKeep(initial())
+  private val unitsCache = scala.collection.concurrent.TrieMap.empty[(Long, Boolean), IndexedSeq[StreamUnit]]
+  private lazy val startPosition: StreamPosition = log.startOrKeep(initial())
+
+  /** A step's units: those kept when it was split, else from metadata. */
+  private def unitsOf(step: ChangesSource.Step): IndexedSeq[StreamUnit] =
+    unitsCache.getOrElseUpdate((step.snapshot.snapshotId(), step.full),
+      log.splitUnits(step.snapshot.snapshotId(), step.full).getOrElse(unitsFor(step)))
 
   override val schema: StructType = ChangesPlan.schema(target)
 
@@ -51,12 +60,12 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
     else ChangesSource.PerTrigger(options.maxFilesPerTrigger, options.maxSnapshotsPerTrigger)
 
   override def prepareForTriggerAvailableNow(): Unit = {
-    table.refresh()
+    fresh()
     availableNowEnd = Some(Option(table.currentSnapshot()).map(_.snapshotId()))
   }
 
   override def latestOffset(startOffset: OffsetV2, limit: ReadLimit): OffsetV2 = {
-    table.refresh()
+    fresh()
     val position = Option(startOffset).map(o => ChangesOffset.fromJson(o.json()).position).getOrElse(startPosition)
     val end = availableNowEnd.getOrElse(Option(table.currentSnapshot()).map(_.snapshotId()))
     val (maxFiles, maxSnapshots) = limit match {
@@ -70,15 +79,18 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
     var full = false
     while (pending.hasNext && !full) {
       val step = pending.next()
-      val units = unitsOf.getOrElseUpdate((step.snapshot.snapshotId(), step.full), unitsFor(step))
-      val left = units.size - step.first
+      val units = unitsOf(step)
+      val left = math.max(0, units.size - step.first)
       if (left > 0 && snapshots >= maxSnapshots) full = true
       else {
         val take = math.min(left, maxFiles - files)
         if (take < left) {
-          // A part of the snapshot (a first batch takes at least one file, as maxFiles >= 1).
-          if (take > 0) reached = StreamPosition(step.snapshot.snapshotId(), step.ordinal, step.full, step.first + take,
-            done = false)
+          // A part of the snapshot (a first batch takes at least one file, as maxFiles >= 1), its
+          // units kept before the offset that counts them is.
+          if (take > 0) {
+            log.keepSplitUnits(step.snapshot.snapshotId(), step.full, units)
+            reached = StreamPosition(step.snapshot.snapshotId(), step.ordinal, step.full, step.first + take, done = false)
+          }
           full = true
         } else {
           reached = StreamPosition(step.snapshot.snapshotId(), step.ordinal, step.full, units.size, done = true)
@@ -99,8 +111,9 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
 
   /** The changes after `from` up to `to`: each snapshot's slice of units, in the stream's columns. */
   private def changesBetween(from: StreamPosition, to: StreamPosition): DataFrame = {
+    fresh()
     val parts = steps(from, to.snapshotId).flatMap { step =>
-      val units = unitsOf.getOrElseUpdate((step.snapshot.snapshotId(), step.full), unitsFor(step))
+      val units = unitsOf(step)
       val last = if (step.snapshot.snapshotId() == to.snapshotId && !to.done) to.consumed else units.size
       val slice = units.slice(step.first, last)
       if (slice.isEmpty) None
@@ -118,7 +131,12 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
 
   override def deserializeOffset(json: String): OffsetV2 = ChangesOffset.fromJson(json)
 
-  override def commit(end: Offset): Unit = ()
+  /** Forgets what no later batch reads: the units of the snapshots before `end`'s. */
+  override def commit(end: Offset): Unit = {
+    val at = ChangesOffset.fromJson(end.json()).position.snapshotId
+    unitsCache.keys.filterNot(_._1 == at).foreach(unitsCache.remove)
+    log.forgetSplitUnitsExcept(at)
+  }
 
   override def stop(): Unit = ()
 
@@ -163,19 +181,21 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
   }
 
   /** A step's units, from metadata: the touched files then the added ones, or all the data files of a full read. */
-  private def unitsFor(step: ChangesSource.Step): IndexedSeq[ChangesSource.StreamUnit] = {
-    import ChangesSource.StreamUnit
+  private def unitsFor(step: ChangesSource.Step): IndexedSeq[StreamUnit] = {
     if (step.full) {
       scala.util.Using.resource(table.newScan().useSnapshot(step.snapshot.snapshotId()).planFiles())(
         _.asScala.map(_.file().location()).toVector.distinct.sorted.map(StreamUnit(_, deletes = false)))
     } else {
-      val files = SnapshotChangeFiles.of(table, step.snapshot)
+      // Its deletes are found among its parent's rows: with the parent gone, only a snapshot
+      // that deletes nothing can still be read.
+      val parentGone = Option(step.snapshot.parentId()).map(_.longValue()).filter(table.snapshot(_) == null)
+      def gone(id: Long) = expired(id, StreamPosition(id, step.ordinal - 1, full = false, 0, done = true))
+      val files = try SnapshotChangeFiles.of(table, step.snapshot) catch {
+        case scala.util.control.NonFatal(_) if parentGone.isDefined => throw gone(parentGone.get)
+      }
+      parentGone.filter(_ => files.touched.nonEmpty).foreach(id => throw gone(id))
       if (files.unchanged.isDefined) Vector.empty
       else {
-        val parent = Option(step.snapshot.parentId()).map(_.longValue())
-        parent.filter(id => files.touched.nonEmpty && table.snapshot(id) == null).foreach { id =>
-          throw expired(id, StreamPosition(id, step.ordinal - 1, full = false, 0, done = true))
-        }
         files.touched.toVector.sorted.map(StreamUnit(_, deletes = true)) ++
           files.added.toVector.sorted.map(StreamUnit(_, deletes = false))
       }
@@ -184,7 +204,7 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
 
   /** Where a stream without a checkpointed offset starts (StreamStart). */
   private def initial(): StreamPosition = {
-    table.refresh()
+    fresh()
     val current = Option(table.currentSnapshot())
     def ancestors: Iterator[Snapshot] = Iterator.iterate(current.orNull)(s =>
       Option(s.parentId()).map(id => table.snapshot(id.longValue())).orNull).takeWhile(_ != null)
@@ -196,7 +216,15 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
         throw new IllegalArgumentException(s"eqdelete-changes: snapshot $id is not the current snapshot of " +
           s"${table.name()} or one of its ancestors"))
       case StreamStart.AtTimestamp(millis) =>
-        ancestors.takeWhile(_.timestampMillis() >= millis).toSeq.lastOption.map(before).getOrElse(latest)
+        val since = ancestors.takeWhile(_.timestampMillis() >= millis).toSeq
+        since.lastOption.filter(s => s.parentId() != null && table.snapshot(s.parentId().longValue()) == null).foreach { s =>
+          // History before it expired: snapshots committed after the time may be among those gone.
+          throw new IllegalArgumentException(s"eqdelete-changes: startingTimestamp $millis is before snapshot " +
+            s"${s.snapshotId()} (committed at ${java.time.Instant.ofEpochMilli(s.timestampMillis())}), the oldest of " +
+            s"${table.name()} that can still be read, and the changes before it have expired: start later, or with " +
+            "startingOffsets earliest to read that snapshot's rows whole")
+        }
+        since.lastOption.map(before).getOrElse(latest)
       case StreamStart.Earliest =>
         ancestors.toSeq.lastOption match {
           case None => StreamPosition.before(None)
@@ -211,9 +239,6 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
 object ChangesSource {
   /** The work of one snapshot from its unit `first` on; `full` for a whole snapshot's rows. */
   private final case class Step(snapshot: Snapshot, ordinal: Int, full: Boolean, first: Int)
-
-  /** One file a snapshot's changes read: one it may delete rows of, or one it added. */
-  private final case class StreamUnit(file: String, deletes: Boolean)
 
   /** At most this many files and snapshots that change rows per micro-batch. */
   final case class PerTrigger(maxFiles: Option[Int], maxSnapshots: Option[Int]) extends ReadLimit

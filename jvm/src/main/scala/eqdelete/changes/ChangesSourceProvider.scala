@@ -28,7 +28,7 @@ class ChangesSourceProvider extends DataSourceRegister with StreamSourceProvider
     val options = ChangesStreamOptions.parse(parameters)
     val session = sqlContext.sparkSession
     new ChangesSource(session, options, IcebergSparkTables.current(session, options.table).schema(),
-      new ChangesStreamStart(metadataPath, session.sparkContext.hadoopConfiguration))
+      new ChangesStreamLog(metadataPath, session.sparkContext.hadoopConfiguration))
   }
 
   private def refuseSchema(schema: Option[StructType]): Unit = schema.foreach { _ =>
