@@ -101,9 +101,10 @@ def table_name(spark: SparkSession) -> str:
 def _figures() -> dict[str, dict[str, int]]:
     """The oracle tests' counts, by name: what the terminal summary reports."""
     from test_changes import FIGURES
+    from test_changes_stream import FIGURES as STREAM_FIGURES
     from test_differential import CASES
 
-    return {"differential": CASES, "changes": FIGURES}
+    return {"differential": CASES, "changes": FIGURES, "stream": STREAM_FIGURES}
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -127,6 +128,10 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
         terminalreporter.write_line(f"eqdelete changes checked against the difference of consecutive snapshots: "
                                     f"{changes['histories']} random histories, {changes['snapshots']} snapshots, "
                                     f"{changes['rows']} changed rows")
+    if figures["stream"]["snapshots"]:
+        stream = figures["stream"]
+        terminalreporter.write_line(f"eqdelete changes streams replayed against every snapshot: {stream['streams']} "
+                                    f"streams, {stream['batches']} micro-batches, {stream['snapshots']} snapshots")
 
 
 def pytest_xdist_make_scheduler(config, log):  # noqa: ANN001, ANN201
