@@ -32,8 +32,11 @@ object ChangeRange {
 
   /** The newest of `from` and its ancestors committed at or before `millis`. */
   private def asOf(table: Table, from: Snapshot, millis: Long): Option[Long] =
-    Iterator.iterate(from)(s => Option(s.parentId()).map(id => table.snapshot(id.longValue())).orNull)
-      .takeWhile(_ != null).find(_.timestampMillis() <= millis).map(_.snapshotId())
+    ancestors(table, from).find(_.timestampMillis() <= millis).map(_.snapshotId())
+
+  /** `from` (null: none) and its ancestors, newest first, up to the first whose parent has expired. */
+  private[changes] def ancestors(table: Table, from: Snapshot): Iterator[Snapshot] =
+    Iterator.iterate(from)(s => Option(s.parentId()).map(id => table.snapshot(id.longValue())).orNull).takeWhile(_ != null)
 
   /**
    * `start`: None from the table's first snapshot on `end`'s lineage (its rows all inserts).

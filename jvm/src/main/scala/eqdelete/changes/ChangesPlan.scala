@@ -187,5 +187,6 @@ object ChangesPlan {
   def quotedName(session: SparkSession, tableName: String): String =
     session.sessionState.sqlParser.parseMultipartIdentifier(tableName).map(quote).mkString(".")
 
-  private def quote(part: String): String = "`" + part.replace("`", "``") + "`"
+  /** A column name or a name part as SQL reads it, quoted. */
+  private[changes] def quote(part: String): String = "`" + part.replace("`", "``") + "`"
 }

@@ -206,8 +206,7 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
   private def initial(): StreamPosition = {
     fresh()
     val current = Option(table.currentSnapshot())
-    def ancestors: Iterator[Snapshot] = Iterator.iterate(current.orNull)(s =>
-      Option(s.parentId()).map(id => table.snapshot(id.longValue())).orNull).takeWhile(_ != null)
+    def ancestors: Iterator[Snapshot] = ChangeRange.ancestors(table, current.orNull)
     def before(s: Snapshot) = StreamPosition.before(Option(s.parentId()).map(_.longValue()))
     val latest = StreamPosition.before(current.map(_.snapshotId()))
     options.start match {

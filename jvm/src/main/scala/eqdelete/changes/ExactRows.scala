@@ -28,7 +28,7 @@ object ExactRows {
 
   /** The exact key of a row of `df`'s `columns`. */
   def rowKey(df: DataFrame, columns: Seq[String]): Column =
-    F.struct(columns.map(c => key(df.col(quote(c)), df.schema(c).dataType).as(c)): _*)
+    F.struct(columns.map(c => key(df.col(ChangesPlan.quote(c)), df.schema(c).dataType).as(c)): _*)
 
   /**
    * `EXCEPT ALL` by exact row: the rows of `left` less one for each identical row of `right`
@@ -43,6 +43,4 @@ object ExactRows {
     val (l, r) = (numbered(left), numbered(right).select(F.col(KeyColumn).as("_r_key"), F.col(CopyColumn).as("_r_copy")))
     l.join(r, l(KeyColumn) === r("_r_key") && l(CopyColumn) === r("_r_copy"), "left_anti").drop(KeyColumn, CopyColumn)
   }
-
-  private def quote(name: String): String = "`" + name.replace("`", "``") + "`"
 }
