@@ -34,7 +34,10 @@ writes deletion vectors where v2 has position delete files), and is one of:
     ``rows_per_second``, a commit every checkpoint (``checkpoint_interval_ms``) and one when the
     input ends; each row is ``(k = seq % keys, [p = k % partitions,] seq, v = 'v' || seq)``, so
     keys repeat and are upserted. The rows are fixed by the spec, not by where the checkpoints
-    fall. Sized by ``streaming_upsert_spec`` (tests, and larger for a benchmark).
+    fall. Sized by ``streaming_upsert_spec`` (tests, and larger for a benchmark). Where the
+    checkpoints fall depends on the machine's load, so ``min_commits`` (optional) makes the
+    writer guarantee that many snapshots: a run with fewer drops the table and writes it again
+    at half the pace, twice at most, then fails naming the counts.
 
 ``upsert_spec``, ``cdc_spec`` and ``streaming_upsert_spec`` make the specs the tests use. The rows
 a table must hold are computed from its spec alone by :func:`expected_rows` (plain Python: this
@@ -154,16 +157,20 @@ def cdc_spec(name: str, *, format_version: int = 2) -> dict[str, Any]:
 
 def streaming_upsert_spec(name: str, *, rows: int = 3000, keys: int = 500, checkpoints: int = 4,
                           partitions: int = 0, checkpoint_interval_ms: int = 1000,
-                          format_version: int = 2) -> dict[str, Any]:
+                          format_version: int = 2, min_commits: int | None = None) -> dict[str, Any]:
     """``rows`` upserts over ``keys`` keys, paced to span about ``checkpoints`` checkpoints (so
     about that many commits, plus one for the rows after the last); ``partitions`` > 0 adds
-    ``p = k % partitions`` to the key and partitions by it."""
+    ``p = k % partitions`` to the key and partitions by it. ``min_commits``: the snapshots the
+    writer guarantees (see the module's doc), for a test that needs several."""
     if rows < 1 or keys < 1 or checkpoints < 1 or partitions < 0:
         raise ValueError("rows, keys and checkpoints must be positive, partitions not negative")
+    if min_commits is not None and not 1 <= min_commits <= rows:
+        raise ValueError("min_commits must be between 1 and rows")
     per_second = max(1, math.ceil(rows / checkpoints / (checkpoint_interval_ms / 1000)))
-    return {"name": name, "scenario": "streaming_upsert", "format_version": format_version, "rows": rows,
+    spec = {"name": name, "scenario": "streaming_upsert", "format_version": format_version, "rows": rows,
             "keys": keys, "partitions": partitions, "rows_per_second": per_second,
             "checkpoint_interval_ms": checkpoint_interval_ms}
+    return spec if min_commits is None else {**spec, "min_commits": min_commits}
 
 
 def columns_of(table: dict[str, Any]) -> list[list[str]]:
@@ -453,6 +460,10 @@ class _Flink:
         self.ddl.execute_sql(_ddl(self.CATALOG, namespace, table))
         return f"{self.CATALOG}.{_quote(namespace)}.{_quote(table['name'])}"
 
+    def drop(self, namespace: str, table: dict[str, Any]) -> None:
+        """Through Flink's catalog, so its cache forgets the table too (Iceberg purges the files)."""
+        self.ddl.execute_sql(f"DROP TABLE {self.CATALOG}.{_quote(namespace)}.{_quote(table['name'])}")
+
     def upsert(self, target: str, table: dict[str, Any]) -> None:
         for commit in table["commits"]:
             self._changelog(target, table, [["+I", row] for row in commit])
@@ -516,6 +527,28 @@ def _one_line(error: BaseException) -> str:
     return (java[0] if java else lines[0] if lines else type(error).__name__)[:500]
 
 
+def _write_table(flink: "_Flink", catalog: Any, namespace: str, table: dict[str, Any],
+                 attempts: int = 3) -> tuple[dict[str, Any], int]:
+    """``table`` created and written; with ``min_commits``, rewritten at half the pace while its
+    checkpoints made fewer snapshots (a loaded machine checkpoints less often than asked). The
+    table is one this run just created, so dropping it loses nothing."""
+    wanted = table.get("min_commits")
+    if wanted is not None and table.get("if_not_exists"):
+        raise FlinkWriterError(f"table {table['name']!r}: min_commits would drop a table seeded before the job")
+    for attempt in range(1, attempts + 1):
+        target = flink.create(namespace, table)
+        getattr(flink, table["scenario"])(target, table)
+        snapshots = _snapshots(catalog, namespace, table["name"])
+        if wanted is None or len(snapshots["snapshots"]) >= wanted:
+            return snapshots, attempt
+        if attempt == attempts:
+            raise FlinkWriterError(f"table {table['name']!r}: {len(snapshots['snapshots'])} snapshots after "
+                                   f"{attempts} runs, at least {wanted} asked (min_commits)")
+        flink.drop(namespace, table)
+        table = {**table, "rows_per_second": max(1, int(table["rows_per_second"]) // 2)}
+    raise AssertionError("unreachable")
+
+
 def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
     properties = catalog_properties(spec)
     namespace = spec.get("namespace", NAMESPACE)
@@ -533,10 +566,8 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
         catalog = flink.java_catalog()
         for table in tables:
             began = time.monotonic()
-            target = flink.create(namespace, table)
-            getattr(flink, table["scenario"])(target, table)
-            result["tables"][table["name"]] = {**_snapshots(catalog, namespace, table["name"]),
-                                               "scenario": table["scenario"],
+            snapshots, attempts = _write_table(flink, catalog, namespace, table)
+            result["tables"][table["name"]] = {**snapshots, "scenario": table["scenario"], "attempts": attempts,
                                                "seconds": round(time.monotonic() - began, 1)}
     finally:
         flink.close()
