@@ -387,7 +387,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             results = lakehouse_bench.run(spark, lake, out, sizes=sizes, runs=1 if args.quick else args.runs,
                                           progress=stderr_reporter("eqdelete bench --lakehouse"), streams_of=streams,
                                           with_reads=not args.skip_reads, latencies_ms=tuple(sorted(args.latency_ms or ())),
-                                          writer_intervals_ms=tuple(sorted(args.writer_intervals_ms or ())))
+                                          writer_intervals_ms=tuple(sorted(args.writer_intervals_ms or ())),
+                                          changes_lag_ms=tuple(sorted(args.changes_lag_ms or ())))
             _stop_sessions()  # before the servers it reads from stop
         print(lakehouse_bench.markdown(results))
         print(f"results in {args.out}/lakehouse.json, lakehouse.md, lakehouse.png")
@@ -621,6 +622,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--writer-intervals-ms", type=_sizes, metavar="MS,MS",
                        help="with --lakehouse: then maintain beside a Flink job committing every one of these intervals, "
                             "e.g. 1000,2000,10000, and its lag")
+    bench.add_argument("--changes-lag-ms", type=_sizes, metavar="MS,MS",
+                       help="with --lakehouse: then the changes stream's lag (commit to a consumer's micro-batch done) "
+                            "beside a Flink job committing every one of these intervals, e.g. 1000,10000, without and "
+                            "with maintain on the table")
     bench.add_argument("--peer", choices=["trino"],
                        help="instead: the same tables and queries on another engine (Trino 476, installed into "
                             "build/ and run on loopback here) and on Spark, each engine's time over its own floor")

@@ -60,7 +60,7 @@ from eqdelete.compare import Variant, measure
 from eqdelete.config import STRATEGIES
 from eqdelete.maintain import maintain_round
 from eqdelete.toggles import use_conf, use_strategy
-from eqdelete.tools import flink
+from eqdelete.tools import changes_lag, flink
 from eqdelete.tools.bench import FLINK_QUERY, reading_keys
 from eqdelete.tools.lakehouse import Lakehouse, committed_to
 
@@ -88,13 +88,19 @@ class Sizes:
     compaction_budget_bytes: int = 64 << 20   # an hour, for the maintain+compaction stream
     seed_rows: int = 0          # a scattered table of this many rows under each stream's job
     seed_rows_per_file: int = 1_000_000
+    changes_lag_seconds: int = 120   # how long the writer writes beside the changes stream (--changes-lag-ms)
 
     @staticmethod
     def quick() -> Sizes:
         # Both jobs paced over 10 checkpoints: a machine busy with other work completed one
         # checkpoint in the 4 s of a job paced over 4, and one in the 8 s of a job over 8.
         return Sizes(read_rows=20_000, read_keys=5_000, read_checkpoints=10, stream_rows=20_000, stream_keys=5_000,
-                     stream_checkpoints=10, checkpoint_ms=1000, cadence=3.0, compaction_budget_bytes=-1)
+                     stream_checkpoints=10, checkpoint_ms=1000, cadence=3.0, compaction_budget_bytes=-1,
+                     changes_lag_seconds=20)
+
+    @property
+    def stream_rows_per_second(self) -> float:
+        return self.stream_rows / (self.stream_checkpoints * self.checkpoint_ms / 1000)
 
 
 @dataclass
@@ -481,8 +487,7 @@ def writer_interval(spark: SparkSession, lake: Lakehouse, sizes: Sizes, interval
                     say: Callable[[str], None]) -> Stream:
     """maintain every cadence beside a writer committing every ``interval_ms``, for
     WRITER_SWEEP_SECONDS at the main stream's rate of rows."""
-    rows_per_second = sizes.stream_rows / (sizes.stream_checkpoints * sizes.checkpoint_ms / 1000)
-    swept = replace(sizes, checkpoint_ms=interval_ms, stream_rows=int(rows_per_second * WRITER_SWEEP_SECONDS),
+    swept = replace(sizes, checkpoint_ms=interval_ms, stream_rows=int(sizes.stream_rows_per_second * WRITER_SWEEP_SECONDS),
                     stream_checkpoints=max(2, WRITER_SWEEP_SECONDS * 1000 // interval_ms))
     return stream(spark, lake, swept, "maintain", workdir, say,
                   table=f"lake.{NAMESPACE}.maintain_beside_{interval_ms}ms_commits")
@@ -491,10 +496,11 @@ def writer_interval(spark: SparkSession, lake: Lakehouse, sizes: Sizes, interval
 def run(spark: SparkSession, lake: Lakehouse, out: Path, *, sizes: Sizes, runs: int,
         progress: Callable[[str], None], streams_of: tuple[str, ...] = DEFAULT_STREAMS,
         with_reads: bool = True, latencies_ms: tuple[int, ...] = (),
-        writer_intervals_ms: tuple[int, ...] = ()) -> dict[str, Any]:
+        writer_intervals_ms: tuple[int, ...] = (), changes_lag_ms: tuple[int, ...] = ()) -> dict[str, Any]:
     """The reads (unless ``with_reads`` is False), each of ``latencies_ms`` (with the reads), then
     each stream of ``streams_of``, then maintain beside a writer committing every one of
-    ``writer_intervals_ms``."""
+    ``writer_intervals_ms``, then the changes stream's lag beside a writer committing every one of
+    ``changes_lag_ms``, without and with maintain (``changes_lag``)."""
     unknown = set(streams_of) - set(STREAMS)
     if unknown:
         raise ValueError(f"no stream {', '.join(sorted(unknown))}: choose from {', '.join(STREAMS)}")
@@ -519,6 +525,14 @@ def run(spark: SparkSession, lake: Lakehouse, out: Path, *, sizes: Sizes, runs: 
     for ms in writer_intervals_ms:
         results["writer_intervals"].append({"interval_ms": ms, **asdict(writer_interval(spark, lake, sizes, ms, work, progress))})
         _save(out, results)
+    results["changes_lag"] = []
+    for ms in changes_lag_ms:
+        for maintained in (False, True):
+            lag = changes_lag.run_one(spark, lake, ms, maintained, rows_per_second=sizes.stream_rows_per_second,
+                                      keys=sizes.stream_keys, seconds=sizes.changes_lag_seconds, cadence=sizes.cadence,
+                                      workdir=work, say=progress)
+            results["changes_lag"].append(asdict(lag))
+            _save(out, results)
     _chart(out, results)
     return results
 
@@ -594,6 +608,8 @@ def markdown(results: dict[str, Any]) -> str:
                          f"{max(t.get('lag_before', 0.0) for t in ticks):.1f} | {max(t['lag_seconds'] for t in ticks):.1f} | "
                          f"{worst / cadence:.2f} |")
         lines.append("")
+    if results.get("changes_lag"):
+        lines += [changes_lag.markdown(results["changes_lag"], results["sizes"]["cadence"])]
     return "\n".join(lines) + "\n"
 
 

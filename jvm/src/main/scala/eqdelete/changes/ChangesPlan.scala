@@ -22,7 +22,15 @@ import org.apache.spark.sql.types.{ArrayType, DataType, IntegerType, LongType, M
  * (carry-over, as a copy-on-write rewrite makes) are dropped in pairs. Both sides are time-travel
  * reads of the table, which eqdelete's rule rewrites like any other: they are right where
  * Iceberg's own reader is not, and cost what the rule's strategies cost.
+ *
+ * The reads of every snapshot of a range are one plan: the snapshots' sides are unioned, each row
+ * tagged with its snapshot's ordinal, and the position join and the carry-over pairing each run
+ * once over all of them, keyed by the ordinal. So a range costs its reads and a fixed number of
+ * shuffles, not a join and two shuffles more for every snapshot it holds.
  */
+/** What one snapshot's changes read: the files of its parent it touched, and those it added. */
+final case class SnapshotWork(snapshot: Snapshot, ordinal: Int, touched: Set[String], added: Set[String])
+
 object ChangesPlan {
   val ChangeType = "_change_type"
   val ChangeOrdinal = "_change_ordinal"
@@ -48,12 +56,11 @@ object ChangesPlan {
     val target = range.snapshots.lastOption.map(schemaOf(table, _)).getOrElse(table.schema())
     requireComparable(table, target)
     val name = quotedName(session, tableName)
-    val perSnapshot = range.snapshots.zipWithIndex.flatMap { case (snapshot, ordinal) =>
+    val work = range.snapshots.zipWithIndex.flatMap { case (snapshot, ordinal) =>
       val files = SnapshotChangeFiles.of(table, snapshot)
-      if (files.unchanged.isDefined) None
-      else Some(snapshotChanges(session, name, table, target, snapshot, ordinal, files.touched, files.added))
+      if (files.unchanged.isDefined) None else Some(SnapshotWork(snapshot, ordinal, files.touched, files.added))
     }
-    val changes = perSnapshot.reduceOption(_ unionByName _).getOrElse(empty(session, target))
+    val changes = changesOf(session, name, table, target, work)
     val columns = target.columns().asScala.toSeq.map(_.name())
     if (options.netChanges) net(changes, columns)
     else if (options.computeUpdates) updates(changes, identifierColumns(table, target, options))
@@ -123,44 +130,74 @@ object ChangesPlan {
     StructField(ChangeOrdinal, IntegerType, nullable = false), StructField(CommitSnapshotId, LongType, nullable = false))
 
   /**
-   * The changes `snapshot` makes to the rows of `touched` (files of its parent) and of `added` (files
-   * it added), tagged with `ordinal`: all of its changes when they are all of its files
-   * (SnapshotChangeFiles). `name` is the table's name, quoted.
+   * The changes each of `work` makes to the rows of its `touched` files (files of its parent) and
+   * of its `added` files, tagged with its ordinal: all of its changes when they are all of its
+   * files (SnapshotChangeFiles). `name` is the table's name, quoted. One plan for all of them (see
+   * above).
    */
-  def snapshotChanges(session: SparkSession, name: String, table: Table, target: Schema, snapshot: Snapshot,
-      ordinal: Int, touched: Set[String], added: Set[String]): DataFrame = {
-    def rows(at: Long, of: Set[String]): DataFrame = liveRows(session, name, at, of)
-    val parent = Option(snapshot.parentId()).map(_.longValue())
-    val deleted = parent.filter(_ => touched.nonEmpty).map { parentId =>
-      val before = rows(parentId, touched)
-      val after = rows(snapshot.snapshotId(), touched).select(F.col("_file").as("_after_file"), F.col("_pos").as("_after_pos"))
-      val gone = before.join(after, before("_file") === after("_after_file") && before("_pos") === after("_after_pos"), "left_anti")
-      aligned(gone, schemaOf(table, table.snapshot(parentId)), target)
+  def changesOf(session: SparkSession, name: String, table: Table, target: Schema, work: Seq[SnapshotWork]): DataFrame = {
+    val positions = Seq("_file", "_pos")
+    def parentOf(w: SnapshotWork) = Option(w.snapshot.parentId()).map(_.longValue()).filter(_ => w.touched.nonEmpty)
+    val before = work.flatMap(w => parentOf(w).map { parentId =>
+      tagged(aligned(liveRows(session, name, parentId, w.touched), schemaOf(table, table.snapshot(parentId)), target, positions), w)
+    }).reduceOption(_ unionByName _)
+    val after = work.filter(parentOf(_).isDefined).map { w =>
+      liveRows(session, name, w.snapshot.snapshotId(), w.touched)
+        .select(F.lit(w.ordinal).as("_after_ordinal"), F.col("_file").as("_after_file"), F.col("_pos").as("_after_pos"))
+    }.reduceOption(_ union _)
+    val deleted = before.zip(after).map { case (b, a) =>
+      b.join(a, b(ChangeOrdinal) === a("_after_ordinal") && b("_file") === a("_after_file") && b("_pos") === a("_after_pos"),
+        "left_anti").drop(positions: _*).withColumn(ChangeType, F.lit(Delete))
     }
-    val ins = aligned(rows(snapshot.snapshotId(), added), schemaOf(table, snapshot), target)
-    val dels = deleted.getOrElse(ins.limit(0))
-    // Carry-over: what the snapshot deleted and inserted identically is no change.
-    tagged(ExactRows.exceptAll(dels, ins), Delete, ordinal, snapshot)
-      .unionByName(tagged(ExactRows.exceptAll(ins, dels), Insert, ordinal, snapshot))
+    val inserted = work.filter(_.added.nonEmpty).map { w =>
+      tagged(aligned(liveRows(session, name, w.snapshot.snapshotId(), w.added), schemaOf(table, w.snapshot), target), w)
+        .withColumn(ChangeType, F.lit(Insert))
+    }
+    val columns = target.columns().asScala.toSeq.map(_.name())
+    (deleted.toSeq ++ inserted).reduceOption(_ unionByName _)
+      .map(changes => withoutCarryOver(changes, columns).select((columns.map(column) ++ changeColumns): _*))
+      .getOrElse(empty(session, target))
   }
+
+  /**
+   * Carry-over dropped: within a snapshot, each row deleted and inserted identically (by its exact
+   * key, ExactRows) as many times as it is both, as `EXCEPT ALL` both ways would, in one shuffle
+   * for every snapshot at once.
+   */
+  private def withoutCarryOver(changes: DataFrame, columns: Seq[String]): DataFrame = {
+    val key = "_eqdelete_row_key"
+    val keyed = changes.withColumn(key, ExactRows.rowKey(changes, columns))
+    val sameRow = Window.partitionBy(F.col(ChangeOrdinal), F.col(key))
+    val sameRowAndKind = Window.partitionBy(F.col(ChangeOrdinal), F.col(key), F.col(ChangeType)).orderBy(F.lit(1))
+    def count(kind: String) = F.count(F.when(F.col(ChangeType) === kind, 1)).over(sameRow)
+    val opposite = F.when(F.col(ChangeType) === Delete, count(Insert)).otherwise(count(Delete))
+    keyed.withColumn("_eqdelete_opposite", opposite).withColumn("_eqdelete_copy", F.row_number().over(sameRowAndKind))
+      .where(F.col("_eqdelete_copy") > F.col("_eqdelete_opposite")).drop(key, "_eqdelete_opposite", "_eqdelete_copy")
+  }
+
+  private val changeColumns = Seq(F.col(ChangeType), F.col(ChangeOrdinal), F.col(CommitSnapshotId))
 
   /** The rows of `files` live at `snapshot`, each an INSERT tagged with `ordinal`: how a stream starts from a snapshot whose parent expired. */
   def liveInserts(session: SparkSession, name: String, table: Table, target: Schema, snapshot: Snapshot, ordinal: Int,
       files: Set[String]): DataFrame =
-    tagged(aligned(liveRows(session, name, snapshot.snapshotId(), files), schemaOf(table, snapshot), target), Insert,
-      ordinal, snapshot)
+    tagged(aligned(liveRows(session, name, snapshot.snapshotId(), files), schemaOf(table, snapshot), target),
+      SnapshotWork(snapshot, ordinal, Set.empty, files)).withColumn(ChangeType, F.lit(Insert))
+      .select((target.columns().asScala.toSeq.map(f => column(f.name())) ++ changeColumns): _*)
 
-  private def tagged(df: DataFrame, kind: String, ordinal: Int, snapshot: Snapshot): DataFrame = df.select(F.col("*"),
-    F.lit(kind).as(ChangeType), F.lit(ordinal).as(ChangeOrdinal), F.lit(snapshot.snapshotId()).as(CommitSnapshotId))
+  private def tagged(df: DataFrame, work: SnapshotWork): DataFrame =
+    df.withColumn(ChangeOrdinal, F.lit(work.ordinal)).withColumn(CommitSnapshotId, F.lit(work.snapshot.snapshotId()))
 
-  /** `df`, read in schema `read`, as the columns of `target`, matched by field id (NULL where `read` has none). */
-  private def aligned(df: DataFrame, read: Schema, target: Schema): DataFrame = {
+  /**
+   * `df`, read in schema `read`, as the columns of `target`, matched by field id (NULL where `read`
+   * has none), then `keep` as they are.
+   */
+  private def aligned(df: DataFrame, read: Schema, target: Schema, keep: Seq[String] = Nil): DataFrame = {
     val targetType = IcebergSparkTables.sparkSchema(target)
     df.select(target.columns().asScala.toSeq.map { field =>
       val sparkType = targetType(field.name()).dataType
       read.columns().asScala.find(_.fieldId() == field.fieldId())
         .map(f => column(f.name()).cast(sparkType)).getOrElse(F.lit(null).cast(sparkType)).as(field.name())
-    }: _*)
+    } ++ keep.map(F.col): _*)
   }
 
   private def incomparable(dataType: DataType): Boolean = dataType match {

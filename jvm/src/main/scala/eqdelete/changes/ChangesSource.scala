@@ -112,20 +112,22 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
   /** The changes after `from` up to `to`: each snapshot's slice of units, in the stream's columns. */
   private def changesBetween(from: StreamPosition, to: StreamPosition): DataFrame = {
     fresh()
-    val parts = steps(from, to.snapshotId).flatMap { step =>
+    // The whole snapshots' rows (a start past expired history), and the other steps' changes as one plan.
+    val slices = steps(from, to.snapshotId).flatMap { step =>
       val units = unitsOf(step)
       val last = if (step.snapshot.snapshotId() == to.snapshotId && !to.done) to.consumed else units.size
-      val slice = units.slice(step.first, last)
-      if (slice.isEmpty) None
-      else if (step.full) {
-        Some(ChangesPlan.liveInserts(session, name, table, target, step.snapshot, step.ordinal, slice.map(_.file).toSet))
-      } else {
-        val (deleted, added) = slice.partition(_.deletes)
-        Some(ChangesPlan.snapshotChanges(session, name, table, target, step.snapshot, step.ordinal,
-          deleted.map(_.file).toSet, added.map(_.file).toSet))
-      }
+      Some(step -> units.slice(step.first, last)).filter(_._2.nonEmpty)
     }
-    val changes = parts.reduceOption(_ unionByName _).getOrElse(ChangesPlan.empty(session, target))
+    val (full, partial) = slices.partition(_._1.full)
+    val whole = full.map { case (step, slice) =>
+      ChangesPlan.liveInserts(session, name, table, target, step.snapshot, step.ordinal, slice.map(_.file).toSet)
+    }
+    val work = partial.map { case (step, slice) =>
+      val (deleted, added) = slice.partition(_.deletes)
+      SnapshotWork(step.snapshot, step.ordinal, deleted.map(_.file).toSet, added.map(_.file).toSet)
+    }
+    val changed = if (work.isEmpty) Nil else Seq(ChangesPlan.changesOf(session, name, table, target, work))
+    val changes = (whole ++ changed).reduceOption(_ unionByName _).getOrElse(ChangesPlan.empty(session, target))
     identifiers.map(ChangesPlan.updates(changes, _)).getOrElse(changes)
   }
 

@@ -1,7 +1,6 @@
 package eqdelete.changes
 
 import org.apache.spark.sql.{functions => F, Column, DataFrame}
-import org.apache.spark.sql.expressions.Window
 import org.apache.spark.sql.types.{ArrayType, BinaryType, DataType, DoubleType, FloatType, StructType}
 
 /**
@@ -21,7 +20,7 @@ object ExactRows {
     case FloatType | DoubleType => column.cast("string")
     case BinaryType => F.hex(column)
     case s: StructType =>
-      F.when(column.isNull, F.lit(null)).otherwise(F.struct(s.fields.map(f => key(column.getField(f.name), f.dataType).as(f.name)): _*))
+      F.when(column.isNull, F.lit(null)).otherwise(F.struct(s.fields.toIndexedSeq.map(f => key(column.getField(f.name), f.dataType).as(f.name)): _*))
     case a: ArrayType => F.transform(column, element => key(element, a.elementType))
     case _ => column
   }
@@ -29,18 +28,4 @@ object ExactRows {
   /** The exact key of a row of `df`'s `columns`. */
   def rowKey(df: DataFrame, columns: Seq[String]): Column =
     F.struct(columns.map(c => key(df.col(ChangesPlan.quote(c)), df.schema(c).dataType).as(c)): _*)
-
-  /**
-   * `EXCEPT ALL` by exact row: the rows of `left` less one for each identical row of `right`
-   * (both in the same columns), `left`'s values untouched.
-   */
-  def exceptAll(left: DataFrame, right: DataFrame): DataFrame = {
-    val columns = left.columns.toSeq
-    def numbered(df: DataFrame) = {
-      val keyed = df.withColumn(KeyColumn, rowKey(df, columns))
-      keyed.withColumn(CopyColumn, F.row_number().over(Window.partitionBy(F.col(KeyColumn)).orderBy(F.lit(1))))
-    }
-    val (l, r) = (numbered(left), numbered(right).select(F.col(KeyColumn).as("_r_key"), F.col(CopyColumn).as("_r_copy")))
-    l.join(r, l(KeyColumn) === r("_r_key") && l(CopyColumn) === r("_r_copy"), "left_anti").drop(KeyColumn, CopyColumn)
-  }
 }
