@@ -17,6 +17,7 @@ the consumer.
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import threading
 import time
@@ -85,8 +86,10 @@ def run_one(spark: SparkSession, lake: Lakehouse, interval_ms: int, maintained: 
     spec["if_not_exists"] = True
     result = ChangesLag(interval_ms, maintained, seconds)
     consumer = _Consumer()
+    checkpoint = workdir / f"{name}-checkpoint"
+    shutil.rmtree(checkpoint, ignore_errors=True)  # an earlier run's, of the table dropped above
     query = (changes_stream(spark, table).writeStream.foreachBatch(consumer)
-             .option("checkpointLocation", str(workdir / f"{name}-checkpoint")).start())
+             .option("checkpointLocation", str(checkpoint)).start())
     say(f"{name}: Flink writes {spec['rows']:,} upserts of {keys:,} keys, a commit every {interval_ms / 1000:g} s, "
         f"while the changes stream reads{' and maintain runs every %.0f s' % cadence if maintained else ''}")
     run = flink.start({"catalog": lake.flink_properties(), "namespace": NAMESPACE, "tables": [spec]}, workdir / name)
