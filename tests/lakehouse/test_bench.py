@@ -7,7 +7,7 @@ own action, is the full benchmark's reference)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -59,3 +59,19 @@ def test_quick_benchmark_on_the_store(spark: SparkSession, lakehouse: Lakehouse,
     for name in ("lakehouse.json", "lakehouse.md", "lakehouse.png"):
         assert (tmp_path / name).stat().st_size > 0
     assert "| x limit |" in (tmp_path / "lakehouse.md").read_text()
+
+
+def test_changes_lag_beside_flink_and_maintain(spark: SparkSession, lakehouse: Lakehouse, lake: str,
+                                               tmp_path: Path) -> None:
+    """The lag benchmark's run (``--changes-lag-ms``) with maintain on, at a small size: the stream
+    delivers every Flink snapshot, its inserts less its deletes are the table's rows (run_one
+    raises otherwise), and each snapshot's lag is measured from its commit."""
+    from eqdelete.tools import changes_lag
+
+    lag = changes_lag.run_one(spark, lakehouse, 1000, True, rows_per_second=1000, keys=2_000, seconds=10, cadence=3.0,
+                              workdir=tmp_path, say=lambda _m: None)
+    assert lag.commits >= 2 and lag.rounds >= 1, lag
+    assert len(lag.lags) >= 2 and all(x > 0 for x in lag.lags), lag
+    assert lag.rows["INSERT"] == 10_000 and lag.rows["INSERT"] - lag.rows.get("DELETE", 0) == 2_000, lag
+    table = changes_lag.markdown([asdict(lag)], 3.0)
+    assert "| 1 s | on | 10 |" in table, table

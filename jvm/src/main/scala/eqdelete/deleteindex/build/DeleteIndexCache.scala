@@ -88,10 +88,11 @@ object DeleteIndexCache {
     if (entry.keys <= maxKeys && !entries.containsKey(key)) {
       entries.put(key, entry)
       cachedKeys += entry.keys
-      val eldest = entries.keySet().iterator()
+      // The entries' own values: a get() would count as an access of this access-ordered map,
+      // move the entry, and fail the iterator's remove (ConcurrentModificationException).
+      val eldest = entries.entrySet().iterator()
       while (cachedKeys > maxKeys && eldest.hasNext) {
-        val victim = eldest.next()
-        cachedKeys -= entries.get(victim).keys
+        cachedKeys -= eldest.next().getValue.keys
         eldest.remove() // the broadcast itself is cleaned up by Spark once unreferenced
       }
     }

@@ -75,6 +75,23 @@ class DeleteIndexCacheSuite extends AnyFunSuite {
     }
   }
 
+  test("an index past spark.eqdelete.filter.cacheMaxKeys evicts the least recently used ones, which are built again") {
+    val (first, second) = (tables.create(), tables.create())
+    Seq(first, second).foreach { table =>
+      tables.insert(table, (1L to 10L).map(k => (k, s"v$k", 0)))
+      tables.deleteKeys(table, Seq((2L, 0), (3L, 0)))
+    }
+    spark.conf.set("spark.eqdelete.filter.cacheMaxKeys", "3")  // room for one index of 2 keys
+    try {
+      val kept = build(source(first))
+      assert(build(source(first)).kept)
+      val other = build(source(second))                         // evicts the first table's index
+      assert(build(source(second)).index eq other.index)
+      val again = build(source(first))
+      assert(!again.kept && !(again.index eq kept.index))
+    } finally spark.conf.unset("spark.eqdelete.filter.cacheMaxKeys")
+  }
+
   test("a hit fails the query when a delete file is gone, has another size, or is no longer Parquet") {
     withDeletes { table =>
       val planned = source(table)
