@@ -187,6 +187,18 @@ def test_a_table_with_a_map_fails_in_one_line(spark: SparkSession, table_name: s
         stream_batches(spark, table_name, tmp_path / "checkpoint")
 
 
+def test_a_column_named_like_a_change_column_fails_in_one_line(spark: SparkSession, table_name: str,
+                                                                 tmp_path: Path) -> None:
+    # Spark matches names case-insensitively: the table's column would be overwritten by the tag.
+    spark.sql(f"CREATE TABLE {table_name} (k BIGINT, `_Change_Type` STRING) USING iceberg")
+    spark.sql(f"INSERT INTO {table_name} VALUES (1, 'x')")
+    message = r"cannot read the changes of .*: its column _Change_Type has the name of a column the changes add"
+    with pytest.raises(Exception, match=message):
+        eqdelete.changes(spark, table_name).collect()
+    with pytest.raises(Exception, match=message):
+        stream_batches(spark, table_name, tmp_path / "checkpoint")
+
+
 # A foreachBatch MERGE of each batch's last change of each key into a copy: idempotent, so a batch
 # replayed after a crash leaves the copy as it was. The job kills its own process group (Python and
 # the JVM) with SIGKILL right after batch KILL_AT's MERGE committed, before Spark's commit log.

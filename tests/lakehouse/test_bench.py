@@ -72,6 +72,8 @@ def test_changes_lag_beside_flink_and_maintain(spark: SparkSession, lakehouse: L
                               workdir=tmp_path, say=lambda _m: None)
     assert lag.commits >= 2 and lag.rounds >= 1, lag
     assert len(lag.lags) >= 2 and all(x > 0 for x in lag.lags), lag
-    assert lag.rows["INSERT"] == 10_000 and lag.rows["INSERT"] - lag.rows.get("DELETE", 0) == 2_000, lag
+    # Net: the table's 2,000 keys. (A key written twice in one checkpoint gets a position delete in
+    # the same commit: its first row is never live, so fewer than 10,000 inserts may reach the stream.)
+    assert lag.rows["INSERT"] - lag.rows.get("DELETE", 0) == 2_000, lag
     table = changes_lag.markdown([asdict(lag)], 3.0)
     assert "| 1 s | on | 10 |" in table, table

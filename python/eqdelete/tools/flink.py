@@ -533,6 +533,8 @@ def _write_table(flink: "_Flink", catalog: Any, namespace: str, table: dict[str,
     checkpoints made fewer snapshots (a loaded machine checkpoints less often than asked). The
     table is one this run just created, so dropping it loses nothing."""
     wanted = table.get("min_commits")
+    if wanted is not None and table["scenario"] != "streaming_upsert":
+        raise FlinkWriterError(f"table {table['name']!r}: min_commits is for streaming_upsert tables (a bounded job commits once)")
     if wanted is not None and table.get("if_not_exists"):
         raise FlinkWriterError(f"table {table['name']!r}: min_commits would drop a table seeded before the job")
     for attempt in range(1, attempts + 1):

@@ -8,6 +8,9 @@ import org.apache.spark.sql.expressions.Window
 import org.apache.spark.sql.eqdelete.compat.IcebergSparkTables
 import org.apache.spark.sql.types.{ArrayType, DataType, IntegerType, LongType, MapType, StringType, StructField, StructType}
 
+/** What one snapshot's changes read: the files of its parent it touched, and those it added. */
+final case class SnapshotWork(snapshot: Snapshot, ordinal: Int, touched: Set[String], added: Set[String])
+
 /**
  * The changes of a table over a range of snapshots, as rows: each snapshot's inserted and
  * deleted rows, in the columns of Iceberg's changelog view (`_change_type`, `_change_ordinal`,
@@ -28,9 +31,6 @@ import org.apache.spark.sql.types.{ArrayType, DataType, IntegerType, LongType, M
  * once over all of them, keyed by the ordinal. So a range costs its reads and a fixed number of
  * shuffles, not a join and two shuffles more for every snapshot it holds.
  */
-/** What one snapshot's changes read: the files of its parent it touched, and those it added. */
-final case class SnapshotWork(snapshot: Snapshot, ordinal: Int, touched: Set[String], added: Set[String])
-
 object ChangesPlan {
   val ChangeType = "_change_type"
   val ChangeOrdinal = "_change_ordinal"
@@ -74,13 +74,23 @@ object ChangesPlan {
   def empty(session: SparkSession, target: Schema): DataFrame =
     session.createDataFrame(session.sparkContext.emptyRDD[Row], schema(target))
 
-  /** Fails in one line when a row of `target` holds a MAP or a VARIANT: dropping carry-over rows compares whole rows. */
-  def requireComparable(table: Table, target: Schema): Unit =
+  /**
+   * Fails in one line when a column of `target` has the name of a column the changes add (Spark
+   * matches names case-insensitively), or holds a MAP or a VARIANT: dropping carry-over rows
+   * compares whole rows.
+   */
+  def requireComparable(table: Table, target: Schema): Unit = {
+    val added = Set(ChangeType, ChangeOrdinal, CommitSnapshotId)
+    target.columns().asScala.map(_.name()).find(c => added.contains(c.toLowerCase(java.util.Locale.ROOT))).foreach { column =>
+      throw new IllegalArgumentException(s"eqdelete: cannot read the changes of ${table.name()}: its column $column has " +
+        s"the name of a column the changes add (${added.toSeq.sorted.mkString(", ")}); rename it first")
+    }
     IcebergSparkTables.sparkSchema(target).fields.find(f => incomparable(f.dataType)).foreach { column =>
       throw new IllegalArgumentException(s"eqdelete: cannot read the changes of ${table.name()}: column ${column.name} " +
         s"holds a ${column.dataType.simpleString.toUpperCase(java.util.Locale.ROOT).takeWhile(_ != '<')} (or one inside it), " +
         "and dropping carry-over rows compares whole rows, which Spark cannot do for maps and variants")
     }
+  }
 
   /**
    * The columns `compute_updates` pairs by: `identifier_columns`, or the table's identifier

@@ -12,9 +12,6 @@ import org.apache.spark.sql.types.{ArrayType, BinaryType, DataType, DoubleType, 
  * and the rows themselves pass through untouched.
  */
 object ExactRows {
-  private val KeyColumn = "_eqdelete_exact_key"
-  private val CopyColumn = "_eqdelete_exact_copy"
-
   /** An exact, normalization-free key of `column`, of type `dataType`. */
   def key(column: Column, dataType: DataType): Column = dataType match {
     case FloatType | DoubleType => column.cast("string")
