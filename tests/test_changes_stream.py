@@ -177,22 +177,17 @@ def test_updates_in_a_stream_and_the_options_errors(spark: SparkSession, table_n
         eqdelete.changes_stream(spark, table_name, starting="first")
 
 
-def test_a_table_with_a_map_fails_in_one_line(spark: SparkSession, table_name: str, tmp_path: Path) -> None:
-    spark.sql(f"CREATE TABLE {table_name} (k BIGINT, m MAP<STRING, INT>) USING iceberg")
-    spark.sql(f"INSERT INTO {table_name} VALUES (1, map('a', 1))")
-    message = rf"cannot read the changes of .*: column m holds a MAP \(or one inside it\), and dropping carry-over rows"
-    with pytest.raises(Exception, match=message):
-        eqdelete.changes(spark, table_name).collect()
-    with pytest.raises(Exception, match=message):
-        stream_batches(spark, table_name, tmp_path / "checkpoint")
-
-
-def test_a_column_named_like_a_change_column_fails_in_one_line(spark: SparkSession, table_name: str,
-                                                                 tmp_path: Path) -> None:
+@pytest.mark.parametrize("columns, row, message", [
+    ("k BIGINT, m MAP<STRING, INT>", "1, map('a', 1)",
+     r"column m holds a MAP \(or one inside it\), and dropping carry-over rows"),
     # Spark matches names case-insensitively: the table's column would be overwritten by the tag.
-    spark.sql(f"CREATE TABLE {table_name} (k BIGINT, `_Change_Type` STRING) USING iceberg")
-    spark.sql(f"INSERT INTO {table_name} VALUES (1, 'x')")
-    message = r"cannot read the changes of .*: its column _Change_Type has the name of a column the changes add"
+    ("k BIGINT, `_Change_Type` STRING", "1, 'x'", r"its column _Change_Type has the name of a column the changes add"),
+], ids=["map", "change column name"])
+def test_a_table_the_changes_cannot_hold_fails_in_one_line(spark: SparkSession, table_name: str, tmp_path: Path,
+                                                          columns: str, row: str, message: str) -> None:
+    spark.sql(f"CREATE TABLE {table_name} ({columns}) USING iceberg")
+    spark.sql(f"INSERT INTO {table_name} VALUES ({row})")
+    message = r"cannot read the changes of .*: " + message
     with pytest.raises(Exception, match=message):
         eqdelete.changes(spark, table_name).collect()
     with pytest.raises(Exception, match=message):
