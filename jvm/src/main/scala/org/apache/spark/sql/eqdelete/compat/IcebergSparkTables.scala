@@ -66,6 +66,22 @@ object IcebergSparkTables {
     table
   }
 
+  /**
+   * The table `name` as its newest metadata has it, as a new instance: the catalog's cache entry is
+   * dropped and the table loaded again, so the catalog caches the new one for later reads. Unlike
+   * [[current]] it never refreshes the cached instance in place, under a query of the same session
+   * that resolved it (Iceberg's scan builder then fails: "Failed to enforce scan consistency"). For
+   * what runs beside a user's queries, as a stream's source does.
+   */
+  def reloaded(session: SparkSession, name: String): Table = {
+    val resolved = Spark3Util.catalogAndIdentifier(session, name)
+    resolved.catalog() match {
+      case catalog: org.apache.spark.sql.connector.catalog.TableCatalog => catalog.invalidateTable(resolved.identifier())
+      case _ =>
+    }
+    load(session, name)
+  }
+
   /** The Spark type Iceberg's Spark reader reads `icebergType` as. */
   def sparkType(icebergType: Type): DataType = SparkSchemaUtil.convert(icebergType)
 
