@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from eqdelete.changes import changes_stream
 from eqdelete.maintain import maintain_round
 from eqdelete.tools import flink
-from eqdelete.tools.lakehouse import Lakehouse
+from eqdelete.tools.lakehouse import Lakehouse, committed_to
 
 NAMESPACE = "bench"
 
@@ -98,7 +98,7 @@ def run_one(spark: SparkSession, lake: Lakehouse, interval_ms: int, maintained: 
             if query.exception() is not None:
                 raise RuntimeError(f"the changes stream of {table} failed: {query.exception()}")
             began = time.monotonic()
-            if maintained and _has_snapshot(spark, table):
+            if maintained and committed_to(spark, table):
                 maintain_round(spark, table, keep_index=True)
                 result.rounds += 1
             time.sleep(max(0.0, (cadence if maintained else 1.0) - (time.monotonic() - began)))
@@ -125,11 +125,6 @@ def run_one(spark: SparkSession, lake: Lakehouse, interval_ms: int, maintained: 
     say(f"{name}: {result.commits} commits, {result.batches} micro-batches, lag median {s['median']:.1f} s, "
         f"p90 {s['p90']:.1f} s, max {s['max']:.1f} s")
     return result
-
-
-def _has_snapshot(spark: SparkSession, table: str) -> bool:
-    spark.sql(f"REFRESH TABLE {table}")
-    return spark.sql(f"SELECT count(*) FROM {table}.snapshots").first()[0] > 0
 
 
 def markdown(results: list[dict[str, Any]], cadence: float) -> str:

@@ -149,7 +149,8 @@ object ChangesPlan {
     val positions = Seq("_file", "_pos")
     def parentOf(w: SnapshotWork) = Option(w.snapshot.parentId()).map(_.longValue()).filter(_ => w.touched.nonEmpty)
     val before = work.flatMap(w => parentOf(w).map { parentId =>
-      tagged(aligned(liveRows(session, name, parentId, w.touched), schemaOf(table, table.snapshot(parentId)), target, positions), w)
+      tagged(aligned(liveRows(session, name, parentId, w.touched), schemaOf(table, table.snapshot(parentId)), target, positions),
+        w.ordinal, w.snapshot)
     }).reduceOption(_ unionByName _)
     val after = work.filter(parentOf(_).isDefined).map { w =>
       liveRows(session, name, w.snapshot.snapshotId(), w.touched)
@@ -160,12 +161,12 @@ object ChangesPlan {
         "left_anti").drop(positions: _*).withColumn(ChangeType, F.lit(Delete))
     }
     val inserted = work.filter(_.added.nonEmpty).map { w =>
-      tagged(aligned(liveRows(session, name, w.snapshot.snapshotId(), w.added), schemaOf(table, w.snapshot), target), w)
-        .withColumn(ChangeType, F.lit(Insert))
+      tagged(aligned(liveRows(session, name, w.snapshot.snapshotId(), w.added), schemaOf(table, w.snapshot), target),
+        w.ordinal, w.snapshot).withColumn(ChangeType, F.lit(Insert))
     }
     val columns = target.columns().asScala.toSeq.map(_.name())
     (deleted.toSeq ++ inserted).reduceOption(_ unionByName _)
-      .map(changes => withoutCarryOver(changes, columns).select((columns.map(column) ++ changeColumns): _*))
+      .map(changes => inChangeColumns(withoutCarryOver(changes, columns), target))
       .getOrElse(empty(session, target))
   }
 
@@ -190,12 +191,15 @@ object ChangesPlan {
   /** The rows of `files` live at `snapshot`, each an INSERT tagged with `ordinal`: how a stream starts from a snapshot whose parent expired. */
   def liveInserts(session: SparkSession, name: String, table: Table, target: Schema, snapshot: Snapshot, ordinal: Int,
       files: Set[String]): DataFrame =
-    tagged(aligned(liveRows(session, name, snapshot.snapshotId(), files), schemaOf(table, snapshot), target),
-      SnapshotWork(snapshot, ordinal, Set.empty, files)).withColumn(ChangeType, F.lit(Insert))
-      .select((target.columns().asScala.toSeq.map(f => column(f.name())) ++ changeColumns): _*)
+    inChangeColumns(tagged(aligned(liveRows(session, name, snapshot.snapshotId(), files), schemaOf(table, snapshot), target),
+      ordinal, snapshot).withColumn(ChangeType, F.lit(Insert)), target)
 
-  private def tagged(df: DataFrame, work: SnapshotWork): DataFrame =
-    df.withColumn(ChangeOrdinal, F.lit(work.ordinal)).withColumn(CommitSnapshotId, F.lit(work.snapshot.snapshotId()))
+  private def tagged(df: DataFrame, ordinal: Int, snapshot: Snapshot): DataFrame =
+    df.withColumn(ChangeOrdinal, F.lit(ordinal)).withColumn(CommitSnapshotId, F.lit(snapshot.snapshotId()))
+
+  /** `df`'s columns in the order of `schema(target)`. */
+  private def inChangeColumns(df: DataFrame, target: Schema): DataFrame =
+    df.select((target.columns().asScala.toSeq.map(f => column(f.name())) ++ changeColumns): _*)
 
   /**
    * `df`, read in schema `read`, as the columns of `target`, matched by field id (NULL where `read`

@@ -29,9 +29,9 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
     log: ChangesStreamLog)
     extends Source with SupportsTriggerAvailableNow {
 
-  // The catalog's own instance, loaded again and refreshed (`fresh`) before every use of new
-  // metadata: the batches' time-travel reads resolve the table through the same catalog, whose
-  // cache may otherwise hold an older instance than the one this source saw the snapshots in.
+  // A new instance, the catalog's cache entry replaced (`fresh`), before every use of new metadata:
+  // the batches' time-travel reads resolve the table through the same catalog, whose cache may
+  // otherwise hold an older instance than the one this source saw the snapshots in.
   @volatile private var table: Table = IcebergSparkTables.reloaded(session, options.table)
   private def fresh(): Unit = table = IcebergSparkTables.reloaded(session, options.table)
   private val name = ChangesPlan.quotedName(session, options.table)
