@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from collections import Counter
 
 import pytest
 from fixtures import MOR
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from test_differential import History
 
 import eqdelete
@@ -23,7 +24,7 @@ from eqdelete.changes import CHANGE_COLUMNS
 
 HISTORIES = int(os.environ.get("EQDELETE_CHANGES_HISTORIES", "6"))
 FIRST_SEED = int(os.environ.get("EQDELETE_CHANGES_SEED", "2000"))
-FIGURES = {"histories": 0, "snapshots": 0, "rows": 0}
+FIGURES = {"histories": 0, "snapshots": 0, "rows": 0, "narrowed": 0}
 
 
 def rows_at(spark: SparkSession, table: str, snapshot: int) -> Counter:
@@ -52,11 +53,20 @@ def lineage(spark: SparkSession, table: str) -> list[int]:
     return chain[::-1]
 
 
-def check_changes(spark: SparkSession, table: str, strategy: str) -> None:
-    """Every snapshot's changes, read in one range from the first, against the difference of its rows and its parent's."""
+def narrowed_snapshots(changes: DataFrame) -> set[int]:
+    """The snapshots whose deleted rows the plan looks for among the rows of their delete keys (SnapshotDeleteKeys)."""
+    plan = changes._jdf.queryExecution().optimizedPlan().toString()
+    return {int(s) for s in re.findall(r"EqualityDeleteRows of snapshot (\d+)", plan)}
+
+
+def check_changes(spark: SparkSession, table: str, strategy: str) -> set[int]:
+    """Every snapshot's changes, read in one range from the first, against the difference of its rows and its
+    parent's; the snapshots narrowed by their delete keys."""
     chain = lineage(spark, table)
     with use_strategy(spark, strategy):
-        got = changes_by_snapshot(eqdelete.changes(spark, table).collect())
+        changes = eqdelete.changes(spark, table)
+        narrowed = narrowed_snapshots(changes)
+        got = changes_by_snapshot(changes.collect())
     before: Counter = Counter()
     for ordinal, snapshot in enumerate(chain):
         after = rows_at(spark, table, snapshot)
@@ -67,7 +77,9 @@ def check_changes(spark: SparkSession, table: str, strategy: str) -> None:
         FIGURES["snapshots"] += 1
         FIGURES["rows"] += sum(inserted.values()) + sum(deleted.values())
         before = after
-    assert set(got) <= set(chain)
+    assert set(got) <= set(chain) and narrowed <= set(chain)
+    FIGURES["narrowed"] += len(narrowed)
+    return narrowed
 
 
 @pytest.mark.parametrize("seed", range(FIRST_SEED, FIRST_SEED + HISTORIES))
@@ -116,7 +128,7 @@ def test_upserts_deletes_and_commands_of_every_kind(spark: SparkSession, table_n
               "WHEN MATCHED THEN UPDATE SET v = s.v")
     spark.sql(f"ALTER TABLE {table_name} SET TBLPROPERTIES ('write.delete.mode'='copy-on-write')")
     spark.sql(f"DELETE FROM {table_name} WHERE k = 0")  # copy-on-write: the file's other rows carried over
-    check_changes(spark, table_name, "filter" if version == 2 else "join")  # each strategy on one version (CI time)
+    narrowed = check_changes(spark, table_name, "filter" if version == 2 else "join")  # each strategy on one version (CI time)
     changes = eqdelete.changes(spark, table_name).collect()
     by_snapshot = changes_by_snapshot(changes)
     chain = lineage(spark, table_name)
@@ -128,6 +140,8 @@ def test_upserts_deletes_and_commands_of_every_kind(spark: SparkSession, table_n
     assert not inserted and list(deleted) == [(0, "a0", 0)]
     inserted, deleted, _ = by_snapshot[chain[1]]
     assert sorted(inserted) == [(3, "b3", 1), (42, "b42", 0)] and list(deleted) == [(3, "a3", 1)]
+    # The equality deletes' snapshots are found among their keys' rows; the others read their files whole.
+    assert narrowed == set(chain[1:4]), (narrowed, chain)
 
 
 def test_a_read_restricted_by_file_plans_only_those_files(spark: SparkSession, table_name: str) -> None:

@@ -8,8 +8,12 @@ import org.apache.spark.sql.expressions.Window
 import org.apache.spark.sql.eqdelete.compat.IcebergSparkTables
 import org.apache.spark.sql.types.{ArrayType, DataType, IntegerType, LongType, MapType, StringType, StructField, StructType}
 
-/** What one snapshot's changes read: the files of its parent it touched, and those it added. */
-final case class SnapshotWork(snapshot: Snapshot, ordinal: Int, touched: Set[String], added: Set[String])
+/**
+ * What one snapshot's changes read: the files of its parent it touched, and those it added; with
+ * `byKeys`, the equality deletes that alone change the touched files (SnapshotChangeFiles).
+ */
+final case class SnapshotWork(snapshot: Snapshot, ordinal: Int, touched: Set[String], added: Set[String],
+    byKeys: Option[SnapshotEqualityDeletes] = None)
 
 /**
  * The changes of a table over a range of snapshots, as rows: each snapshot's inserted and
@@ -58,7 +62,7 @@ object ChangesPlan {
     val name = quotedName(session, tableName)
     val work = range.snapshots.zipWithIndex.flatMap { case (snapshot, ordinal) =>
       val files = SnapshotChangeFiles.of(table, snapshot)
-      if (files.unchanged.isDefined) None else Some(SnapshotWork(snapshot, ordinal, files.touched, files.added))
+      if (files.unchanged.isDefined) None else Some(SnapshotWork(snapshot, ordinal, files.touched, files.added, files.byKeys))
     }
     val changes = changesOf(session, name, table, target, work)
     val columns = target.columns().asScala.toSeq.map(_.name())
@@ -148,15 +152,16 @@ object ChangesPlan {
   def changesOf(session: SparkSession, name: String, table: Table, target: Schema, work: Seq[SnapshotWork]): DataFrame = {
     val positions = Seq("_file", "_pos")
     def parentOf(w: SnapshotWork) = Option(w.snapshot.parentId()).map(_.longValue()).filter(_ => w.touched.nonEmpty)
-    val before = work.flatMap(w => parentOf(w).map { parentId =>
-      tagged(aligned(liveRows(session, name, parentId, w.touched), schemaOf(table, table.snapshot(parentId)), target, positions),
-        w.ordinal, w.snapshot)
-    }).reduceOption(_ unionByName _)
-    val after = work.filter(parentOf(_).isDefined).map { w =>
-      liveRows(session, name, w.snapshot.snapshotId(), w.touched)
+    val touched = work.flatMap(w => parentOf(w).map { parentId =>
+      val parentSchema = schemaOf(table, table.snapshot(parentId))
+      val candidates = SnapshotDeleteKeys.of(session, table, w, parentSchema)
+      val before = tagged(aligned(candidates(parentSchema, liveRows(session, name, parentId, w.touched)), parentSchema, target,
+        positions), w.ordinal, w.snapshot)
+      val after = candidates(schemaOf(table, w.snapshot), liveRows(session, name, w.snapshot.snapshotId(), w.touched))
         .select(F.lit(w.ordinal).as("_after_ordinal"), F.col("_file").as("_after_file"), F.col("_pos").as("_after_pos"))
-    }.reduceOption(_ union _)
-    val deleted = before.zip(after).map { case (b, a) =>
+      (before, after)
+    })
+    val deleted = touched.map(_._1).reduceOption(_ unionByName _).zip(touched.map(_._2).reduceOption(_ union _)).map { case (b, a) =>
       b.join(a, b(ChangeOrdinal) === a("_after_ordinal") && b("_file") === a("_after_file") && b("_pos") === a("_after_pos"),
         "left_anti").drop(positions: _*).withColumn(ChangeType, F.lit(Delete))
     }

@@ -5,7 +5,8 @@ import scala.jdk.CollectionConverters._
 import eqdelete.planning.DeletePlanner
 import eqdelete.resolve.ResolveEqualityDeletes
 
-import org.apache.iceberg.{DataFile, DataOperations, DeleteFile, FileContent, Snapshot, Table}
+import org.apache.iceberg.{DataFile, DataOperations, DeleteFile, FileContent, MetadataColumns, Snapshot, Table}
+import org.apache.iceberg.types.{Comparators, Conversions, Types}
 import org.apache.spark.sql.eqdelete.compat.IcebergInternals
 
 /**
@@ -19,8 +20,17 @@ import org.apache.spark.sql.eqdelete.compat.IcebergInternals
  * @param unchanged why the snapshot changes no row, when it is one that only rearranges rows: a
  *                  `replace` (Iceberg's or maintain's compactions) or eqdelete's resolve, which
  *                  restates deletes already applied; its files are then not read at all
+ * @param byKeys    when only its equality deletes, all on the same key columns, can change rows
+ *                  of `touched` (no data file removed, no position delete or deletion vector on
+ *                  one): those deletes, so its deleted rows are among the rows of those keys
  */
-final case class SnapshotChangeFiles(snapshot: Snapshot, added: Set[String], touched: Set[String], unchanged: Option[String])
+final case class SnapshotChangeFiles(snapshot: Snapshot, added: Set[String], touched: Set[String], unchanged: Option[String],
+    byKeys: Option[SnapshotEqualityDeletes] = None)
+
+/** A snapshot's equality delete files on one set of key columns (field ids, ascending). */
+final case class SnapshotEqualityDeletes(equalityIds: Seq[Int], files: Seq[DeleteFile]) {
+  def records: Long = files.map(_.recordCount()).sum
+}
 
 object SnapshotChangeFiles {
 
@@ -38,12 +48,33 @@ object SnapshotChangeFiles {
         scala.util.Using.resource(table.newScan().useSnapshot(parent.longValue()).includeColumnStats().planFiles())(
           _.asScala.map(_.file()).toVector)
       }
-      // An equality delete touches the files of its partition whose key bounds it can match.
+      val (equality, positional) = scoped.partition(_.content() == FileContent.EQUALITY_DELETES)
+      // An equality delete touches the files of its partition whose key bounds it can match; a
+      // position delete file those of its partition its rows' paths can name.
       val bounds = new DeleteKeyBounds(table)
-      val inScope = parentFiles.filter(file => scoped.exists(delete => appliesTo(table, delete, file) &&
-        (delete.content() != FileContent.EQUALITY_DELETES || bounds.mayMatch(delete, file)))).map(_.location())
-      val touched = removed ++ named.flatMap(IcebergInternals.referencedDataFile) ++ inScope -- added
-      SnapshotChangeFiles(snapshot, added, touched, None)
+      def touchedBy(deletes: Seq[DeleteFile], mayMatch: (DeleteFile, DataFile) => Boolean): Set[String] =
+        parentFiles.filter(file => deletes.exists(delete => appliesTo(table, delete, file) && mayMatch(delete, file)))
+          .map(_.location()).toSet
+      val byPositions = removed ++ named.flatMap(IcebergInternals.referencedDataFile) ++ touchedBy(positional, mayName) -- added
+      val touched = byPositions ++ touchedBy(equality, bounds.mayMatch) -- added
+      val keys = equality.map(_.equalityFieldIds().asScala.map(_.intValue).toSeq.sorted).distinct match {
+        case Seq(ids) if byPositions.isEmpty && touched.nonEmpty => Some(SnapshotEqualityDeletes(ids, equality))
+        case _ => None
+      }
+      SnapshotChangeFiles(snapshot, added, touched, None, keys)
+  }
+
+  /** Whether the rows of position delete file `delete` can name `file`, by the bounds of their paths. */
+  private def mayName(delete: DeleteFile, file: DataFile): Boolean = {
+    val id = MetadataColumns.DELETE_FILE_PATH.fieldId()
+    def bound(bounds: java.util.Map[Integer, java.nio.ByteBuffer]) =
+      Option(bounds).flatMap(b => Option(b.get(id))).map(Conversions.fromByteBuffer[CharSequence](Types.StringType.get(), _))
+    (bound(delete.lowerBounds()), bound(delete.upperBounds())) match {
+      case (Some(low), Some(high)) =>
+        val order = Comparators.charSequences()
+        order.compare(low, file.location()) <= 0 && order.compare(file.location(), high) <= 0
+      case _ => true
+    }
   }
 
   private def unchangedBecause(snapshot: Snapshot): Option[String] =

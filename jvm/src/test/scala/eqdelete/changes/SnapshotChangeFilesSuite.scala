@@ -58,4 +58,19 @@ class SnapshotChangeFilesSuite extends AnyFunSuite {
     assert(compacted.unchanged.exists(_.contains("replace")), compacted)
     assert(load(name).snapshots().asScala.size == 4)
   }
+
+  test("a snapshot whose equality deletes alone change its parent's files names them; a position delete on one does not") {
+    val name = tables.create()
+    tables.insert(name, (0L until 10L).map(k => (k, s"a$k", 0)))
+    tables.deleteKeys(name, Seq((3L, 0), (4L, 0)))
+    val keyed = SnapshotChangeFiles.of(load(name), load(name).currentSnapshot())
+    val k = load(name).schema().findField("k").fieldId()
+    assert(keyed.byKeys.map(_.equalityIds).contains(Seq(k)) && keyed.byKeys.exists(_.records == 2), keyed)
+
+    spark.sql(s"ALTER TABLE $name SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')")
+    spark.sql(s"DELETE FROM $name WHERE k = 5")
+    val positional = SnapshotChangeFiles.of(load(name), load(name).currentSnapshot())
+    assert(positional.touched.size == 1 && positional.byKeys.isEmpty, positional)
+    assert(spark.table(name).count() == 7)
+  }
 }
