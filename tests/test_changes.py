@@ -24,7 +24,7 @@ from eqdelete.changes import CHANGE_COLUMNS
 
 HISTORIES = int(os.environ.get("EQDELETE_CHANGES_HISTORIES", "6"))
 FIRST_SEED = int(os.environ.get("EQDELETE_CHANGES_SEED", "2000"))
-FIGURES = {"histories": 0, "snapshots": 0, "rows": 0, "narrowed": 0}
+FIGURES = {"histories": 0, "snapshots": 0, "rows": 0, "narrowed": 0, "exact": 0}
 
 
 def rows_at(spark: SparkSession, table: str, snapshot: int) -> Counter:
@@ -53,10 +53,12 @@ def lineage(spark: SparkSession, table: str) -> list[int]:
     return chain[::-1]
 
 
-def narrowed_snapshots(changes: DataFrame) -> set[int]:
-    """The snapshots whose deleted rows the plan looks for among the rows of their delete keys (SnapshotDeleteKeys)."""
+def narrowed_snapshots(changes: DataFrame) -> tuple[set[int], set[int]]:
+    """The snapshots whose deleted rows the plan looks for among the rows of their delete keys (SnapshotDeleteKeys),
+    and those of them whose rows of those keys are their deleted rows (no read after them)."""
     plan = changes._jdf.queryExecution().optimizedPlan().toString()
-    return {int(s) for s in re.findall(r"EqualityDeleteRows of snapshot (\d+)", plan)}
+    found = re.findall(r"EqualityDeleteRows of snapshot (\d+) [^\n]*?(, exact)?$", plan, re.MULTILINE)
+    return {int(s) for s, _ in found}, {int(s) for s, exact in found if exact}
 
 
 def check_changes(spark: SparkSession, table: str, strategy: str) -> set[int]:
@@ -65,7 +67,7 @@ def check_changes(spark: SparkSession, table: str, strategy: str) -> set[int]:
     chain = lineage(spark, table)
     with use_strategy(spark, strategy):
         changes = eqdelete.changes(spark, table)
-        narrowed = narrowed_snapshots(changes)
+        narrowed, exact = narrowed_snapshots(changes)
         got = changes_by_snapshot(changes.collect())
     before: Counter = Counter()
     for ordinal, snapshot in enumerate(chain):
@@ -79,6 +81,7 @@ def check_changes(spark: SparkSession, table: str, strategy: str) -> set[int]:
         before = after
     assert set(got) <= set(chain) and narrowed <= set(chain)
     FIGURES["narrowed"] += len(narrowed)
+    FIGURES["exact"] += len(exact)
     return narrowed
 
 
@@ -142,6 +145,30 @@ def test_upserts_deletes_and_commands_of_every_kind(spark: SparkSession, table_n
     assert sorted(inserted) == [(3, "b3", 1), (42, "b42", 0)] and list(deleted) == [(3, "a3", 1)]
     # The equality deletes' snapshots are found among their keys' rows; the others read their files whole.
     assert narrowed == set(chain[1:4]), (narrowed, chain)
+
+
+def test_global_deletes_on_exact_keys_are_their_rows_of_those_keys(spark: SparkSession, table_name: str) -> None:
+    # Unpartitioned, so every delete is global; a two-column key of exact types, NULLs in both:
+    # each snapshot's deleted rows are its parent's rows of its delete keys, with no read after it.
+    spark.sql(f"CREATE TABLE {table_name} (k BIGINT, s STRING, v STRING) USING iceberg TBLPROPERTIES ({MOR.format(v=2)})")
+    spark.createDataFrame([(1, "a", "x"), (2, None, "x"), (3, "c", "x"), (None, "d", "x"), (4, "e", "x")],
+                          "k BIGINT, s STRING, v STRING").coalesce(1).writeTo(table_name).append()
+    # (2, NULL) matches NULL-safe; (9, z) matches nothing; (1, a) is upserted.
+    write_equality_deletes(spark, table_name, ["k", "s"], [(1, "a"), (2, None), (9, "z")], inserts=[(1, "a", "y")],
+                           columns=["k", "s"])
+    # The upserted row goes (its file is older than this delete); (NULL, d) too.
+    write_equality_deletes(spark, table_name, ["k", "s"], [(1, "a"), (None, "d")], columns=["k", "s"])
+    # One key twice: its row once.
+    write_equality_deletes(spark, table_name, ["k", "s"], [(3, "c"), (3, "c")], columns=["k", "s"])
+    narrowed = check_changes(spark, table_name, "auto")
+    chain = lineage(spark, table_name)
+    with use_strategy(spark, "auto"):
+        _, exact = narrowed_snapshots(eqdelete.changes(spark, table_name))
+    assert narrowed == exact == set(chain[1:]), (narrowed, exact, chain)
+    by_snapshot = changes_by_snapshot(eqdelete.changes(spark, table_name).collect())
+    assert by_snapshot[chain[1]][1] == Counter({(1, "a", "x"): 1, (2, None, "x"): 1})
+    assert by_snapshot[chain[2]][1] == Counter({(1, "a", "y"): 1, (None, "d", "x"): 1})
+    assert by_snapshot[chain[3]][:2] == (Counter(), Counter({(3, "c", "x"): 1}))
 
 
 def test_a_read_restricted_by_file_plans_only_those_files(spark: SparkSession, table_name: str) -> None:

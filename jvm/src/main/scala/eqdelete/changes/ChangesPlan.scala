@@ -28,7 +28,9 @@ final case class SnapshotWork(snapshot: Snapshot, ordinal: Int, touched: Set[Str
  * positions it adds), a removed data file. Rows deleted and inserted identically by one snapshot
  * (carry-over, as a copy-on-write rewrite makes) are dropped in pairs. Both sides are time-travel
  * reads of the table, which eqdelete's rule rewrites like any other: they are right where
- * Iceberg's own reader is not, and cost what the rule's strategies cost.
+ * Iceberg's own reader is not, and cost what the rule's strategies cost. A snapshot whose equality
+ * deletes alone change the touched files has its reads kept to the rows of its delete keys
+ * (SnapshotDeleteKeys), and when those are exactly its deleted rows, no read after it.
  *
  * The reads of every snapshot of a range are one plan: the snapshots' sides are unioned, each row
  * tagged with its snapshot's ordinal, and the position join and the carry-over pairing each run
@@ -154,23 +156,28 @@ object ChangesPlan {
     def parentOf(w: SnapshotWork) = Option(w.snapshot.parentId()).map(_.longValue()).filter(_ => w.touched.nonEmpty)
     val touched = work.flatMap(w => parentOf(w).map { parentId =>
       val parentSchema = schemaOf(table, table.snapshot(parentId))
-      val candidates = SnapshotDeleteKeys.of(session, table, w, parentSchema)
-      val before = tagged(aligned(candidates(parentSchema, liveRows(session, name, parentId, w.touched)), parentSchema, target,
-        positions), w.ordinal, w.snapshot)
-      val after = candidates(schemaOf(table, w.snapshot), liveRows(session, name, w.snapshot.snapshotId(), w.touched))
-        .select(F.lit(w.ordinal).as("_after_ordinal"), F.col("_file").as("_after_file"), F.col("_pos").as("_after_pos"))
+      val keys = SnapshotDeleteKeys.of(session, table, w, parentSchema)
+      def read(snapshotId: Long, schema: Schema) =
+        keys.foldLeft(liveRows(session, name, snapshotId, w.touched))((rows, k) => k.candidates(schema, rows))
+      val before = tagged(aligned(read(parentId, parentSchema), parentSchema, target, positions), w.ordinal, w.snapshot)
+      // The rows live before and not after, unless the candidates are exactly those.
+      val after = if (keys.exists(_.exact)) None else Some(read(w.snapshot.snapshotId(), schemaOf(table, w.snapshot))
+        .select(F.lit(w.ordinal).as("_after_ordinal"), F.col("_file").as("_after_file"), F.col("_pos").as("_after_pos")))
       (before, after)
     })
-    val deleted = touched.map(_._1).reduceOption(_ unionByName _).zip(touched.map(_._2).reduceOption(_ union _)).map { case (b, a) =>
-      b.join(a, b(ChangeOrdinal) === a("_after_ordinal") && b("_file") === a("_after_file") && b("_pos") === a("_after_pos"),
-        "left_anti").drop(positions: _*).withColumn(ChangeType, F.lit(Delete))
-    }
+    val (byPosition, exact) = touched.partition(_._2.isDefined)
+    val deletedByPosition = byPosition.map(_._1).reduceOption(_ unionByName _).zip(byPosition.flatMap(_._2).reduceOption(_ union _))
+      .map { case (b, a) =>
+        b.join(a, b(ChangeOrdinal) === a("_after_ordinal") && b("_file") === a("_after_file") && b("_pos") === a("_after_pos"),
+          "left_anti")
+      }
+    val deleted = (deletedByPosition.toSeq ++ exact.map(_._1)).map(_.drop(positions: _*).withColumn(ChangeType, F.lit(Delete)))
     val inserted = work.filter(_.added.nonEmpty).map { w =>
       tagged(aligned(liveRows(session, name, w.snapshot.snapshotId(), w.added), schemaOf(table, w.snapshot), target),
         w.ordinal, w.snapshot).withColumn(ChangeType, F.lit(Insert))
     }
     val columns = target.columns().asScala.toSeq.map(_.name())
-    (deleted.toSeq ++ inserted).reduceOption(_ unionByName _)
+    (deleted ++ inserted).reduceOption(_ unionByName _)
       .map(changes => inChangeColumns(withoutCarryOver(changes, columns), target))
       .getOrElse(empty(session, target))
   }

@@ -8,7 +8,7 @@ import eqdelete.planning.{EqualityDeleteRef, ScanDeletes}
 import eqdelete.read.{DeleteRowReader, DeleteRows}
 
 import org.apache.iceberg.{Schema, Table}
-import org.apache.iceberg.types.Types
+import org.apache.iceberg.types.{Type, Types}
 import org.apache.spark.sql.{DataFrame, SparkSession}
 import org.apache.spark.sql.catalyst.expressions.AttributeReference
 import org.apache.spark.sql.catalyst.plans.logical.Statistics
@@ -18,37 +18,58 @@ import org.apache.spark.sql.types.LongType
 /**
  * A snapshot's deleted rows looked for among few rows. When only its equality deletes on one set
  * of key columns change the rows of the parent's files it touched (`SnapshotWork.byKeys`), every
- * row it deletes there has the key of one of its delete rows. So both reads of those files (at the
- * parent, at the snapshot) keep only such rows, by a semi-join with the snapshot's delete rows,
- * read once by Spark tasks: the position join that decides which rows went then joins thousands
- * of rows where it joined the whole files, and no shuffle carries the table.
+ * row it deletes there has the key of one of its delete rows. So the reads of those files keep
+ * only such rows ([[candidates]]), by a semi-join with the snapshot's delete rows, read once by
+ * Spark tasks, broadcast when small: no shuffle carries the table.
  *
- * The semi-join only narrows: Spark's join equality is coarser than Iceberg's (it makes -0.0
- * and 0.0, and every NaN, equal) and it ignores the deletes' partitions, so the rows it keeps
- * include every row the snapshot deleted, and which of them it did delete is still decided by
- * the two reads, through the rule, by position.
+ * Spark's join equality can be coarser than Iceberg's (it makes -0.0 and 0.0, and every NaN,
+ * equal), and the semi-join ignores the deletes' partitions. So in general it only narrows:
+ * which candidates the snapshot deleted is still decided by the two reads (at the parent, at the
+ * snapshot), through the rule, by position. When it is [[exact]] (every delete global, every key
+ * a top-level column of a type Spark compares as Iceberg does), the candidates live in the parent
+ * are the deleted rows, and the read at the snapshot is not needed.
+ *
+ * @param exact  whether the parent's candidates are exactly the rows the snapshot deleted
  */
-object SnapshotDeleteKeys {
+final class SnapshotDeleteKeys private (paths: Schema => Seq[Option[Seq[String]]], currentSchema: Schema,
+    deleteKeys: DataFrame, nullSafe: Boolean, val exact: Boolean) {
 
-  /** Keeps, of a read of the touched files in a schema, the rows that may be deleted: both reads the same way. */
-  type Candidates = (Schema, DataFrame) => DataFrame
+  /** The rows of `rows` (a read of the touched files in `schema`) whose key is one of the snapshot's delete rows'. */
+  def candidates(schema: Schema, rows: DataFrame): DataFrame = {
+    // Plain equality makes Spark push `key IS NOT NULL` into the scan, which Iceberg binds to the
+    // table's current schema: for a time-travel read whose key column was renamed since, it fails.
+    val named = paths(schema).flatten
+    val plain = !nullSafe && paths(schema) == paths(currentSchema)
+    val matches = named.zipWithIndex.map { case (path, i) =>
+      val (column, key) = (rows.col(path.map(ChangesPlan.quote).mkString(".")), deleteKeys(s"_eqdelete_key_$i"))
+      if (plain) column === key else column <=> key
+    }.reduce(_ && _)
+    rows.join(deleteKeys, matches, "left_semi")
+  }
+}
+
+object SnapshotDeleteKeys {
+  /** Key types whose values Spark's equality compares as Iceberg's does (no floating point). */
+  private val ExactTypes = Set(Type.TypeID.BOOLEAN, Type.TypeID.INTEGER, Type.TypeID.LONG, Type.TypeID.DATE,
+    Type.TypeID.TIMESTAMP, Type.TypeID.STRING, Type.TypeID.UUID, Type.TypeID.FIXED, Type.TypeID.BINARY, Type.TypeID.DECIMAL)
 
   /**
-   * The candidates of `work` in its parent's schema `parentSchema` and its own, or every row
-   * (no narrowing) when it has no `byKeys` or a key column is not in both schemas.
+   * The delete keys of `work` to narrow its reads by, in its parent's schema `parentSchema` and its
+   * own; None (read the touched files whole) when it has no `byKeys` or a key column is not in both.
    */
-  def of(session: SparkSession, table: Table, work: SnapshotWork, parentSchema: Schema): Candidates = {
+  def of(session: SparkSession, table: Table, work: SnapshotWork, parentSchema: Schema): Option[SnapshotDeleteKeys] = {
     val snapshotSchema = ChangesPlan.schemaOf(table, work.snapshot)
-    work.byKeys.filter(keys => Seq(parentSchema, snapshotSchema).forall(s => keys.equalityIds.forall(path(s, _).isDefined))) match {
-      case None => (_, rows) => rows
-      case Some(keys) =>
-        val deleteKeys = deleteRows(session, table, work, snapshotSchema, keys)
-        (schema, rows) => {
-          val matches = keys.equalityIds.zipWithIndex.map { case (id, i) =>
-            rows.col(path(schema, id).get.map(ChangesPlan.quote).mkString(".")) <=> deleteKeys(s"_eqdelete_key_$i")
-          }.reduce(_ && _)
-          rows.join(deleteKeys, matches, "left_semi")
-        }
+    val schemas = Seq(parentSchema, snapshotSchema)
+    work.byKeys.filter(keys => schemas.forall(s => keys.equalityIds.forall(path(s, _).isDefined))).map { keys =>
+      val global = keys.files.forall(d => table.specs().get(d.specId()).isUnpartitioned)
+      val exactKeys = schemas.forall(s => keys.equalityIds.forall(id =>
+        path(s, id).exists(_.size == 1) && ExactTypes.contains(s.findType(id).typeId())))
+      // Without a NULL among the delete keys (by their files' counts), plain equality: a one-column key hashes as a long.
+      val nullSafe = !keys.files.forall(d => keys.equalityIds.forall(id =>
+        Option(d.nullValueCounts()).flatMap(counts => Option(counts.get(id))).exists(_ == 0L)))
+      val exact = global && exactKeys
+      new SnapshotDeleteKeys(s => keys.equalityIds.map(path(s, _)), table.schema(),
+        deleteRows(session, table, work, snapshotSchema, keys, exact), nullSafe, exact)
     }
   }
 
@@ -57,7 +78,7 @@ object SnapshotDeleteKeys {
    * its size estimate, so Spark broadcasts them when they are small.
    */
   private def deleteRows(session: SparkSession, table: Table, work: SnapshotWork, schema: Schema,
-      keys: SnapshotEqualityDeletes): DataFrame = {
+      keys: SnapshotEqualityDeletes, exact: Boolean): DataFrame = {
     val sc = session.sparkContext
     val reader = new DeleteRowReader(table.io(), schema, keys.equalityIds)
     val refs = keys.files.map(f => EqualityDeleteRef(f, ScanDeletes.GlobalScope, f.dataSequenceNumber()))
@@ -68,8 +89,9 @@ object SnapshotDeleteKeys {
         AttributeReference("_eqdelete_sequence", LongType, nullable = false)())
     val rowBytes = reader.keyTypes.map(t => KeyBytes.estimatedBytes(t).toLong).sum + 16
     val stats = Statistics(sizeInBytes = BigInt(keys.records) * rowBytes, rowCount = Some(BigInt(keys.records)))
-    SparkShim.dataFrame(session, DeleteRowsRelation(output, rdd, s"of snapshot ${work.snapshot.snapshotId()} (${keys.files.size} file(s)) on $described",
-      stats)(JoinMetrics(sc)))
+    val label = s"of snapshot ${work.snapshot.snapshotId()} (${keys.files.size} file(s)) on $described" +
+      (if (exact) ", exact" else "")
+    SparkShim.dataFrame(session, DeleteRowsRelation(output, rdd, label, stats)(JoinMetrics(sc)))
   }
 
   /** The names from the top of `schema` down to field `id`, through structs; None when it has no such field. */
