@@ -24,7 +24,7 @@ from eqdelete.changes import CHANGE_COLUMNS
 
 HISTORIES = int(os.environ.get("EQDELETE_CHANGES_HISTORIES", "6"))
 FIRST_SEED = int(os.environ.get("EQDELETE_CHANGES_SEED", "2000"))
-FIGURES = {"histories": 0, "snapshots": 0, "rows": 0, "narrowed": 0, "exact": 0}
+FIGURES = {"histories": 0, "snapshots": 0, "rows": 0, "narrowed": 0, "exact": 0, "in runs": 0}
 
 
 def rows_at(spark: SparkSession, table: str, snapshot: int) -> Counter:
@@ -53,12 +53,14 @@ def lineage(spark: SparkSession, table: str) -> list[int]:
     return chain[::-1]
 
 
-def narrowed_snapshots(changes: DataFrame) -> tuple[set[int], set[int]]:
-    """The snapshots whose deleted rows the plan looks for among the rows of their delete keys (SnapshotDeleteKeys),
-    and those of them whose rows of those keys are their deleted rows (no read after them)."""
+def narrowed_snapshots(changes: DataFrame) -> tuple[set[int], set[int], set[int]]:
+    """The snapshots whose deleted rows the plan looks for among the rows of their delete keys (SnapshotDeleteKeys);
+    those of them whose rows of those keys are their deleted rows (no read after them); and the ordinals of those
+    whose rows were read once for a run of such snapshots (KeyedRuns)."""
     plan = changes._jdf.queryExecution().optimizedPlan().toString()
     found = re.findall(r"EqualityDeleteRows of snapshot (\d+) [^\n]*?(, exact)?$", plan, re.MULTILINE)
-    return {int(s) for s, _ in found}, {int(s) for s, exact in found if exact}
+    runs = {int(o) for o in re.findall(r"\b(\d+) AS _deleted_by#", plan)}
+    return {int(s) for s, _ in found}, {int(s) for s, exact in found if exact}, runs
 
 
 def check_changes(spark: SparkSession, table: str, strategy: str) -> set[int]:
@@ -67,7 +69,7 @@ def check_changes(spark: SparkSession, table: str, strategy: str) -> set[int]:
     chain = lineage(spark, table)
     with use_strategy(spark, strategy):
         changes = eqdelete.changes(spark, table)
-        narrowed, exact = narrowed_snapshots(changes)
+        narrowed, exact, runs = narrowed_snapshots(changes)
         got = changes_by_snapshot(changes.collect())
     before: Counter = Counter()
     for ordinal, snapshot in enumerate(chain):
@@ -82,6 +84,7 @@ def check_changes(spark: SparkSession, table: str, strategy: str) -> set[int]:
     assert set(got) <= set(chain) and narrowed <= set(chain)
     FIGURES["narrowed"] += len(narrowed)
     FIGURES["exact"] += len(exact)
+    FIGURES["in runs"] += len(runs)
     return narrowed
 
 
@@ -163,12 +166,16 @@ def test_global_deletes_on_exact_keys_are_their_rows_of_those_keys(spark: SparkS
     narrowed = check_changes(spark, table_name, "auto")
     chain = lineage(spark, table_name)
     with use_strategy(spark, "auto"):
-        _, exact = narrowed_snapshots(eqdelete.changes(spark, table_name))
-    assert narrowed == exact == set(chain[1:]), (narrowed, exact, chain)
+        _, exact, runs = narrowed_snapshots(eqdelete.changes(spark, table_name))
+        # From the second snapshot on: one read for all three deletes (KeyedRuns).
+        _, _, later = narrowed_snapshots(eqdelete.changes(spark, table_name, start_snapshot_id=chain[1]))
+    assert narrowed == exact == set(chain[1:]) and runs == {1, 2, 3} and later == {0, 1}, (narrowed, exact, runs, later, chain)
     by_snapshot = changes_by_snapshot(eqdelete.changes(spark, table_name).collect())
     assert by_snapshot[chain[1]][1] == Counter({(1, "a", "x"): 1, (2, None, "x"): 1})
     assert by_snapshot[chain[2]][1] == Counter({(1, "a", "y"): 1, (None, "d", "x"): 1})
     assert by_snapshot[chain[3]][:2] == (Counter(), Counter({(3, "c", "x"): 1}))
+    later_changes = changes_by_snapshot(eqdelete.changes(spark, table_name, start_snapshot_id=chain[1]).collect())
+    assert later_changes == {s: by_snapshot[s][:2] + ({chain.index(s) - 2},) for s in chain[2:]}, later_changes
 
 
 def test_a_read_restricted_by_file_plans_only_those_files(spark: SparkSession, table_name: str) -> None:

@@ -10,10 +10,11 @@ import org.apache.spark.sql.types.{ArrayType, DataType, IntegerType, LongType, M
 
 /**
  * What one snapshot's changes read: the files of its parent it touched, and those it added; with
- * `byKeys`, the equality deletes that alone change the touched files (SnapshotChangeFiles).
+ * `byKeys`, the equality deletes that alone change the touched files (SnapshotChangeFiles);
+ * `whole` when these are all of its files (a stream may read a large snapshot in parts).
  */
 final case class SnapshotWork(snapshot: Snapshot, ordinal: Int, touched: Set[String], added: Set[String],
-    byKeys: Option[SnapshotEqualityDeletes] = None)
+    byKeys: Option[SnapshotEqualityDeletes] = None, whole: Boolean = true)
 
 /**
  * The changes of a table over a range of snapshots, as rows: each snapshot's inserted and
@@ -154,9 +155,15 @@ object ChangesPlan {
   def changesOf(session: SparkSession, name: String, table: Table, target: Schema, work: Seq[SnapshotWork]): DataFrame = {
     val positions = Seq("_file", "_pos")
     def parentOf(w: SnapshotWork) = Option(w.snapshot.parentId()).map(_.longValue()).filter(_ => w.touched.nonEmpty)
-    val touched = work.flatMap(w => parentOf(w).map { parentId =>
+    val keyed = work.flatMap(w => parentOf(w).map(p => (w, p, SnapshotDeleteKeys.of(session, table, w, schemaOf(table, table.snapshot(p))))))
+    def readAligned(snapshotId: Long, files: Set[String], schema: Schema) =
+      aligned(liveRows(session, name, snapshotId, files), schema, target, positions)
+    // Consecutive snapshots whose deletes are their keys' rows: one read for all of them.
+    val runs = KeyedRuns.of(keyed.collect { case (w, _, Some(k)) if k.exact => (w, k) }, target).filter(_.size > 1)
+    val inRuns = runs.flatten.map(_._1.ordinal).toSet
+    val deletedByRuns = runs.map(run => KeyedRuns.deleted(session, table, target, run, readAligned))
+    val touched = keyed.filterNot(k => inRuns(k._1.ordinal)).map { case (w, parentId, keys) =>
       val parentSchema = schemaOf(table, table.snapshot(parentId))
-      val keys = SnapshotDeleteKeys.of(session, table, w, parentSchema)
       def read(snapshotId: Long, schema: Schema) =
         keys.foldLeft(liveRows(session, name, snapshotId, w.touched))((rows, k) => k.candidates(schema, rows))
       val before = tagged(aligned(read(parentId, parentSchema), parentSchema, target, positions), w.ordinal, w.snapshot)
@@ -164,14 +171,15 @@ object ChangesPlan {
       val after = if (keys.exists(_.exact)) None else Some(read(w.snapshot.snapshotId(), schemaOf(table, w.snapshot))
         .select(F.lit(w.ordinal).as("_after_ordinal"), F.col("_file").as("_after_file"), F.col("_pos").as("_after_pos")))
       (before, after)
-    })
+    }
     val (byPosition, exact) = touched.partition(_._2.isDefined)
     val deletedByPosition = byPosition.map(_._1).reduceOption(_ unionByName _).zip(byPosition.flatMap(_._2).reduceOption(_ union _))
       .map { case (b, a) =>
         b.join(a, b(ChangeOrdinal) === a("_after_ordinal") && b("_file") === a("_after_file") && b("_pos") === a("_after_pos"),
           "left_anti")
       }
-    val deleted = (deletedByPosition.toSeq ++ exact.map(_._1)).map(_.drop(positions: _*).withColumn(ChangeType, F.lit(Delete)))
+    val deleted = ((deletedByPosition.toSeq ++ exact.map(_._1)).map(_.drop(positions: _*)) ++ deletedByRuns)
+      .map(_.withColumn(ChangeType, F.lit(Delete)))
     val inserted = work.filter(_.added.nonEmpty).map { w =>
       tagged(aligned(liveRows(session, name, w.snapshot.snapshotId(), w.added), schemaOf(table, w.snapshot), target),
         w.ordinal, w.snapshot).withColumn(ChangeType, F.lit(Insert))

@@ -118,17 +118,17 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
     val slices = steps(from, to.snapshotId).flatMap { step =>
       val units = unitsOf(step)
       val last = if (step.snapshot.snapshotId() == to.snapshotId && !to.done) to.consumed else units.size
-      Some(step -> units.slice(step.first, last)).filter(_._2.nonEmpty)
+      Some((step, units.slice(step.first, last), step.first == 0 && last == units.size)).filter(_._2.nonEmpty)
     }
     val (full, partial) = slices.partition(_._1.full)
-    val whole = full.map { case (step, slice) =>
+    val whole = full.map { case (step, slice, _) =>
       ChangesPlan.liveInserts(session, name, table, target, step.snapshot, step.ordinal, slice.map(_.file).toSet)
     }
-    val work = partial.map { case (step, slice) =>
+    val work = partial.map { case (step, slice, allOfIt) =>
       val (deleted, added) = slice.partition(_.deletes)
       val keys = if (deleted.isEmpty) None
         else keysCache.getOrElseUpdate(step.snapshot.snapshotId(), SnapshotChangeFiles.of(table, step.snapshot).byKeys)
-      SnapshotWork(step.snapshot, step.ordinal, deleted.map(_.file).toSet, added.map(_.file).toSet, keys)
+      SnapshotWork(step.snapshot, step.ordinal, deleted.map(_.file).toSet, added.map(_.file).toSet, keys, allOfIt)
     }
     val changed = if (work.isEmpty) Nil else Seq(ChangesPlan.changesOf(session, name, table, target, work))
     val changes = (whole ++ changed).reduceOption(_ unionByName _).getOrElse(ChangesPlan.empty(session, target))

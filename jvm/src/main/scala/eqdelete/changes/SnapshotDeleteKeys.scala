@@ -9,7 +9,7 @@ import eqdelete.read.{DeleteRowReader, DeleteRows}
 
 import org.apache.iceberg.{Schema, Table}
 import org.apache.iceberg.types.{Type, Types}
-import org.apache.spark.sql.{DataFrame, SparkSession}
+import org.apache.spark.sql.{Column, DataFrame, SparkSession}
 import org.apache.spark.sql.catalyst.expressions.AttributeReference
 import org.apache.spark.sql.catalyst.plans.logical.Statistics
 import org.apache.spark.sql.eqdelete.compat.SparkShim
@@ -31,21 +31,12 @@ import org.apache.spark.sql.types.LongType
  *
  * @param exact  whether the parent's candidates are exactly the rows the snapshot deleted
  */
-final class SnapshotDeleteKeys private (paths: Schema => Seq[Option[Seq[String]]], currentSchema: Schema,
-    deleteKeys: DataFrame, nullSafe: Boolean, val exact: Boolean) {
+final class SnapshotDeleteKeys private (val equalityIds: Seq[Int], currentSchema: Schema, val deleteKeys: DataFrame,
+    val nullSafe: Boolean, val exact: Boolean) {
 
   /** The rows of `rows` (a read of the touched files in `schema`) whose key is one of the snapshot's delete rows'. */
-  def candidates(schema: Schema, rows: DataFrame): DataFrame = {
-    // Plain equality makes Spark push `key IS NOT NULL` into the scan, which Iceberg binds to the
-    // table's current schema: for a time-travel read whose key column was renamed since, it fails.
-    val named = paths(schema).flatten
-    val plain = !nullSafe && paths(schema) == paths(currentSchema)
-    val matches = named.zipWithIndex.map { case (path, i) =>
-      val (column, key) = (rows.col(path.map(ChangesPlan.quote).mkString(".")), deleteKeys(s"_eqdelete_key_$i"))
-      if (plain) column === key else column <=> key
-    }.reduce(_ && _)
-    rows.join(deleteKeys, matches, "left_semi")
-  }
+  def candidates(schema: Schema, rows: DataFrame): DataFrame =
+    rows.join(deleteKeys, SnapshotDeleteKeys.matches(rows, schema, equalityIds, currentSchema, deleteKeys, nullSafe), "left_semi")
 }
 
 object SnapshotDeleteKeys {
@@ -68,9 +59,24 @@ object SnapshotDeleteKeys {
       val nullSafe = !keys.files.forall(d => keys.equalityIds.forall(id =>
         Option(d.nullValueCounts()).flatMap(counts => Option(counts.get(id))).exists(_ == 0L)))
       val exact = global && exactKeys
-      new SnapshotDeleteKeys(s => keys.equalityIds.map(path(s, _)), table.schema(),
-        deleteRows(session, table, work, snapshotSchema, keys, exact), nullSafe, exact)
+      new SnapshotDeleteKeys(keys.equalityIds, table.schema(), deleteRows(session, table, work, snapshotSchema, keys, exact),
+        nullSafe, exact)
     }
+  }
+
+  /**
+   * Whether a row of `rows` (read in `schema`) has the key of a row of `keys` (`_eqdelete_key_0`,
+   * ... for the fields `ids`): NULL-safe unless `nullSafe` is false and the key columns have the
+   * names the table's current schema gives them (plain equality makes Spark push `key IS NOT
+   * NULL` into the scan, which Iceberg binds to the current schema: a time-travel read of a column
+   * renamed since would fail).
+   */
+  def matches(rows: DataFrame, schema: Schema, ids: Seq[Int], currentSchema: Schema, keys: DataFrame, nullSafe: Boolean): Column = {
+    val plain = !nullSafe && ids.map(path(schema, _)) == ids.map(path(currentSchema, _))
+    ids.zipWithIndex.map { case (id, i) =>
+      val (column, key) = (rows.col(path(schema, id).get.map(ChangesPlan.quote).mkString(".")), keys(s"_eqdelete_key_$i"))
+      if (plain) column === key else column <=> key
+    }.reduce(_ && _)
   }
 
   /**
@@ -95,7 +101,7 @@ object SnapshotDeleteKeys {
   }
 
   /** The names from the top of `schema` down to field `id`, through structs; None when it has no such field. */
-  private def path(schema: Schema, id: Int): Option[Seq[String]] = {
+  private[changes] def path(schema: Schema, id: Int): Option[Seq[String]] = {
     def within(struct: Types.StructType): Option[Seq[String]] = struct.fields().asScala.foldLeft(Option.empty[Seq[String]]) {
       (found, field) => found.orElse {
         if (field.fieldId() == id) Some(Seq(field.name()))
