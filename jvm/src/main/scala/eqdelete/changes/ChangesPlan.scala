@@ -10,11 +10,15 @@ import org.apache.spark.sql.types.{ArrayType, DataType, IntegerType, LongType, M
 
 /**
  * What one snapshot's changes read: the files of its parent it touched, and those it added; with
- * `byKeys`, the equality deletes that alone change the touched files (SnapshotChangeFiles);
- * `whole` when these are all of its files (a stream may read a large snapshot in parts).
+ * `byKeys`, the equality deletes that alone change the touched files, and `everyParentFile`
+ * when those are all of its parent's files (SnapshotChangeFiles); `whole` when these are all of
+ * its files (a stream may read a large snapshot in parts).
  */
 final case class SnapshotWork(snapshot: Snapshot, ordinal: Int, touched: Set[String], added: Set[String],
-    byKeys: Option[SnapshotEqualityDeletes] = None, whole: Boolean = true)
+    byKeys: Option[SnapshotEqualityDeletes] = None, whole: Boolean = true, everyParentFile: Boolean = false) {
+  /** Whether a read of its parent's rows of `touched` reads the parent whole. */
+  def readsWholeParent: Boolean = whole && everyParentFile
+}
 
 /**
  * The changes of a table over a range of snapshots, as rows: each snapshot's inserted and
@@ -65,7 +69,8 @@ object ChangesPlan {
     val name = quotedName(session, tableName)
     val work = range.snapshots.zipWithIndex.flatMap { case (snapshot, ordinal) =>
       val files = SnapshotChangeFiles.of(table, snapshot)
-      if (files.unchanged.isDefined) None else Some(SnapshotWork(snapshot, ordinal, files.touched, files.added, files.byKeys))
+      if (files.unchanged.isDefined) None
+      else Some(SnapshotWork(snapshot, ordinal, files.touched, files.added, files.byKeys, everyParentFile = files.everyParentFile))
     }
     val changes = changesOf(session, name, table, target, work)
     val columns = target.columns().asScala.toSeq.map(_.name())
@@ -156,19 +161,20 @@ object ChangesPlan {
     val positions = Seq("_file", "_pos")
     def parentOf(w: SnapshotWork) = Option(w.snapshot.parentId()).map(_.longValue()).filter(_ => w.touched.nonEmpty)
     val keyed = work.flatMap(w => parentOf(w).map(p => (w, p, SnapshotDeleteKeys.of(session, table, w, schemaOf(table, table.snapshot(p))))))
-    def readAligned(snapshotId: Long, files: Set[String], schema: Schema) =
-      aligned(liveRows(session, name, snapshotId, files), schema, target, positions)
+    def readAligned(snapshotId: Long, files: Set[String], schema: Schema, whole: Boolean) =
+      aligned(liveRows(session, name, snapshotId, files, whole), schema, target, positions)
     // Consecutive snapshots whose deletes are their keys' rows: one read for all of them.
     val runs = KeyedRuns.of(keyed.collect { case (w, _, Some(k)) if k.exact => (w, k) }, target).filter(_.size > 1)
     val inRuns = runs.flatten.map(_._1.ordinal).toSet
     val deletedByRuns = runs.map(run => KeyedRuns.deleted(session, table, target, run, readAligned))
     val touched = keyed.filterNot(k => inRuns(k._1.ordinal)).map { case (w, parentId, keys) =>
       val parentSchema = schemaOf(table, table.snapshot(parentId))
-      def read(snapshotId: Long, schema: Schema) =
-        keys.foldLeft(liveRows(session, name, snapshotId, w.touched))((rows, k) => k.candidates(schema, rows))
-      val before = tagged(aligned(read(parentId, parentSchema), parentSchema, target, positions), w.ordinal, w.snapshot)
+      def read(snapshotId: Long, schema: Schema, whole: Boolean) =
+        keys.foldLeft(liveRows(session, name, snapshotId, w.touched, whole))((rows, k) => k.candidates(schema, rows))
+      val before = tagged(aligned(read(parentId, parentSchema, w.readsWholeParent), parentSchema, target, positions),
+        w.ordinal, w.snapshot)
       // The rows live before and not after, unless the candidates are exactly those.
-      val after = if (keys.exists(_.exact)) None else Some(read(w.snapshot.snapshotId(), schemaOf(table, w.snapshot))
+      val after = if (keys.exists(_.exact)) None else Some(read(w.snapshot.snapshotId(), schemaOf(table, w.snapshot), whole = false)
         .select(F.lit(w.ordinal).as("_after_ordinal"), F.col("_file").as("_after_file"), F.col("_pos").as("_after_pos")))
       (before, after)
     }
@@ -246,10 +252,15 @@ object ChangesPlan {
   def schemaOf(table: Table, snapshot: Snapshot): Schema =
     Option(snapshot.schemaId()).flatMap(id => Option(table.schemas().get(id))).getOrElse(table.schema())
 
-  /** The rows of `files` live at `snapshot`, with `_file` and `_pos`; none when `files` is empty. */
-  private def liveRows(session: SparkSession, name: String, snapshot: Long, files: Set[String]): DataFrame = {
+  /**
+   * The rows of `files` live at `snapshot`, with `_file` and `_pos`; none when `files` is empty.
+   * `whole` when they are all of its files: then no `_file` filter, which Spark would evaluate on
+   * every row, and which makes the scan read `_file` even where nothing else needs it.
+   */
+  private def liveRows(session: SparkSession, name: String, snapshot: Long, files: Set[String],
+      whole: Boolean = false): DataFrame = {
     val read = session.sql(s"SELECT *, _file, _pos FROM $name VERSION AS OF $snapshot")
-    if (files.isEmpty) read.limit(0) else read.where(F.col("_file").isin(files.toSeq: _*))
+    if (files.isEmpty) read.limit(0) else if (whole) read else read.where(F.col("_file").isin(files.toSeq: _*))
   }
 
   private def column(name: String) = F.col(quote(name))

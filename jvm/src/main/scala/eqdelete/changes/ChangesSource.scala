@@ -43,8 +43,8 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
   private var availableNowEnd: Option[Option[Long]] = None
   // Filled by latestOffset on the stream's thread, read by a batch's job where its action runs.
   private val unitsCache = scala.collection.concurrent.TrieMap.empty[(Long, Boolean), IndexedSeq[StreamUnit]]
-  // A snapshot's equality deletes when they alone change its touched files (SnapshotChangeFiles.byKeys).
-  private val keysCache = scala.collection.concurrent.TrieMap.empty[Long, Option[SnapshotEqualityDeletes]]
+  // A snapshot's files, for what a batch's read makes of them (SnapshotChangeFiles.byKeys, everyParentFile).
+  private val filesCache = scala.collection.concurrent.TrieMap.empty[Long, SnapshotChangeFiles]
   private lazy val startPosition: StreamPosition = log.startOrKeep(initial())
 
   /** A step's units: those kept when it was split, else from metadata. */
@@ -126,9 +126,10 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
     }
     val work = partial.map { case (step, slice, allOfIt) =>
       val (deleted, added) = slice.partition(_.deletes)
-      val keys = if (deleted.isEmpty) None
-        else keysCache.getOrElseUpdate(step.snapshot.snapshotId(), SnapshotChangeFiles.of(table, step.snapshot).byKeys)
-      SnapshotWork(step.snapshot, step.ordinal, deleted.map(_.file).toSet, added.map(_.file).toSet, keys, allOfIt)
+      val files = if (deleted.isEmpty) None
+        else Some(filesCache.getOrElseUpdate(step.snapshot.snapshotId(), SnapshotChangeFiles.of(table, step.snapshot)))
+      SnapshotWork(step.snapshot, step.ordinal, deleted.map(_.file).toSet, added.map(_.file).toSet, files.flatMap(_.byKeys),
+        allOfIt, files.exists(_.everyParentFile))
     }
     val changed = if (work.isEmpty) Nil else Seq(ChangesPlan.changesOf(session, name, table, target, work))
     val changes = (whole ++ changed).reduceOption(_ unionByName _).getOrElse(ChangesPlan.empty(session, target))
@@ -141,7 +142,7 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
   override def commit(end: Offset): Unit = {
     val at = ChangesOffset.fromJson(end.json()).position.snapshotId
     unitsCache.keys.filterNot(_._1 == at).foreach(unitsCache.remove)
-    keysCache.keys.filterNot(_ == at).foreach(keysCache.remove)
+    filesCache.keys.filterNot(_ == at).foreach(filesCache.remove)
     log.forgetSplitUnitsExcept(at)
   }
 
@@ -201,7 +202,7 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
         case scala.util.control.NonFatal(_) if parentGone.isDefined => throw gone(parentGone.get)
       }
       parentGone.filter(_ => files.touched.nonEmpty).foreach(id => throw gone(id))
-      keysCache.put(step.snapshot.snapshotId(), files.byKeys)
+      filesCache.put(step.snapshot.snapshotId(), files)
       if (files.unchanged.isDefined) Vector.empty
       else {
         files.touched.toVector.sorted.map(StreamUnit(_, deletes = true)) ++

@@ -38,11 +38,11 @@ private[changes] object KeyedRuns {
 
   /**
    * The rows `run` deleted, in the columns of `target` with `_change_ordinal` and
-   * `_commit_snapshot_id`. `read(snapshotId, files, schema)` reads the live rows of `files` at a
-   * snapshot, with `_file` and `_pos`, as the columns of `target`.
+   * `_commit_snapshot_id`. `read(snapshotId, files, schema, whole)` reads the live rows of `files`
+   * at a snapshot (all of its files when `whole`), with `_file` and `_pos`, as the columns of `target`.
    */
   def deleted(session: SparkSession, table: Table, target: Schema, run: Seq[Keyed],
-      read: (Long, Set[String], Schema) => DataFrame): DataFrame = {
+      read: (Long, Set[String], Schema, Boolean) => DataFrame): DataFrame = {
     val ids = run.head._2.equalityIds
     val keys = run.map(_._2.deleteKeys).reduce(_ union _)
     val parentId = run.head._1.snapshot.parentId().longValue
@@ -55,10 +55,11 @@ private[changes] object KeyedRuns {
     // The parent's files the run touches: a snapshot's touched files less those its run inserted before it.
     val insertedBefore = run.scanLeft(Set.empty[String])(_ ++ _._1.added)
     val parentFiles = run.zip(insertedBefore).flatMap { case ((w, _), before) => w.touched -- before }.toSet
-    val before = narrowed(read(parentId, parentFiles, schemas.head), Int.MinValue)
+    // The first snapshot touches every file of its parent: then the run does too.
+    val before = narrowed(read(parentId, parentFiles, schemas.head, run.head._1.readsWholeParent), Int.MinValue)
     // The last snapshot's inserts outlive the run.
     val inserted = run.init.filter(_._1.added.nonEmpty).map { case (w, _) =>
-      narrowed(read(w.snapshot.snapshotId(), w.added, ChangesPlan.schemaOf(table, w.snapshot)), w.ordinal)
+      narrowed(read(w.snapshot.snapshotId(), w.added, ChangesPlan.schemaOf(table, w.snapshot), false), w.ordinal)
     }
     val rows = (before +: inserted).reduce(_ unionByName _)
     val deletes = run.map { case (w, k) =>

@@ -23,9 +23,11 @@ import org.apache.spark.sql.eqdelete.compat.IcebergInternals
  * @param byKeys    when only its equality deletes, all on the same key columns, can change rows
  *                  of `touched` (no data file removed, no position delete or deletion vector on
  *                  one): those deletes, so its deleted rows are among the rows of those keys
+ * @param everyParentFile whether `touched` is every data file of its parent (as scattered keys
+ *                  make it): a read of them needs no `_file` restriction
  */
 final case class SnapshotChangeFiles(snapshot: Snapshot, added: Set[String], touched: Set[String], unchanged: Option[String],
-    byKeys: Option[SnapshotEqualityDeletes] = None)
+    byKeys: Option[SnapshotEqualityDeletes] = None, everyParentFile: Boolean = false)
 
 /** A snapshot's equality delete files on one set of key columns (field ids, ascending). */
 final case class SnapshotEqualityDeletes(equalityIds: Seq[Int], files: Seq[DeleteFile]) {
@@ -61,7 +63,8 @@ object SnapshotChangeFiles {
         case Seq(ids) if byPositions.isEmpty && touched.nonEmpty => Some(SnapshotEqualityDeletes(ids, equality))
         case _ => None
       }
-      SnapshotChangeFiles(snapshot, added, touched, None, keys)
+      SnapshotChangeFiles(snapshot, added, touched, None, keys,
+        everyParentFile = parentFiles.nonEmpty && touched == parentFiles.map(_.location()).toSet)
   }
 
   /** Whether the rows of position delete file `delete` can name `file`, by the bounds of their paths. */
