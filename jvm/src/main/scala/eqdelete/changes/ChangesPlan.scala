@@ -35,7 +35,8 @@ final case class SnapshotWork(snapshot: Snapshot, ordinal: Int, touched: Set[Str
  * reads of the table, which eqdelete's rule rewrites like any other: they are right where
  * Iceberg's own reader is not, and cost what the rule's strategies cost. A snapshot whose equality
  * deletes alone change the touched files has its reads kept to the rows of its delete keys
- * (SnapshotDeleteKeys), and when those are exactly its deleted rows, no read after it.
+ * (SnapshotDeleteKeys), and when those are exactly its deleted rows, no read after it; a run of
+ * such snapshots is read once (KeyedRuns).
  *
  * The reads of every snapshot of a range are one plan: the snapshots' sides are unioned, each row
  * tagged with its snapshot's ordinal, and the position join and the carry-over pairing each run
@@ -178,13 +179,13 @@ object ChangesPlan {
         .select(F.lit(w.ordinal).as("_after_ordinal"), F.col("_file").as("_after_file"), F.col("_pos").as("_after_pos")))
       (before, after)
     }
-    val (byPosition, exact) = touched.partition(_._2.isDefined)
+    val (byPosition, byKeysAlone) = touched.partition(_._2.isDefined)
     val deletedByPosition = byPosition.map(_._1).reduceOption(_ unionByName _).zip(byPosition.flatMap(_._2).reduceOption(_ union _))
       .map { case (b, a) =>
         b.join(a, b(ChangeOrdinal) === a("_after_ordinal") && b("_file") === a("_after_file") && b("_pos") === a("_after_pos"),
           "left_anti")
       }
-    val deleted = ((deletedByPosition.toSeq ++ exact.map(_._1)).map(_.drop(positions: _*)) ++ deletedByRuns)
+    val deleted = ((deletedByPosition.toSeq ++ byKeysAlone.map(_._1)).map(_.drop(positions: _*)) ++ deletedByRuns)
       .map(_.withColumn(ChangeType, F.lit(Delete)))
     val inserted = work.filter(_.added.nonEmpty).map { w =>
       tagged(aligned(liveRows(session, name, w.snapshot.snapshotId(), w.added), schemaOf(table, w.snapshot), target),
