@@ -59,7 +59,7 @@ def narrowed_snapshots(changes: DataFrame) -> tuple[set[int], set[int], set[int]
     whose rows were read once for a run of such snapshots (KeyedRuns)."""
     plan = changes._jdf.queryExecution().optimizedPlan().toString()
     found = re.findall(r"EqualityDeleteRows of snapshot (\d+) [^\n]*?(, exact)?$", plan, re.MULTILINE)
-    runs = {int(o) for o in re.findall(r"\b(\d+) AS _deleted_by#", plan)}
+    runs = {int(o) for o in re.findall(r"(?<![-\d])(\d+) AS _eqdelete_at#", plan)}
     return {int(s) for s, _ in found}, {int(s) for s, exact in found if exact}, runs
 
 
@@ -163,17 +163,22 @@ def test_global_deletes_on_exact_keys_are_their_rows_of_those_keys(spark: SparkS
     write_equality_deletes(spark, table_name, ["k", "s"], [(1, "a"), (None, "d")], columns=["k", "s"])
     # One key twice: its row once.
     write_equality_deletes(spark, table_name, ["k", "s"], [(3, "c"), (3, "c")], columns=["k", "s"])
+    # One key upserted by every snapshot of a run: each version goes at the next.
+    for version in ("y", "z"):
+        write_equality_deletes(spark, table_name, ["k", "s"], [(4, "e")], inserts=[(4, "e", version)], columns=["k", "s"])
     narrowed = check_changes(spark, table_name, "auto")
     chain = lineage(spark, table_name)
     with use_strategy(spark, "auto"):
         _, exact, runs = narrowed_snapshots(eqdelete.changes(spark, table_name))
-        # From the second snapshot on: one read for all three deletes (KeyedRuns).
+        # From the second snapshot on: one read for all the deletes (KeyedRuns).
         _, _, later = narrowed_snapshots(eqdelete.changes(spark, table_name, start_snapshot_id=chain[1]))
-    assert narrowed == exact == set(chain[1:]) and runs == {1, 2, 3} and later == {0, 1}, (narrowed, exact, runs, later, chain)
+    assert narrowed == exact == set(chain[1:]) and runs == {1, 2, 3, 4, 5} and later == {0, 1, 2, 3}, \
+        (narrowed, exact, runs, later, chain)
     by_snapshot = changes_by_snapshot(eqdelete.changes(spark, table_name).collect())
     assert by_snapshot[chain[1]][1] == Counter({(1, "a", "x"): 1, (2, None, "x"): 1})
     assert by_snapshot[chain[2]][1] == Counter({(1, "a", "y"): 1, (None, "d", "x"): 1})
     assert by_snapshot[chain[3]][:2] == (Counter(), Counter({(3, "c", "x"): 1}))
+    assert [by_snapshot[s][1] for s in chain[4:]] == [Counter({(4, "e", "x"): 1}), Counter({(4, "e", "y"): 1})]
     later_changes = changes_by_snapshot(eqdelete.changes(spark, table_name, start_snapshot_id=chain[1]).collect())
     assert later_changes == {s: by_snapshot[s][:2] + ({chain.index(s) - 2},) for s in chain[2:]}, later_changes
 

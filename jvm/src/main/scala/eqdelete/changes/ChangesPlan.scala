@@ -15,7 +15,7 @@ import org.apache.spark.sql.types.{ArrayType, DataType, IntegerType, LongType, M
  * its files (a stream may read a large snapshot in parts).
  */
 final case class SnapshotWork(snapshot: Snapshot, ordinal: Int, touched: Set[String], added: Set[String],
-    byKeys: Option[SnapshotEqualityDeletes] = None, whole: Boolean = true, everyParentFile: Boolean = false) {
+    byKeys: Option[SnapshotEqualityDeletes] = None, whole: Boolean = false, everyParentFile: Boolean = false) {
   /** Whether a read of its parent's rows of `touched` reads the parent whole. */
   def readsWholeParent: Boolean = whole && everyParentFile
 }
@@ -71,7 +71,7 @@ object ChangesPlan {
     val work = range.snapshots.zipWithIndex.flatMap { case (snapshot, ordinal) =>
       val files = SnapshotChangeFiles.of(table, snapshot)
       if (files.unchanged.isDefined) None
-      else Some(SnapshotWork(snapshot, ordinal, files.touched, files.added, files.byKeys, everyParentFile = files.everyParentFile))
+      else Some(SnapshotWork(snapshot, ordinal, files.touched, files.added, files.byKeys, whole = true, files.everyParentFile))
     }
     val changes = changesOf(session, name, table, target, work)
     val columns = target.columns().asScala.toSeq.map(_.name())
@@ -161,15 +161,17 @@ object ChangesPlan {
   def changesOf(session: SparkSession, name: String, table: Table, target: Schema, work: Seq[SnapshotWork]): DataFrame = {
     val positions = Seq("_file", "_pos")
     def parentOf(w: SnapshotWork) = Option(w.snapshot.parentId()).map(_.longValue()).filter(_ => w.touched.nonEmpty)
-    val keyed = work.flatMap(w => parentOf(w).map(p => (w, p, SnapshotDeleteKeys.of(session, table, w, schemaOf(table, table.snapshot(p))))))
+    val keyed = work.flatMap(w => parentOf(w).map { p =>
+      val parentSchema = schemaOf(table, table.snapshot(p))
+      (w, p, parentSchema, SnapshotDeleteKeys.of(session, table, w, parentSchema))
+    })
     def readAligned(snapshotId: Long, files: Set[String], schema: Schema, whole: Boolean) =
       aligned(liveRows(session, name, snapshotId, files, whole), schema, target, positions)
     // Consecutive snapshots whose deletes are their keys' rows: one read for all of them.
-    val runs = KeyedRuns.of(keyed.collect { case (w, _, Some(k)) if k.exact => (w, k) }, target).filter(_.size > 1)
+    val runs = KeyedRuns.of(keyed.collect { case (w, _, _, Some(k)) if k.exact => (w, k) }, target).filter(_.size > 1)
     val inRuns = runs.flatten.map(_._1.ordinal).toSet
-    val deletedByRuns = runs.map(run => KeyedRuns.deleted(session, table, target, run, readAligned))
-    val touched = keyed.filterNot(k => inRuns(k._1.ordinal)).map { case (w, parentId, keys) =>
-      val parentSchema = schemaOf(table, table.snapshot(parentId))
+    val deletedByRuns = runs.map(run => KeyedRuns.deleted(table, target, run, readAligned))
+    val touched = keyed.filterNot(k => inRuns(k._1.ordinal)).map { case (w, parentId, parentSchema, keys) =>
       def read(snapshotId: Long, schema: Schema, whole: Boolean) =
         keys.foldLeft(liveRows(session, name, snapshotId, w.touched, whole))((rows, k) => k.candidates(schema, rows))
       val before = tagged(aligned(read(parentId, parentSchema, w.readsWholeParent), parentSchema, target, positions),

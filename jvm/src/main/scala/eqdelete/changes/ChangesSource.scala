@@ -126,8 +126,7 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
     }
     val work = partial.map { case (step, slice, allOfIt) =>
       val (deleted, added) = slice.partition(_.deletes)
-      val files = if (deleted.isEmpty) None
-        else Some(filesCache.getOrElseUpdate(step.snapshot.snapshotId(), SnapshotChangeFiles.of(table, step.snapshot)))
+      val files = if (deleted.isEmpty) None else Some(changeFilesOf(step))
       SnapshotWork(step.snapshot, step.ordinal, deleted.map(_.file).toSet, added.map(_.file).toSet, files.flatMap(_.byKeys),
         allOfIt, files.exists(_.everyParentFile))
     }
@@ -138,11 +137,16 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
 
   override def deserializeOffset(json: String): OffsetV2 = ChangesOffset.fromJson(json)
 
-  /** Forgets what no later batch reads: the units of the snapshots before `end`'s. */
+  /**
+   * Forgets what no later batch reads: the units and files of the snapshots committed before
+   * `end`'s (by commit time; those after it, which the next batch may already have counted, stay).
+   */
   override def commit(end: Offset): Unit = {
     val at = ChangesOffset.fromJson(end.json()).position.snapshotId
-    unitsCache.keys.filterNot(_._1 == at).foreach(unitsCache.remove)
-    filesCache.keys.filterNot(_ == at).foreach(filesCache.remove)
+    val committedAt = Option(table.snapshot(at)).map(_.timestampMillis())
+    def done(id: Long) = id != at && Option(table.snapshot(id)).forall(s => committedAt.forall(s.timestampMillis() < _))
+    unitsCache.keys.filter(k => done(k._1)).foreach(unitsCache.remove)
+    filesCache.keys.filter(done).foreach(filesCache.remove)
     log.forgetSplitUnitsExcept(at)
   }
 
@@ -194,15 +198,7 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
       scala.util.Using.resource(table.newScan().useSnapshot(step.snapshot.snapshotId()).planFiles())(
         _.asScala.map(_.file().location()).toVector.distinct.sorted.map(StreamUnit(_, deletes = false)))
     } else {
-      // Its deletes are found among its parent's rows: with the parent gone, only a snapshot
-      // that deletes nothing can still be read.
-      val parentGone = Option(step.snapshot.parentId()).map(_.longValue()).filter(table.snapshot(_) == null)
-      def gone(id: Long) = expired(id, StreamPosition(id, step.ordinal - 1, full = false, 0, done = true))
-      val files = try SnapshotChangeFiles.of(table, step.snapshot) catch {
-        case scala.util.control.NonFatal(_) if parentGone.isDefined => throw gone(parentGone.get)
-      }
-      parentGone.filter(_ => files.touched.nonEmpty).foreach(id => throw gone(id))
-      filesCache.put(step.snapshot.snapshotId(), files)
+      val files = changeFilesOf(step)
       if (files.unchanged.isDefined) Vector.empty
       else {
         files.touched.toVector.sorted.map(StreamUnit(_, deletes = true)) ++
@@ -210,6 +206,22 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
       }
     }
   }
+
+  /**
+   * What a step's snapshot changes, from metadata (kept until committed). Its deletes are found
+   * among its parent's rows: with the parent gone, only a snapshot that deletes nothing can
+   * still be read, and one that does fails naming the snapshot gone.
+   */
+  private def changeFilesOf(step: ChangesSource.Step): SnapshotChangeFiles =
+    filesCache.getOrElseUpdate(step.snapshot.snapshotId(), {
+      val parentGone = Option(step.snapshot.parentId()).map(_.longValue()).filter(table.snapshot(_) == null)
+      def gone(id: Long) = expired(id, StreamPosition(id, step.ordinal - 1, full = false, 0, done = true))
+      val files = try SnapshotChangeFiles.of(table, step.snapshot) catch {
+        case scala.util.control.NonFatal(_) if parentGone.isDefined => throw gone(parentGone.get)
+      }
+      parentGone.filter(_ => files.touched.nonEmpty).foreach(id => throw gone(id))
+      files
+    })
 
   /** Where a stream without a checkpointed offset starts (StreamStart). */
   private def initial(): StreamPosition = {

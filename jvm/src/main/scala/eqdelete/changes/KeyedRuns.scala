@@ -1,7 +1,8 @@
 package eqdelete.changes
 
 import org.apache.iceberg.{Schema, Table}
-import org.apache.spark.sql.{functions => F, DataFrame, SparkSession}
+import org.apache.spark.sql.{functions => F, DataFrame}
+import org.apache.spark.sql.expressions.Window
 
 /**
  * The deleted rows of a run of snapshots whose deletes are exactly their delete keys' rows
@@ -15,8 +16,8 @@ import org.apache.spark.sql.{functions => F, DataFrame, SparkSession}
  * snapshots touch) or one a snapshot before it inserted, and it goes at the first later snapshot
  * of the run that deletes its key. The rows are read once (the run's first parent's rows of its
  * touched files and the run's inserts, each kept to the rows of some delete key of the run), and
- * each is joined with the run's delete keys, each tagged with its snapshot's ordinal: a row's
- * first delete after it came is its DELETE. That is a join of the changes, not of the table.
+ * ordered by key with the run's delete keys, each tagged with its snapshot's ordinal: a row's
+ * first delete after it came is its DELETE. That is a sort of the changes, not of the table.
  */
 private[changes] object KeyedRuns {
 
@@ -41,8 +42,7 @@ private[changes] object KeyedRuns {
    * `_commit_snapshot_id`. `read(snapshotId, files, schema, whole)` reads the live rows of `files`
    * at a snapshot (all of its files when `whole`), with `_file` and `_pos`, as the columns of `target`.
    */
-  def deleted(session: SparkSession, table: Table, target: Schema, run: Seq[Keyed],
-      read: (Long, Set[String], Schema, Boolean) => DataFrame): DataFrame = {
+  def deleted(table: Table, target: Schema, run: Seq[Keyed], read: (Long, Set[String], Schema, Boolean) => DataFrame): DataFrame = {
     val ids = run.head._2.equalityIds
     val keys = run.map(_._2.deleteKeys).reduce(_ union _)
     val parentId = run.head._1.snapshot.parentId().longValue
@@ -50,27 +50,43 @@ private[changes] object KeyedRuns {
     val schemas = ChangesPlan.schemaOf(table, table.snapshot(parentId)) +: run.map(r => ChangesPlan.schemaOf(table, r._1.snapshot))
     val nullSafe = run.exists(_._2.nullSafe) ||
       schemas.exists(s => ids.map(SnapshotDeleteKeys.path(s, _)) != ids.map(SnapshotDeleteKeys.path(table.schema(), _)))
-    def matching(rows: DataFrame, keys: DataFrame) = SnapshotDeleteKeys.matches(rows, target, ids, target, keys, nullSafe)
-    def narrowed(rows: DataFrame, origin: Int) = rows.join(keys, matching(rows, keys), "left_semi").withColumn("_origin", F.lit(origin))
+    def narrowed(rows: DataFrame, origin: Int) =
+      rows.join(keys, SnapshotDeleteKeys.matches(rows, target, ids, target, keys, nullSafe), "left_semi")
+        .withColumn(At, F.lit(origin)).withColumn(IsDelete, F.lit(false))
     // The parent's files the run touches: a snapshot's touched files less those its run inserted before it.
     val insertedBefore = run.scanLeft(Set.empty[String])(_ ++ _._1.added)
     val parentFiles = run.zip(insertedBefore).flatMap { case ((w, _), before) => w.touched -- before }.toSet
-    // The first snapshot touches every file of its parent: then the run does too.
+    // When the first snapshot touches every file of its parent, the run's read of them is the parent whole.
     val before = narrowed(read(parentId, parentFiles, schemas.head, run.head._1.readsWholeParent), Int.MinValue)
     // The last snapshot's inserts outlive the run.
     val inserted = run.init.filter(_._1.added.nonEmpty).map { case (w, _) =>
       narrowed(read(w.snapshot.snapshotId(), w.added, ChangesPlan.schemaOf(table, w.snapshot), false), w.ordinal)
     }
-    val rows = (before +: inserted).reduce(_ unionByName _)
+    // Each delete key as an event of its snapshot, in the rows' columns (the others NULL).
+    val targetType = org.apache.spark.sql.eqdelete.compat.IcebergSparkTables.sparkSchema(target)
+    val keyNames = ids.map(id => target.findField(id).name())
     val deletes = run.map { case (w, k) =>
-      k.deleteKeys.select(ids.indices.map(i => F.col(s"_eqdelete_key_$i")) :+ F.lit(w.ordinal).as("_deleted_by"): _*)
-    }.reduce(_ union _)
-    val columns = (0 until target.columns().size()).map(i => target.columns().get(i).name())
+      k.deleteKeys.select(targetType.fields.toSeq.map { f =>
+        val i = keyNames.indexOf(f.name)
+        (if (i >= 0) F.col(s"_eqdelete_key_$i") else F.lit(null)).cast(f.dataType).as(f.name)
+      } ++ Seq(F.lit(null).cast("string").as("_file"), F.lit(null).cast("long").as("_pos"), F.lit(w.ordinal).as(At),
+        F.lit(true).as(IsDelete)): _*)
+    }
+    // By key (NULL equal to NULL, as the deletes match), in order; a delete sorts before a row of
+    // the same snapshot, whose own deletes never remove its inserts. A row's DELETE is the first
+    // delete after it: linear in the events, however often a key is upserted.
+    val events = (before +: inserted).reduce(_ unionByName _).unionByName(deletes.reduce(_ unionByName _))
+    val afterIt = Window.partitionBy(keyNames.map(n => F.col(ChangesPlan.quote(n))): _*)
+      .orderBy(F.col(At), F.col(IsDelete).desc).rowsBetween(Window.currentRow, Window.unboundedFollowing)
     val snapshotIds = F.map(run.flatMap { case (w, _) => Seq(F.lit(w.ordinal), F.lit(w.snapshot.snapshotId())) }: _*)
-    rows.join(deletes, matching(rows, deletes) && deletes("_deleted_by") > rows("_origin"))
-      .groupBy(rows("_file"), rows("_pos"))
-      .agg(F.first(F.struct(columns.map(c => rows(ChangesPlan.quote(c))): _*)).as("_row"), F.min("_deleted_by").as(ChangesPlan.ChangeOrdinal))
-      .select(columns.map(c => F.col("_row").getField(c).as(c)) ++ Seq(F.col(ChangesPlan.ChangeOrdinal),
+    val columns = targetType.fieldNames.toSeq.map(c => F.col(ChangesPlan.quote(c)))
+    events.withColumn(ChangesPlan.ChangeOrdinal, F.min(F.when(F.col(IsDelete), F.col(At))).over(afterIt))
+      .where(!F.col(IsDelete) && F.col(ChangesPlan.ChangeOrdinal).isNotNull)
+      .select(columns ++ Seq(F.col(ChangesPlan.ChangeOrdinal),
         F.element_at(snapshotIds, F.col(ChangesPlan.ChangeOrdinal)).as(ChangesPlan.CommitSnapshotId)): _*)
   }
+
+  /** Where an event sits in the run (a row: the snapshot that inserted it, or before the run; a delete: its snapshot). */
+  private val At = "_eqdelete_at"
+  private val IsDelete = "_eqdelete_is_delete"
 }

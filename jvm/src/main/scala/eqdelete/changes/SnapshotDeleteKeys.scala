@@ -19,8 +19,9 @@ import org.apache.spark.sql.types.LongType
  * A snapshot's deleted rows looked for among few rows. When only its equality deletes on one set
  * of key columns change the rows of the parent's files it touched (`SnapshotWork.byKeys`), every
  * row it deletes there has the key of one of its delete rows. So the reads of those files keep
- * only such rows ([[candidates]]), by a semi-join with the snapshot's delete rows, read once by
- * Spark tasks, broadcast when small: no shuffle carries the table.
+ * only such rows ([[candidates]]), by a semi-join with the snapshot's delete rows, read by Spark
+ * tasks and broadcast when small (as the join strategy's delete side is): then no shuffle carries
+ * the table.
  *
  * Spark's join equality can be coarser than Iceberg's (it makes -0.0 and 0.0, and every NaN,
  * equal), and the semi-join ignores the deletes' partitions. So in general it only narrows:

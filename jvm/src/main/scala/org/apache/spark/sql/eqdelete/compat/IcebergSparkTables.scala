@@ -60,9 +60,10 @@ object IcebergSparkTables {
    * caches the new one for later reads. Iceberg's Spark catalog caches loaded tables
    * (`cache-enabled`), and a process that keeps looking at a table, as the service does, keeps
    * its entry from ever expiring: without this it would never see another process's commits.
-   * Never a refresh of the cached instance in place: a query of the same session that resolved
+   * It never refreshes the cached instance in place: a query of the same session that resolved
    * that instance would find it at another snapshot (Iceberg's scan builder then fails: "Failed
-   * to enforce scan consistency").
+   * to enforce scan consistency"). A commit made through the instance it returns (which the
+   * catalog now caches) still moves that instance forward, as any Iceberg write through Spark does.
    */
   def current(session: SparkSession, name: String): Table = {
     val resolved = Spark3Util.catalogAndIdentifier(session, name)
