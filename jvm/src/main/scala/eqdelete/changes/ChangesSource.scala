@@ -32,8 +32,8 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
   // A new instance, the catalog's cache entry replaced (`fresh`), before every use of new metadata:
   // the batches' time-travel reads resolve the table through the same catalog, whose cache may
   // otherwise hold an older instance than the one this source saw the snapshots in.
-  @volatile private var table: Table = IcebergSparkTables.current(session, options.table)
-  private def fresh(): Unit = table = IcebergSparkTables.current(session, options.table)
+  @volatile private var table: Table = IcebergSparkTables.reloaded(session, options.table)
+  private def fresh(): Unit = table = IcebergSparkTables.reloaded(session, options.table)
   private val name = ChangesPlan.quotedName(session, options.table)
   private val identifiers: Option[Seq[String]] =
     if (options.changes.computeUpdates) Some(ChangesPlan.identifierColumns(table, target, options.changes)) else None

@@ -5,7 +5,7 @@ import scala.jdk.CollectionConverters._
 import eqdelete.planning.DeletePlanner
 import eqdelete.resolve.ResolveEqualityDeletes
 
-import org.apache.iceberg.{DataFile, DataOperations, DeleteFile, FileContent, MetadataColumns, Snapshot, Table}
+import org.apache.iceberg.{DataFile, DataOperations, DeleteFile, FileContent, Snapshot, Table}
 import org.apache.iceberg.types.{Comparators, Conversions, Types}
 import org.apache.spark.sql.eqdelete.compat.IcebergInternals
 
@@ -69,7 +69,7 @@ object SnapshotChangeFiles {
 
   /** Whether the rows of position delete file `delete` can name `file`, by the bounds of their paths. */
   private def mayName(delete: DeleteFile, file: DataFile): Boolean = {
-    val id = MetadataColumns.DELETE_FILE_PATH.fieldId()
+    val id = IcebergInternals.positionDeletePathFieldId
     def bound(bounds: java.util.Map[Integer, java.nio.ByteBuffer]) =
       Option(bounds).flatMap(b => Option(b.get(id))).map(Conversions.fromByteBuffer[CharSequence](Types.StringType.get(), _))
     (bound(delete.lowerBounds()), bound(delete.upperBounds())) match {

@@ -107,17 +107,17 @@ object MaintainRound {
       else ResolveAttempts.run(session, tableName, settings, keep, startingSnapshotId, beforeCommit, stop)
     }
 
-    // Each step starts from newest metadata, a new instance (IcebergSparkTables.current).
-    val resolved = IcebergSparkTables.current(session, tableName)
+    val table = IcebergSparkTables.current(session, tableName)
     val compaction = unlessStopped("compacting the position delete files", RoundCompactions.Maintenance.none[PositionDeleteCompaction.Rewritten]) {
-      if (IcebergInternals.formatVersion(resolved) == 2) RoundCompactions.positionDeletes(session, resolved, tableSettings)
+      if (IcebergInternals.formatVersion(table) == 2) RoundCompactions.positionDeletes(session, table, tableSettings)
       else RoundCompactions.Maintenance.none[PositionDeleteCompaction.Rewritten]
     }
+    table.refresh()
     val (dataCompaction, overBudget) = unlessStopped("compacting the data files past the dead-row share",
         (RoundCompactions.Maintenance.none[IcebergActions.RewrittenData], Option.empty[String])) {
-      RoundCompactions.data(session, IcebergSparkTables.current(session, tableName), tableSettings)
+      RoundCompactions.data(session, table, tableSettings)
     }
-    val table = IcebergSparkTables.current(session, tableName)
+    table.refresh()
     val (live, lag) = EqualityDeleteLag.of(table, System.currentTimeMillis())
     // Its size is a Spark job per index: not run once stopped.
     val index = if (keep) unlessStopped("measuring the kept index", Option.empty[KeptLiveIndexes.State])(KeptLiveIndexes.state(session, tableName))

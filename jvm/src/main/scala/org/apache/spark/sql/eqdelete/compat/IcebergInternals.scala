@@ -53,6 +53,9 @@ object IcebergInternals {
   /** The one data file a position delete file references (named, or by its path bounds); None when it may cover several. */
   def referencedDataFile(file: DeleteFile): Option[String] = Option(ContentFileUtil.referencedDataFileLocation(file))
 
+  /** The field id of a position delete file's `file_path` column, whose bounds its manifest entry keeps. */
+  def positionDeletePathFieldId: Int = MetadataColumns.DELETE_FILE_PATH.fieldId()
+
   /** The rows of a file in a format eqdelete does not read with Spark's readers, projected, as generic records (each reused). */
   def genericRows(format: FileFormat, input: InputFile, projection: Schema): CloseableIterable[StructLike] =
     InternalData.read(format, input).project(projection).reuseContainers().build[StructLike]()

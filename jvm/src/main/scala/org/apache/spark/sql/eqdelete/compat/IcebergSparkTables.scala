@@ -55,17 +55,25 @@ object IcebergSparkTables {
   def load(session: SparkSession, name: String): Table = Spark3Util.loadIcebergTable(session, name)
 
   /**
-   * The table `name` as its newest metadata has it (its properties, snapshot and schema), as a
-   * new instance: the catalog's cache entry is dropped and the table loaded again, so the catalog
-   * caches the new one for later reads. Iceberg's Spark catalog caches loaded tables
-   * (`cache-enabled`), and a process that keeps looking at a table, as the service does, keeps
-   * its entry from ever expiring: without this it would never see another process's commits.
-   * It never refreshes the cached instance in place: a query of the same session that resolved
-   * that instance would find it at another snapshot (Iceberg's scan builder then fails: "Failed
-   * to enforce scan consistency"). A commit made through the instance it returns (which the
-   * catalog now caches) still moves that instance forward, as any Iceberg write through Spark does.
+   * The table `name` as its newest metadata has it: its properties, snapshot and schema. Iceberg's
+   * Spark catalog caches loaded tables (`cache-enabled`), and a process that keeps looking at a
+   * table, as the service does, keeps its cache entry from ever expiring: without the refresh it
+   * would never see another process's commits, a fixed table property among them.
    */
   def current(session: SparkSession, name: String): Table = {
+    val table = load(session, name)
+    table.refresh()
+    table
+  }
+
+  /**
+   * The table `name` as its newest metadata has it, as a new instance: the catalog's cache entry is
+   * dropped and the table loaded again, so the catalog caches the new one for later reads. Unlike
+   * [[current]] it never refreshes the cached instance in place, under a query of the same session
+   * that resolved it (Iceberg's scan builder then fails: "Failed to enforce scan consistency"). For
+   * what runs beside a user's queries, as a stream's source does.
+   */
+  def reloaded(session: SparkSession, name: String): Table = {
     val resolved = Spark3Util.catalogAndIdentifier(session, name)
     resolved.catalog() match {
       case catalog: org.apache.spark.sql.connector.catalog.TableCatalog => catalog.invalidateTable(resolved.identifier())
