@@ -129,7 +129,8 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
                                     f"{changes['histories']} random histories, {changes['snapshots']} snapshots, "
                                     f"{changes['rows']} changed rows; {changes['narrowed']} snapshots' deletes "
                                     f"found among their delete keys' rows ({changes['exact']} of them by those alone, "
-                                    f"{changes['in runs']} in runs read once)")
+                                    f"{changes['in runs']} in runs read once; again with kept row images, "
+                                    f"{changes['from row images']} looked up in them)")
     if figures["stream"]["snapshots"]:
         stream = figures["stream"]
         terminalreporter.write_line(f"eqdelete changes streams replayed against every snapshot: {stream['streams']} "

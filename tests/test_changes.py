@@ -24,7 +24,8 @@ from eqdelete.changes import CHANGE_COLUMNS
 
 HISTORIES = int(os.environ.get("EQDELETE_CHANGES_HISTORIES", "6"))
 FIRST_SEED = int(os.environ.get("EQDELETE_CHANGES_SEED", "2000"))
-FIGURES = {"histories": 0, "snapshots": 0, "rows": 0, "narrowed": 0, "exact": 0, "in runs": 0}
+FIGURES = {"histories": 0, "snapshots": 0, "rows": 0, "narrowed": 0, "exact": 0, "in runs": 0, "from row images": 0}
+ROW_IMAGES = "spark.eqdelete.changes.rowImages"
 
 
 def rows_at(spark: SparkSession, table: str, snapshot: int) -> Counter:
@@ -63,14 +64,41 @@ def narrowed_snapshots(changes: DataFrame) -> tuple[set[int], set[int], set[int]
     return {int(s) for s, _ in found}, {int(s) for s, exact in found if exact}, runs
 
 
+def from_row_images(changes: DataFrame) -> tuple[set[int], set[int]]:
+    """The snapshots whose deleted rows the plan looks up in kept row images (KeptRowImages), and the snapshots
+    the images it reads were built at."""
+    plan = changes._jdf.queryExecution().optimizedPlan().toString()
+    found = re.findall(r"RowImages of snapshot\(s\) ([\d, ]+) at their parents \(\d+ stores, kept since snapshot (\d+)\)", plan)
+    return {int(s) for ids, _ in found for s in ids.split(", ")}, {int(since) for _, since in found}
+
+
+class row_images:
+    """Within it, the session keeps row images for the changes it reads."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def __enter__(self) -> None:
+        self.spark.conf.set(ROW_IMAGES, "true")
+
+    def __exit__(self, *_: object) -> None:
+        self.spark.conf.unset(ROW_IMAGES)
+
+
 def check_changes(spark: SparkSession, table: str, strategy: str) -> set[int]:
     """Every snapshot's changes, read in one range from the first, against the difference of its rows and its
-    parent's; the snapshots narrowed by their delete keys."""
+    parent's, without and with kept row images; the snapshots narrowed by their delete keys."""
     chain = lineage(spark, table)
     with use_strategy(spark, strategy):
         changes = eqdelete.changes(spark, table)
         narrowed, exact, runs = narrowed_snapshots(changes)
         got = changes_by_snapshot(changes.collect())
+        with row_images(spark):
+            imaged_changes = eqdelete.changes(spark, table)
+            imaged, _ = from_row_images(imaged_changes)
+            assert changes_by_snapshot(imaged_changes.collect()) == got, "the changes with kept row images"
+    # Each exact snapshot is answered from the images, unless a snapshot before it that they cannot follow left them behind.
+    assert imaged <= exact and (not exact or imaged), (imaged, exact)
     before: Counter = Counter()
     for ordinal, snapshot in enumerate(chain):
         after = rows_at(spark, table, snapshot)
@@ -85,6 +113,7 @@ def check_changes(spark: SparkSession, table: str, strategy: str) -> set[int]:
     FIGURES["narrowed"] += len(narrowed)
     FIGURES["exact"] += len(exact)
     FIGURES["in runs"] += len(runs)
+    FIGURES["from row images"] += len(imaged)
     return narrowed
 
 
@@ -181,6 +210,52 @@ def test_global_deletes_on_exact_keys_are_their_rows_of_those_keys(spark: SparkS
     assert [by_snapshot[s][1] for s in chain[4:]] == [Counter({(4, "e", "x"): 1}), Counter({(4, "e", "y"): 1})]
     later_changes = changes_by_snapshot(eqdelete.changes(spark, table_name, start_snapshot_id=chain[1]).collect())
     assert later_changes == {s: by_snapshot[s][:2] + ({chain.index(s) - 2},) for s in chain[2:]}, later_changes
+
+
+def test_kept_row_images_follow_the_table_and_are_built_again_when_they_cannot(spark: SparkSession,
+                                                                             table_name: str) -> None:
+    # Upserts whose deletes are exact (global): kept row images built at the first upsert's parent,
+    # then brought forward across appends, upserts, a resolve and a compaction; a MERGE's position
+    # deletes on older files leave them behind, and the next read builds them again.
+    spark.sql(f"CREATE TABLE {table_name} (k BIGINT, v STRING, p INT) USING iceberg TBLPROPERTIES ({MOR.format(v=2)})")
+    spark.createDataFrame([(k, f"a{k}", k % 2) for k in range(10)], "k BIGINT, v STRING, p INT") \
+        .repartition(2).writeTo(table_name).append()
+    short = table_name.split(".", 1)[1]
+
+    def upsert(keys: list[int], value: str) -> None:
+        write_equality_deletes(spark, table_name, ["k"], [(k,) for k in keys], inserts=[(k, f"{value}{k}", k % 2) for k in keys])
+
+    def imaged_since(start: int | None = None) -> tuple[set[int], set[int]]:
+        """The range's changes with kept row images, against those without; what came from them."""
+        with use_strategy(spark, "auto"):
+            plain = changes_by_snapshot(eqdelete.changes(spark, table_name, start_snapshot_id=start).collect())
+            with row_images(spark):
+                imaged = eqdelete.changes(spark, table_name, start_snapshot_id=start)
+                found, since = from_row_images(imaged)
+                assert changes_by_snapshot(imaged.collect()) == plain, (start, lineage(spark, table_name))
+        return found, since
+
+    upsert([1, 2, 3], "b")
+    upsert([2, 3, 4], "c")
+    chain = lineage(spark, table_name)
+    assert imaged_since() == (set(chain[1:]), {chain[0]})
+    # An append, an upsert, eqdelete's resolve, a compaction, an upsert: followed, not built again.
+    spark.sql(f"INSERT INTO {table_name} VALUES (30, 'a30', 0), (31, 'a31', 1)")
+    upsert([3, 30, 50], "d")
+    eqdelete.resolve_equality_deletes(spark, table_name)
+    spark.sql(f"CALL local.system.rewrite_data_files(table => '{short}', options => map('rewrite-all', 'true'))")
+    upsert([1, 31, 3], "e")
+    chain = lineage(spark, table_name)
+    upserts = {chain[4], chain[7]}
+    assert imaged_since(chain[2]) == (upserts, {chain[0]})
+    # A range from the start again: every version is still answered from the same images.
+    assert imaged_since() == ({chain[1], chain[2]} | upserts, {chain[0]})
+    # A MERGE deleting by position: not followed; the next upsert's read builds them at its parent.
+    spark.sql(f"MERGE INTO {table_name} t USING (SELECT 2L AS k) s ON t.k = s.k WHEN MATCHED THEN DELETE")
+    upsert([4, 1], "f")
+    chain = lineage(spark, table_name)
+    assert imaged_since(chain[-3]) == ({chain[-1]}, {chain[-2]})
+    check_changes(spark, table_name, "auto")
 
 
 def test_a_read_restricted_by_file_plans_only_those_files(spark: SparkSession, table_name: str) -> None:

@@ -28,6 +28,8 @@ private[eqdelete] object Injections {
     // The rows a range of snapshots inserted and deleted (docs/changes.md).
     extensions.injectTableFunction(eqdelete.sql.ChangesFunction.description)
     extensions.injectPlannerStrategy(_ => eqdelete.sql.PlanInformationFunctions)
+    // Plans the deleted rows found in kept row images (spark.eqdelete.changes.rowImages).
+    extensions.injectPlannerStrategy(_ => eqdelete.changes.PlanRowImages)
 
     // CALL of the procedures that commit (Spark 4.x has CALL of its own; 3.5 gets eqdelete's parser).
     eqdelete.sql.ProcedureSyntax.inject(extensions)

@@ -167,10 +167,22 @@ object ChangesPlan {
     })
     def readAligned(snapshotId: Long, files: Set[String], schema: Schema, whole: Boolean) =
       aligned(liveRows(session, name, snapshotId, files, whole), schema, target, positions)
-    // Consecutive snapshots whose deletes are their keys' rows: one read for all of them.
-    val runs = KeyedRuns.of(keyed.collect { case (w, _, _, Some(k)) if k.exact => (w, k) }, target).filter(_.size > 1)
-    val inRuns = runs.flatten.map(_._1.ordinal).toSet
-    val deletedByRuns = runs.map(run => KeyedRuns.deleted(table, target, run, readAligned))
+    val exact = keyed.collect { case (w, _, _, Some(k)) if k.exact => (w, k) }
+    // Snapshots whose deletes are their keys' rows: looked up in kept row images, when the session keeps them.
+    val fromImages = KeptRowImages.deleted(session, table, name, exact)
+    val imaged = fromImages.fold(Set.empty[Int])(_.ordinals)
+    val deletedByImages = fromImages.map { found =>
+      val snapshotIds = F.map(work.filter(w => imaged(w.ordinal))
+        .flatMap(w => Seq(F.lit(w.ordinal), F.lit(w.snapshot.snapshotId()))): _*)
+      aligned(found.rows, found.schema, target, Seq(KeptRowImages.At))
+        .withColumn(ChangeOrdinal, F.col(KeptRowImages.At))
+        .withColumn(CommitSnapshotId, F.element_at(snapshotIds, F.col(KeptRowImages.At)))
+        .drop(KeptRowImages.At)
+    }
+    // Consecutive others: one read for all of them.
+    val runs = KeyedRuns.of(exact.filterNot(e => imaged(e._1.ordinal)), target).filter(_.size > 1)
+    val inRuns = runs.flatten.map(_._1.ordinal).toSet ++ imaged
+    val deletedByRuns = runs.map(run => KeyedRuns.deleted(table, target, run, readAligned)) ++ deletedByImages
     val touched = keyed.filterNot(k => inRuns(k._1.ordinal)).map { case (w, parentId, parentSchema, keys) =>
       def read(snapshotId: Long, schema: Schema, whole: Boolean) =
         keys.foldLeft(liveRows(session, name, snapshotId, w.touched, whole))((rows, k) => k.candidates(schema, rows))
@@ -260,7 +272,7 @@ object ChangesPlan {
    * `whole` when they are all of its files: then no `_file` filter, which Spark would evaluate on
    * every row, and which makes the scan read `_file` even where nothing else needs it.
    */
-  private def liveRows(session: SparkSession, name: String, snapshot: Long, files: Set[String],
+  private[changes] def liveRows(session: SparkSession, name: String, snapshot: Long, files: Set[String],
       whole: Boolean = false): DataFrame = {
     val read = session.sql(s"SELECT *, _file, _pos FROM $name VERSION AS OF $snapshot")
     if (files.isEmpty) read.limit(0) else if (whole) read else read.where(F.col("_file").isin(files.toSeq: _*))

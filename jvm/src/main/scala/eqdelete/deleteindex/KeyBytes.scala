@@ -1,5 +1,6 @@
 package eqdelete.deleteindex
 
+import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.types.{BinaryType, BooleanType, DataType, Decimal, DecimalType, StringType}
 import org.apache.spark.unsafe.Platform
 import org.apache.spark.unsafe.types.UTF8String
@@ -140,6 +141,17 @@ object KeyBytes {
       i += 1
     }
     into
+  }
+
+  /** The columns `ordinals` (of `types`) of `row` as a key's packed bytes, in an array of their own. */
+  def packed(row: InternalRow, ordinals: Array[Int], types: Array[DataType]): Array[Byte] = {
+    val key = new KeyBytes
+    var i = 0
+    while (i < types.length) {
+      if (row.isNullAt(ordinals(i))) key.putNull() else key.put(types(i), row.get(ordinals(i), types(i)))
+      i += 1
+    }
+    java.util.Arrays.copyOf(key.bytes, key.length)
   }
 
   /** Bytes a packed value of `dataType` takes, about: exact for fixed widths, a guess for others. */

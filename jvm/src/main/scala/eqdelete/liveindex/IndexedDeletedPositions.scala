@@ -109,15 +109,7 @@ object IndexedDeletedPositions {
   }
 
   /** The first `types.length` columns of `row` as a key's packed bytes. */
-  private def packed(row: InternalRow, types: Array[DataType]): Array[Byte] = {
-    val key = new KeyBytes
-    var i = 0
-    while (i < types.length) {
-      if (row.isNullAt(i)) key.putNull() else key.put(types(i), row.get(i, types(i)))
-      i += 1
-    }
-    java.util.Arrays.copyOf(key.bytes, key.length)
-  }
+  private def packed(row: InternalRow, types: Array[DataType]): Array[Byte] = KeyBytes.packed(row, types.indices.toArray, types)
 
   /** For the differential test: the positions both ways, as `(path, position)` pairs, today's plan first. */
   def bothWays(session: SparkSession, tableName: String): (java.util.List[String], java.util.List[String]) = {

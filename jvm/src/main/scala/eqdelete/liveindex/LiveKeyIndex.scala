@@ -140,18 +140,24 @@ object LiveKeyIndex {
   }
 
   /** Entries, or keys' prefixes (which start as their entries do), to their key's store of `n`. */
-  private def byEntryKey(n: Int): Partitioner = new Partitioner {
+  private[liveindex] def byEntryKey(n: Int): Partitioner = new Partitioner {
     override def numPartitions: Int = n
     override def getPartition(entry: Any): Int = LiveKeyStore.partitionOf(entry.asInstanceOf[Array[Byte]], n)
   }
 
   /** A new, empty index of `partitions` stores, spread over the executors as Spark places a job's tasks. */
   def create(sc: SparkContext, partitions: Int): LiveKeyIndex = {
+    val (id, homes) = placed(sc, partitions)(LiveKeyStores.create)
+    new LiveKeyIndex(id, partitions, homes)
+  }
+
+  /** A new index's id and where its `partitions` stores are, each made by `create(id, partition)` as Spark places a job's tasks. */
+  private[liveindex] def placed(sc: SparkContext, partitions: Int)(create: (String, Int) => Any): (String, Array[String]) = {
     val id = java.util.UUID.randomUUID().toString
     val homes = sc.parallelize(0 until partitions, partitions).map { p =>
-      LiveKeyStores.create(id, p)
+      create(id, p)
       (p, SparkInternals.executorLocation)
     }.collect().sortBy(_._1).map(_._2)
-    new LiveKeyIndex(id, partitions, homes)
+    (id, homes)
   }
 }

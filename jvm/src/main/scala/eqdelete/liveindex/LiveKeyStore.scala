@@ -26,11 +26,7 @@ import org.rocksdb.{CompressionType, EnvOptions, IngestExternalFileOptions, Opti
 final class LiveKeyStore private (val directory: File) extends AutoCloseable {
   import LiveKeyStore._
 
-  private val options = new Options()
-    .setCreateIfMissing(true)
-    .setCompressionType(CompressionType.LZ4_COMPRESSION)
-    .setWriteBufferSize(WriteBufferBytes)
-    .setMaxWriteBufferNumber(2)
+  private val options = storeOptions()
   private val db = RocksDB.open(options, directory.getAbsolutePath)
   private val unlogged = new WriteOptions().setDisableWAL(true)
   private val batch = new WriteBatch()
@@ -75,20 +71,7 @@ final class LiveKeyStore private (val directory: File) extends AutoCloseable {
    */
   def ingestSorted(entries: Iterator[Array[Byte]]): Long = {
     flush()
-    val file = new File(directory, s"ingest-${System.nanoTime()}.sst")
-    val envOptions = new EnvOptions()
-    val writer = new SstFileWriter(envOptions, options)
-    var n = 0L
-    try {
-      writer.open(file.getAbsolutePath)
-      entries.foreach { e => writer.put(e, Empty); n += 1 }
-      if (n > 0) writer.finish()
-    } finally { writer.close(); envOptions.close() }
-    if (n > 0) {
-      val ingest = new IngestExternalFileOptions().setMoveFiles(true)
-      try db.ingestExternalFile(java.util.Collections.singletonList(file.getAbsolutePath), ingest) finally ingest.close()
-    }
-    n
+    ingest(db, options, directory, entries.map(e => (e, Empty)))
   }
 
   /**
@@ -152,6 +135,34 @@ object LiveKeyStore {
     override def close(): Unit = it.close()
   }
 
+  /** The options of a store's RocksDB: LZ4, and memtables bounded (two of 64 MB). */
+  private[liveindex] def storeOptions(): Options = new Options()
+    .setCreateIfMissing(true)
+    .setCompressionType(CompressionType.LZ4_COMPRESSION)
+    .setWriteBufferSize(WriteBufferBytes)
+    .setMaxWriteBufferNumber(2)
+
+  /**
+   * Adds `entries` (key and value) given in RocksDB's order ([[EntryOrdering]]) to `db` as one
+   * sorted file RocksDB takes in whole, past its memtables and compactions. How many.
+   */
+  private[liveindex] def ingest(db: RocksDB, options: Options, directory: File, entries: Iterator[(Array[Byte], Array[Byte])]): Long = {
+    val file = new File(directory, s"ingest-${System.nanoTime()}.sst")
+    val envOptions = new EnvOptions()
+    val writer = new SstFileWriter(envOptions, options)
+    var n = 0L
+    try {
+      writer.open(file.getAbsolutePath)
+      entries.foreach { case (k, v) => writer.put(k, v); n += 1 }
+      if (n > 0) writer.finish()
+    } finally { writer.close(); envOptions.close() }
+    if (n > 0) {
+      val moving = new IngestExternalFileOptions().setMoveFiles(true)
+      try db.ingestExternalFile(java.util.Collections.singletonList(file.getAbsolutePath), moving) finally moving.close()
+    }
+    n
+  }
+
   private val Empty = new Array[Byte](0)
   private val BatchEntries = 10000
   private val WriteBufferBytes = 64L << 20
@@ -189,10 +200,13 @@ object LiveKeyStore {
   def keyPrefix(key: Array[Byte], keyLength: Int): Array[Byte] =
     ByteBuffer.allocate(4 + keyLength).putInt(keyLength).put(key, 0, keyLength).array()
 
-  private def startsWith(bytes: Array[Byte], prefix: Array[Byte]): Boolean =
-    bytes.length == prefix.length + 12 && java.util.Arrays.equals(bytes, 0, prefix.length, prefix, 0, prefix.length)
+  private def startsWith(bytes: Array[Byte], prefix: Array[Byte]): Boolean = hasPrefix(bytes, prefix, 12)
 
-  private def deleteRecursively(file: File): Unit = {
+  /** Whether `bytes` are `prefix` followed by `tail` bytes more. */
+  private[liveindex] def hasPrefix(bytes: Array[Byte], prefix: Array[Byte], tail: Int): Boolean =
+    bytes.length == prefix.length + tail && java.util.Arrays.equals(bytes, 0, prefix.length, prefix, 0, prefix.length)
+
+  private[liveindex] def deleteRecursively(file: File): Unit = {
     Option(file.listFiles()).foreach(_.foreach(deleteRecursively))
     file.delete()
   }

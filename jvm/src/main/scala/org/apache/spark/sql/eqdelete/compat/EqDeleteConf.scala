@@ -217,6 +217,19 @@ object EqDeleteConf {
       "(a round that finds another count builds it again).",
     0L)
 
+  val CHANGES_ROW_IMAGES: ConfigEntry[Boolean] = booleanConf("changes.rowImages",
+    "Whether the changes of a table (eqdelete_changes, eqdelete.changes, the changes stream) keep its live rows by key " +
+      "on the executors' disks (RocksDB, as the kept live-row index), so an upsert commit's deleted rows are looked up " +
+      "by its delete keys instead of read from the data files. The first read of a table builds them from a full " +
+      "read at its snapshot; later commits bring them forward at what they changed. Worth it for a long-running " +
+      "stream or session over a large table of upserts; lost with the application.",
+    false)
+
+  val CHANGES_ROW_IMAGE_STORES: ConfigEntry[Long] = countConf("changes.rowImageStores",
+    "How many stores (one RocksDB each, on one executor) kept row images are split into by key hash; 0 is the " +
+      "session's default parallelism. Takes effect when a table's row images are next built.",
+    0L)
+
   /**
    * A table property eqdelete reads (`ALTER TABLE ... SET TBLPROPERTIES`), so each table of a
    * lakehouse can be maintained its own way; declared here with the session keys, and documented
@@ -300,6 +313,8 @@ object EqDeleteConf {
   def maintainCompactDataDeadRatio(conf: SQLConf): Double = conf.getConf(MAINTAIN_COMPACT_DATA_DEAD_RATIO)
   def maintainLiveIndex(conf: SQLConf): String = conf.getConf(MAINTAIN_LIVE_INDEX)
   def maintainLiveIndexStores(conf: SQLConf): Long = conf.getConf(MAINTAIN_LIVE_INDEX_STORES)
+  def changesRowImages(conf: SQLConf): Boolean = conf.getConf(CHANGES_ROW_IMAGES)
+  def changesRowImageStores(conf: SQLConf): Long = conf.getConf(CHANGES_ROW_IMAGE_STORES)
 
   /**
    * Reads every key of `conf`, so a bad value given before the session existed

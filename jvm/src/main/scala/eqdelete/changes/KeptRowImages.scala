@@ -1,0 +1,246 @@
+package eqdelete.changes
+
+import scala.collection.mutable
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import eqdelete.deleteindex.KeyBytes
+import eqdelete.liveindex.{LiveKeyStore, RowImageIndex, RowImageStore}
+
+import org.apache.iceberg.{Snapshot, Table}
+import org.apache.spark.internal.Logging
+import org.apache.spark.rdd.RDD
+import org.apache.spark.sql.{functions => F, DataFrame, SparkSession}
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{AttributeReference, BoundReference, GenericInternalRow, JoinedRow,
+  UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.plans.logical.Statistics
+import org.apache.spark.sql.eqdelete.compat.{EqDeleteConf, SparkShim}
+import org.apache.spark.sql.types.{DataType, IntegerType, StructType}
+import org.apache.spark.unsafe.Platform
+
+/**
+ * A table's live rows by key, kept on the executors ([[RowImageIndex]]) across the changes this
+ * application reads, when `spark.eqdelete.changes.rowImages` is on: an exact upsert commit's
+ * deleted rows (SnapshotDeleteKeys.exact: global equality deletes on exactly compared top-level
+ * keys, nothing else deleting rows of older files) are its parent's live rows of its delete keys,
+ * so they are looked up by those keys instead of read from the data files. A commit's changes then
+ * cost what it changed, not the table; what it costs once is a full read at the first snapshot
+ * that needs them, to build them.
+ *
+ * Kept images follow one lineage from the snapshot they were built at: a snapshot that changes no
+ * row (a compaction, a resolve) changes nothing; one that only appends, or whose deletes are
+ * exact on their key, has its delete keys' live rows marked removed at its sequence number and its
+ * inserted rows added at it. A snapshot in another schema, any other delete, or a snapshot not
+ * descending from the last one followed leaves them behind: the next read that needs them builds
+ * them again (within one plan, only before its first lookup, whose stores it still reads). One
+ * kept per table; the one it replaced is dropped at the next replacement, so a plan made on it
+ * still runs.
+ */
+private[changes] object KeptRowImages extends Logging {
+
+  private final class Kept(val application: String, val index: RowImageIndex, val schemaId: Int, val equalityIds: Seq[Int],
+      val rowType: StructType, val keyOrdinals: Array[Int]) {
+    /** The snapshots followed, oldest first (one lineage), and their sequence numbers: the versions lookups may ask for. */
+    val versions = mutable.LinkedHashMap.empty[Long, Long]
+    val fileIds = mutable.HashMap.empty[String, Int]
+    var live = 0L
+    var removedSincePurge = 0L
+    def head: Long = versions.last._1
+    def keyTypes: Array[DataType] = keyOrdinals.map(rowType(_).dataType)
+    def idOf(path: String): Int = fileIds.getOrElseUpdate(path, fileIds.size)
+  }
+
+  private val kept = mutable.HashMap.empty[String, Kept]
+  private val retired = mutable.HashMap.empty[String, Kept]
+
+  /** Versions kept answerable when removed entries are purged (as many snapshots back from the last followed). */
+  private val AnswerableVersions = 64
+  /** How far back from a snapshot to look for the last one followed. */
+  private val MostSnapshotsBetween = 1000
+
+  /** Deleted rows found in kept row images, in the images' columns and [[At]] (the snapshot's ordinal), and the ordinals found. */
+  final case class Found(rows: DataFrame, schema: org.apache.iceberg.Schema, ordinals: Set[Int])
+
+  val At = "_eqdelete_at"
+
+  /**
+   * The deleted rows of those of `keyed` (in the range's order) that kept images answer, when the
+   * session keeps them: each a whole, exact snapshot on the images' key, whose parent they
+   * followed. None when the session does not keep them or they answer none; on a failure to build
+   * or follow, which drops them, also None (the plan reads the data files).
+   */
+  def deleted(session: SparkSession, table: Table, name: String,
+      keyed: Seq[(SnapshotWork, SnapshotDeleteKeys)]): Option[Found] = {
+    val exact = keyed.filter { case (w, k) => k.exact && w.whole }
+    if (!EqDeleteConf.changesRowImages(session.sessionState.conf) || exact.isEmpty) return None
+    val ids = exact.head._2.equalityIds
+    val id = s"${table.uuid()}@${table.location()}"
+    kept.synchronized {
+      try {
+        val answered = mutable.ArrayBuffer.empty[(SnapshotWork, SnapshotDeleteKeys, Long)]
+        var images = kept.get(id).filter(k => k.application == session.sparkContext.applicationId && k.equalityIds == ids)
+        exact.filter(_._2.equalityIds == ids).foreach { case (w, keys) =>
+          val parent = table.snapshot(w.snapshot.parentId().longValue)
+          val reached = images.exists(k => followedTo(session, table, name, k, parent))
+          if (!reached && answered.isEmpty) images = Some(build(session, table, name, id, parent, ids))
+          images.filter(k => k.versions.contains(parent.snapshotId()) && sameKeyTypes(k, keys)).foreach { k =>
+            answered += ((w, keys, k.versions(parent.snapshotId())))
+            follow(session, table, name, k, w.snapshot, Some((w, keys)))
+          }
+        }
+        images.filter(_ => answered.nonEmpty).map(k => Found(lookup(session, table, k, answered.toSeq),
+          table.schemas().get(k.schemaId), answered.map(_._1.ordinal).toSet))
+      } catch {
+        case NonFatal(e) =>
+          logWarning(s"eqdelete: the kept row images of ${table.name()} are dropped, and its changes read from its " +
+            s"data files: ${e.getMessage}", e)
+          kept.remove(id).foreach(k => k.index.drop(session.sparkContext))
+          None
+      }
+    }
+  }
+
+  /** The kept images' rows of each answered snapshot's delete keys, live at its parent. */
+  private def lookup(session: SparkSession, table: Table, k: Kept,
+      answered: Seq[(SnapshotWork, SnapshotDeleteKeys, Long)]): DataFrame = {
+    val keys: RDD[(Array[Byte], (Long, Int))] = session.sparkContext.union(answered.map { case (w, deletes, version) =>
+      val (ordinal, types) = (w.ordinal, k.keyTypes)
+      val ordinals = types.indices.toArray
+      deletes.deleteKeys.queryExecution.toRdd.map { row =>
+        val key = KeyBytes.packed(row, ordinals, types)
+        (LiveKeyStore.keyPrefix(key, key.length), (version, ordinal))
+      }
+    })
+    val fields = k.rowType.length
+    val rows = k.index.lookup(keys).mapPartitions { found =>
+      val at = new GenericInternalRow(1)
+      val joined = new JoinedRow()
+      found.map { case (ordinal, bytes) =>
+        val row = new UnsafeRow(fields)
+        row.pointTo(bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length)
+        at.setInt(0, ordinal)
+        joined(row, at): InternalRow
+      }
+    }
+    val output = k.rowType.fields.toSeq.map(f => AttributeReference(f.name, f.dataType, f.nullable)()) :+
+      AttributeReference(At, IntegerType, nullable = false)()
+    val records = answered.map(_._1.byKeys.fold(0L)(_.records)).sum
+    val label = s"of snapshot(s) ${answered.map(_._1.snapshot.snapshotId()).mkString(", ")} at their parents " +
+      s"(${k.index.partitions} stores, kept since snapshot ${k.versions.head._1})"
+    SparkShim.dataFrame(session, RowImagesRelation(output, rows, label,
+      Statistics(sizeInBytes = BigInt(math.max(records, 1L)) * 64, rowCount = Some(BigInt(records)))))
+  }
+
+  private def sameKeyTypes(k: Kept, keys: SnapshotDeleteKeys): Boolean =
+    keys.deleteKeys.schema.fields.take(k.keyOrdinals.length).map(_.dataType).toSeq == k.keyTypes.toSeq
+
+  /**
+   * Whether `k` follows `snapshot`: brought forward to it from the last snapshot it followed,
+   * through the snapshots between, when each can be followed.
+   */
+  private def followedTo(session: SparkSession, table: Table, name: String, k: Kept, snapshot: Snapshot): Boolean =
+    k.versions.contains(snapshot.snapshotId()) || {
+      val between = Iterator.iterate(Option(snapshot))(_.flatMap(s => Option(s.parentId()).flatMap(p => Option(table.snapshot(p)))))
+        .take(MostSnapshotsBetween).takeWhile(_.exists(_.snapshotId() != k.head)).flatten.toVector.reverse
+      between.headOption.exists(first => Option(first.parentId()).exists(_.longValue == k.head)) &&
+        between.forall(s => follow(session, table, name, k, s, None))
+    }
+
+  /**
+   * Brings `k` forward by `snapshot`, a child of the last snapshot it followed, when it can be
+   * followed (see above): whether it was. `known`, when given, is its work and delete keys.
+   */
+  private def follow(session: SparkSession, table: Table, name: String, k: Kept, snapshot: Snapshot,
+      known: Option[(SnapshotWork, SnapshotDeleteKeys)]): Boolean = {
+    if (k.versions.contains(snapshot.snapshotId())) return true
+    if (!Option(snapshot.parentId()).map(_.longValue).contains(k.head) ||
+        ChangesPlan.schemaOf(table, snapshot).schemaId() != k.schemaId) return false
+    // What it inserts, and the delete keys whose live rows it removes: none for a snapshot that changes no row.
+    val change: Option[(Set[String], Option[SnapshotDeleteKeys])] = known match {
+      case Some((w, keys)) => Some((w.added, Some(keys)))
+      case None =>
+        val files = SnapshotChangeFiles.of(table, snapshot)
+        if (files.unchanged.isDefined) Some((Set.empty, None))
+        else if (files.touched.isEmpty) Some((files.added, None))
+        else SnapshotDeleteKeys.of(session, table, SnapshotWork(snapshot, 0, files.touched, files.added, files.byKeys,
+          whole = true, files.everyParentFile), ChangesPlan.schemaOf(table, table.snapshot(k.head))).map(d => (files.added, Some(d)))
+    }
+    change.filter(_._2.forall(d => d.exact && d.equalityIds == k.equalityIds && sameKeyTypes(k, d))).exists { case (added, deletes) =>
+      val version = snapshot.sequenceNumber()
+      added.foreach(k.idOf)
+      val inserts = if (added.isEmpty) None else Some(
+        encoded(session, k, ChangesPlan.liveRows(session, name, snapshot.snapshotId(), added)) { (key, file, position, row) =>
+          (RowImageStore.insertChange(key, version, file, position), row)
+        })
+      val removals = deletes.map { d =>
+        val types = k.keyTypes
+        val ordinals = types.indices.toArray
+        d.deleteKeys.queryExecution.toRdd.map(row =>
+          (RowImageStore.deleteChange(KeyBytes.packed(row, ordinals, types), version), Array.emptyByteArray))
+      }
+      val changes = inserts.toSeq ++ removals.toSeq
+      val (inserted, removed) = if (changes.isEmpty) (0L, 0L) else k.index.apply(session.sparkContext.union(changes))
+      k.live += inserted - removed
+      k.removedSincePurge += removed
+      k.versions(snapshot.snapshotId()) = version
+      purgeWhenDue(session, k)
+      true
+    }
+  }
+
+  /** Purges removed rows once they are as many as the live ones, keeping the last followed versions answerable. */
+  private def purgeWhenDue(session: SparkSession, k: Kept): Unit = if (k.removedSincePurge > math.max(k.live, 1000000L)) {
+    val from = k.versions.values.toSeq.takeRight(AnswerableVersions).head
+    k.index.purge(session.sparkContext, from)
+    k.versions --= k.versions.collect { case (id, version) if version < from => id }.toSeq
+    k.removedSincePurge = 0
+  }
+
+  /** New images of `parent`'s live rows, replacing the table's kept ones. */
+  private def build(session: SparkSession, table: Table, name: String, id: String, parent: Snapshot, ids: Seq[Int]): Kept = {
+    val sc = session.sparkContext
+    retired.remove(id).foreach(_.index.drop(sc))
+    kept.remove(id).foreach(old => retired(id) = old)
+    val schema = ChangesPlan.schemaOf(table, parent)
+    val files = scala.util.Using.resource(table.newScan().useSnapshot(parent.snapshotId()).planFiles())(
+      _.asScala.map(_.file().location()).toSet)
+    val rows = ChangesPlan.liveRows(session, name, parent.snapshotId(), files, whole = true)
+    val rowType = StructType(rows.schema.fields.dropRight(2))
+    val keyNames = ids.map(i => schema.findField(i).name())
+    val stores = EqDeleteConf.changesRowImageStores(session.sessionState.conf) match {
+      case 0 => sc.defaultParallelism
+      case n => n.toInt
+    }
+    val k = new Kept(sc.applicationId, RowImageIndex.create(sc, stores), schema.schemaId(), ids, rowType,
+      keyNames.map(n => rowType.fieldNames.indexOf(n)).toArray)
+    kept(id) = k
+    files.foreach(k.idOf)
+    val version = parent.sequenceNumber()
+    k.live = k.index.load(encoded(session, k, rows) { (key, file, position, row) =>
+      (RowImageStore.entry(key, version, file, position), RowImageStore.liveValue(row))
+    })
+    k.versions(parent.snapshotId()) = version
+    logInfo(s"eqdelete: kept row images of ${table.name()} built at snapshot ${parent.snapshotId()}: ${k.live} rows " +
+      s"in ${k.index.partitions} stores")
+    k
+  }
+
+  /** `rows` (the images' columns, `_file`, `_pos`) as `make(key, file id, position, row bytes)`. */
+  private def encoded(session: SparkSession, k: Kept, rows: DataFrame)(
+      make: (Array[Byte], Int, Long, Array[Byte]) => (Array[Byte], Array[Byte])): RDD[(Array[Byte], Array[Byte])] = {
+    require(StructType(rows.schema.fields.dropRight(2)) == k.rowType, s"rows in ${rows.schema.simpleString} for row images of ${k.rowType.simpleString}")
+    val ids = session.sparkContext.broadcast(k.fileIds.toMap)
+    val (fields, keyOrdinals, keyTypes) = (k.rowType.fields, k.keyOrdinals, k.keyTypes)
+    rows.queryExecution.toRdd.mapPartitions { it =>
+      val project = UnsafeProjection.create(fields.toSeq.zipWithIndex.map { case (f, i) => BoundReference(i, f.dataType, f.nullable) })
+      val n = fields.length
+      it.map { row =>
+        val file = row.getUTF8String(n).toString
+        make(KeyBytes.packed(row, keyOrdinals, keyTypes), ids.value.getOrElse(file,
+          throw new IllegalStateException(s"eqdelete: data file $file has no id in the row images")), row.getLong(n + 1),
+          project(row).copy().getBytes)
+      }
+    }
+  }
+}
