@@ -299,23 +299,30 @@ def _write_history(spark: SparkSession, spec: CdcSpec, report: Callable[[str], N
     base.writeTo(spec.table).append()
 
     for commit in range(1, spec.commits + 1):
-        events = spec._ids(spark).select("id", spec._op(commit).alias("op")).where("op IS NOT NULL")
-        events = events.cache()
-        counts = {r["op"]: r["count"] for r in events.groupBy("op").count().collect()}
-        # Whole rows: the writer keeps the key columns and the partition sources it needs.
-        touched = spec._rows(events.select("id"), F.lit(commit))
-        upserted = spec._rows(events.where("op = 'upsert'").select("id"), F.lit(commit))
-        if counts:
-            write_equality_deletes(
-                spark,
-                spec.table,
-                spec.key_columns,
-                touched,
-                inserts=upserted.repartition(1) if counts.get("upsert") else None,
-                files_per_partition=spec.files_per_commit,
-            )
-        events.unpersist()
+        counts = write_commit(spark, spec, commit)
         report(
             f"commit {commit}/{spec.commits}: {counts.get('delete', 0):,} deleted, "
             f"{counts.get('upsert', 0):,} upserted ({time.monotonic() - started:.1f}s)"
         )
+
+
+def write_commit(spark: SparkSession, spec: CdcSpec, commit: int) -> dict[str, int]:
+    """CDC commit number ``commit`` of ``spec`` (its deletes and upserts, drawn for that number),
+    written to its table as one snapshot; how many rows of each kind."""
+    events = spec._ids(spark).select("id", spec._op(commit).alias("op")).where("op IS NOT NULL")
+    events = events.cache()
+    counts = {r["op"]: r["count"] for r in events.groupBy("op").count().collect()}
+    # Whole rows: the writer keeps the key columns and the partition sources it needs.
+    touched = spec._rows(events.select("id"), F.lit(commit))
+    upserted = spec._rows(events.where("op = 'upsert'").select("id"), F.lit(commit))
+    if counts:
+        write_equality_deletes(
+            spark,
+            spec.table,
+            spec.key_columns,
+            touched,
+            inserts=upserted.repartition(1) if counts.get("upsert") else None,
+            files_per_partition=spec.files_per_commit,
+        )
+    events.unpersist()
+    return counts

@@ -13,13 +13,22 @@ that commit's changes:
   reference of a plan that reads the table once, as finding scattered keys' old rows does
   without an index of them.
 
-Both must give the same rows (as multisets), checked before timing. Timings are reported,
-never asserted.
+Both must give the same rows (as multisets), checked before timing. Then, with kept row images
+(``spark.eqdelete.changes.rowImages``), what a long-running stream or session pays:
+
+- ``row_images_build``: the commit's changes read once with them, which builds them from a full
+  read at its parent first (once per table and application);
+- ``row_images``: then, ``runs`` times, one more commit of as many upserts is written (not timed)
+  and its changes read: the images brought forward by the commit and its deleted rows looked up
+  in them. Each is checked against the same changes read without the images.
+
+Timings are reported, never asserted.
 """
 
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -30,10 +39,11 @@ from eqdelete import _jvm
 from eqdelete._progress import stderr_reporter
 from eqdelete.compare import ResultsDifferError, Variant, fingerprint, measure
 from eqdelete.toggles import use_strategy
-from eqdelete.tools.cdc import CdcSpec, generate
+from eqdelete.tools.cdc import CdcSpec, generate, write_commit
 from eqdelete.tools.report import run_each, saver
 
 SIZES = (10**6, 10**7, 10**8)
+ROW_IMAGES = "spark.eqdelete.changes.rowImages"
 UPSERTS = 10**4
 #: Rows per data file, as a writer's target file size gives them (about 10 MB of these rows).
 ROWS_PER_FILE = 500_000
@@ -55,19 +65,24 @@ class ChangesBenchResult:
     upserts: int
     data_files: int
     changed_rows: int
-    medians: dict[str, float]  # changes, except_all, parent_read
+    medians: dict[str, float]  # changes, except_all, parent_read, row_images_build, row_images
+    row_image_bytes: int | None = None  # the kept images' bytes on disk, where the driver sees them (local mode)
 
 
 def default_points(quick: bool) -> list[ChangesPoint]:
     return [ChangesPoint(10**4, upserts=100)] if quick else [ChangesPoint(n) for n in SIZES]
 
 
+def _changes_sql(table: str, columns: list[str], parent: int, commit: int) -> str:
+    data = ", ".join(f"`{c}`" for c in columns)
+    return f"SELECT {data}, _change_type FROM eqdelete_changes('{table}', {parent}, {commit})"
+
+
 def _sqls(table: str, columns: list[str], parent: int, commit: int) -> dict[str, str]:
     """The commit's rows inserted and deleted, each tagged: by eqdelete, and by two reads' difference."""
     at = lambda s: f"SELECT * FROM {table} VERSION AS OF {s}"  # noqa: E731
-    data = ", ".join(f"`{c}`" for c in columns)
     return {
-        "changes": f"SELECT {data}, _change_type FROM eqdelete_changes('{table}', {parent}, {commit})",
+        "changes": _changes_sql(table, columns, parent, commit),
         "except_all": f"SELECT *, 'INSERT' AS _change_type FROM ({at(commit)} EXCEPT ALL {at(parent)}) "
                       f"UNION ALL SELECT *, 'DELETE' AS _change_type FROM ({at(parent)} EXCEPT ALL {at(commit)})",
         "parent_read": at(parent),
@@ -79,12 +94,13 @@ def run_point(spark: SparkSession, point: ChangesPoint, runs: int, warmup: int,
     say = lambda m: progress(f"{point.rows:,} rows: {m}")  # noqa: E731
     files = max(2, point.rows // ROWS_PER_FILE)
     say(f"generating a scattered table of {files} data files and one commit of {point.upserts:,} upserts")
-    generate(spark, CdcSpec(point.table, rows=point.rows, data_files=files, commits=1, delete_fraction=0.0,
-                            upsert_fraction=point.upserts / point.rows, layout="scattered", seed=point.rows),
-             replace=True, progress=say)
+    spec = CdcSpec(point.table, rows=point.rows, data_files=files, commits=1, delete_fraction=0.0,
+                   upsert_fraction=point.upserts / point.rows, layout="scattered", seed=point.rows)
+    generate(spark, spec, replace=True, progress=say)
     commit = _jvm.current_snapshot_id(spark, point.table)
     parent = spark.sql(f"SELECT parent_id FROM {point.table}.snapshots WHERE snapshot_id = {commit}").first()[0]
-    sqls = _sqls(point.table, spark.table(point.table).columns, parent, commit)
+    columns = spark.table(point.table).columns
+    sqls = _sqls(point.table, columns, parent, commit)
     with use_strategy(spark, "native"):
         truth = fingerprint(spark.sql(sqls["except_all"]))
     changed = fingerprint(spark.sql(sqls["changes"]))
@@ -96,20 +112,68 @@ def run_point(spark: SparkSession, point: ChangesPoint, runs: int, warmup: int,
     medians = {k: statistics.median(t.seconds) for k, t in timings.items()}
     say(f"changes {medians['changes']:.2f}s, EXCEPT ALL of two reads {medians['except_all']:.2f}s, "
         f"one read of the parent {medians['parent_read']:.2f}s")
-    return ChangesBenchResult(point.rows, point.upserts, files, truth[0], medians)
+    before = _row_image_bytes(spark)
+    medians.update(_with_row_images(spark, spec, columns, parent, commit, runs, say))
+    after = _row_image_bytes(spark)
+    return ChangesBenchResult(point.rows, point.upserts, files, truth[0], medians,
+                              None if before is None or after is None else after - before)
+
+
+def _with_row_images(spark: SparkSession, spec: CdcSpec, columns: list[str], parent: int, commit: int, runs: int,
+                     say: Callable[[str], None]) -> dict[str, float]:
+    """The seconds of the commit's changes with kept row images (building them), then the median
+    over ``runs`` new commits of theirs; each checked against the changes read without them."""
+    def timed(sql: str) -> float:
+        with use_strategy(spark, "auto"):
+            spark.conf.set(ROW_IMAGES, "true")
+            try:
+                started = time.perf_counter()
+                spark.sql(sql).write.format("noop").mode("overwrite").save()
+                elapsed = time.perf_counter() - started
+                imaged = fingerprint(spark.sql(sql))
+            finally:
+                spark.conf.unset(ROW_IMAGES)
+            if imaged != fingerprint(spark.sql(sql)):
+                raise ResultsDifferError(f"{spec.table}: the changes with kept row images differ from those without ({sql})")
+        return elapsed
+
+    build = timed(_changes_sql(spec.table, columns, parent, commit))
+    say(f"with kept row images: {build:.2f}s, building them")
+    seconds, previous = [], commit
+    for n in range(runs):
+        write_commit(spark, spec, spec.commits + 1 + n)
+        latest = _jvm.current_snapshot_id(spark, spec.table)
+        seconds.append(timed(_changes_sql(spec.table, columns, previous, latest)))
+        previous = latest
+        say(f"with kept row images, a new commit: {seconds[-1]:.2f}s")
+    return {"row_images_build": build, "row_images": statistics.median(seconds)}
+
+
+def _row_image_bytes(spark: SparkSession) -> int | None:
+    """All kept row images' bytes on disk, in local mode (where the executor's files are the driver's)."""
+    if not spark.sparkContext.master.startswith("local"):
+        return None
+    root = Path(spark.sparkContext._jvm.org.apache.spark.SparkFiles.getRootDirectory())
+    return sum(f.stat().st_size for d in root.glob("eqdelete-row-images-*") for f in d.rglob("*") if f.is_file())
 
 
 def markdown(results: list[ChangesBenchResult]) -> str:
     lines = ["| data rows | data files | upserts | changed rows | changes s | EXCEPT ALL of two reads s | "
-             "EXCEPT ALL / changes | one read of the parent s | changes / one read | changes / changes at the smallest |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "EXCEPT ALL / changes | one read of the parent s | changes / one read | changes / changes at the smallest | "
+             "with kept row images: a commit s | / at the smallest | building them s | their bytes |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     first = results[0].medians["changes"] if results else 1.0
+    first_imaged = results[0].medians.get("row_images") if results else None
     for r in results:
         c, e = r.medians["changes"], r.medians["except_all"]
         read = r.medians.get("parent_read")
         by_read = (f"{read:.2f} | {c / read:.2f}" if read else "- | -")
+        imaged, build = r.medians.get("row_images"), r.medians.get("row_images_build")
+        with_images = (f"{imaged:.2f} | {imaged / first_imaged:.2f} | {build:.2f}" if imaged and first_imaged and build
+                       else "- | - | -")
+        size = f"{r.row_image_bytes / 2**20:,.0f} MiB" if r.row_image_bytes else "-"
         lines.append(f"| {r.rows:,} | {r.data_files:,} | {r.upserts:,} | {r.changed_rows:,} | {c:.2f} | {e:.2f} | "
-                     f"{e / c:.1f} | {by_read} | {c / first:.2f} |")
+                     f"{e / c:.1f} | {by_read} | {c / first:.2f} | {with_images} | {size} |")
     return "\n".join(lines) + "\n"
 
 
