@@ -89,16 +89,30 @@ def _sqls(table: str, columns: list[str], parent: int, commit: int) -> dict[str,
     }
 
 
+def _lineage(spark: SparkSession, table: str) -> list[int]:
+    """The current snapshot's ancestors, oldest first."""
+    rows = spark.sql(f"SELECT snapshot_id, parent_id FROM {table}.snapshots").collect()
+    parents = {r[0]: r[1] for r in rows}
+    at, chain = _jvm.current_snapshot_id(spark, table), []
+    while at is not None:
+        chain.append(at)
+        at = parents.get(at)
+    return chain[::-1]
+
+
 def run_point(spark: SparkSession, point: ChangesPoint, runs: int, warmup: int,
-              progress: Callable[[str], None]) -> ChangesBenchResult:
+              progress: Callable[[str], None], reuse: bool = False) -> ChangesBenchResult:
     say = lambda m: progress(f"{point.rows:,} rows: {m}")  # noqa: E731
     files = max(2, point.rows // ROWS_PER_FILE)
-    say(f"generating a scattered table of {files} data files and one commit of {point.upserts:,} upserts")
     spec = CdcSpec(point.table, rows=point.rows, data_files=files, commits=1, delete_fraction=0.0,
                    upsert_fraction=point.upserts / point.rows, layout="scattered", seed=point.rows)
-    generate(spark, spec, replace=True, progress=say)
-    commit = _jvm.current_snapshot_id(spark, point.table)
-    parent = spark.sql(f"SELECT parent_id FROM {point.table}.snapshots WHERE snapshot_id = {commit}").first()[0]
+    if reuse and spark.catalog.tableExists(point.table):
+        say("reusing the table a run before generated (its first commit; later ones came from kept row images' runs)")
+    else:
+        say(f"generating a scattered table of {files} data files and one commit of {point.upserts:,} upserts")
+        generate(spark, spec, replace=True, progress=say)
+    chain = _lineage(spark, point.table)
+    parent, commit = chain[0], chain[1]
     columns = spark.table(point.table).columns
     sqls = _sqls(point.table, columns, parent, commit)
     with use_strategy(spark, "native"):
@@ -113,16 +127,18 @@ def run_point(spark: SparkSession, point: ChangesPoint, runs: int, warmup: int,
     say(f"changes {medians['changes']:.2f}s, EXCEPT ALL of two reads {medians['except_all']:.2f}s, "
         f"one read of the parent {medians['parent_read']:.2f}s")
     before = _row_image_bytes(spark)
-    medians.update(_with_row_images(spark, spec, columns, parent, commit, runs, say))
+    # Built at the parent of the table's last commit (the first, unless reused), which is read with them first.
+    medians.update(_with_row_images(spark, spec, columns, chain[-2], chain[-1], len(chain), runs, say))
     after = _row_image_bytes(spark)
     return ChangesBenchResult(point.rows, point.upserts, files, truth[0], medians,
                               None if before is None or after is None else after - before)
 
 
-def _with_row_images(spark: SparkSession, spec: CdcSpec, columns: list[str], parent: int, commit: int, runs: int,
-                     say: Callable[[str], None]) -> dict[str, float]:
+def _with_row_images(spark: SparkSession, spec: CdcSpec, columns: list[str], parent: int, commit: int, snapshots: int,
+                     runs: int, say: Callable[[str], None]) -> dict[str, float]:
     """The seconds of the commit's changes with kept row images (building them), then the median
-    over ``runs`` new commits of theirs; each checked against the changes read without them."""
+    over ``runs`` new commits (after the table's ``snapshots``) of theirs; each checked against the
+    changes read without them."""
     def timed(sql: str) -> float:
         with use_strategy(spark, "auto"):
             spark.conf.set(ROW_IMAGES, "true")
@@ -141,7 +157,7 @@ def _with_row_images(spark: SparkSession, spec: CdcSpec, columns: list[str], par
     say(f"with kept row images: {build:.2f}s, building them")
     seconds, previous = [], commit
     for n in range(runs):
-        write_commit(spark, spec, spec.commits + 1 + n)
+        write_commit(spark, spec, snapshots + n)
         latest = _jvm.current_snapshot_id(spark, spec.table)
         seconds.append(timed(_changes_sql(spec.table, columns, previous, latest)))
         previous = latest
@@ -178,8 +194,8 @@ def markdown(results: list[ChangesBenchResult]) -> str:
 
 
 def run(spark: SparkSession, points: list[ChangesPoint], out: Path, runs: int, warmup: int,
-        progress: Callable[[str], None] | None = None) -> list[ChangesBenchResult]:
+        progress: Callable[[str], None] | None = None, reuse: bool = False) -> list[ChangesBenchResult]:
     report = progress or stderr_reporter("eqdelete bench --changes")
     spark.sql("CREATE NAMESPACE IF NOT EXISTS local.bench")
     save = saver(out, "changes", markdown)
-    return run_each(points, lambda p: run_point(spark, p, runs, warmup, report), save, report, "size")
+    return run_each(points, lambda p: run_point(spark, p, runs, warmup, report, reuse), save, report, "size")

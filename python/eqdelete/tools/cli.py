@@ -425,7 +425,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         points = [p for p in points if not args.at or p.rows in args.at] or _none_at_sizes(args, [p.rows for p in points])
         spark = _session(args, "eqdelete bench --changes")
         results = changes_bench.run(spark, points, Path(args.out), runs=1 if args.quick else args.runs,
-                                    warmup=0 if args.quick else 1)
+                                    warmup=0 if args.quick else 1, reuse=args.reuse_tables)
         print(changes_bench.markdown(results))
         print(f"results in {args.out}/changes.json, changes.md")
         return 0
@@ -615,6 +615,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="instead: seconds to read one commit's changes (10^4 upserts) on scattered tables of 10^6, "
                             "10^7 and 10^8 rows, beside the difference of two time-travel reads (EXCEPT ALL); sizes with "
                             "--at (data rows)")
+    bench.add_argument("--reuse-tables", action="store_true",
+                       help="with --changes: measure the tables an earlier run generated, where they exist, instead of "
+                            "generating them again (what their first commit changed is measured; the commits kept row "
+                            "images' runs added stay)")
     bench.add_argument("--compaction", action="store_true",
                        help="instead: compacting a v2 table's position delete files as rounds of maintain pile them up, "
                             "maintain's compaction against Iceberg's rewrite_position_delete_files, on scattered tables "
