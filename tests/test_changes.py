@@ -9,6 +9,7 @@ on the operations that change rows without equality deletes or change none.
 from __future__ import annotations
 
 import datetime as dt
+from contextlib import AbstractContextManager
 import os
 import re
 from collections import Counter
@@ -20,6 +21,7 @@ from test_differential import History
 
 import eqdelete
 from eqdelete import _jvm, use_strategy, write_equality_deletes
+from eqdelete.toggles import use_conf
 from eqdelete.changes import CHANGE_COLUMNS
 
 HISTORIES = int(os.environ.get("EQDELETE_CHANGES_HISTORIES", "6"))
@@ -72,17 +74,9 @@ def from_row_images(changes: DataFrame) -> tuple[set[int], set[int]]:
     return {int(s) for ids, _ in found for s in ids.split(", ")}, {int(since) for _, since in found}
 
 
-class row_images:
+def row_images(spark: SparkSession) -> AbstractContextManager[None]:
     """Within it, the session keeps row images for the changes it reads."""
-
-    def __init__(self, spark: SparkSession) -> None:
-        self.spark = spark
-
-    def __enter__(self) -> None:
-        self.spark.conf.set(ROW_IMAGES, "true")
-
-    def __exit__(self, *_: object) -> None:
-        self.spark.conf.unset(ROW_IMAGES)
+    return use_conf(spark, [(ROW_IMAGES, "true")])
 
 
 def check_changes(spark: SparkSession, table: str, strategy: str) -> set[int]:

@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from fixtures import MOR
 from processes import python_job
 from pyspark.sql import Row, SparkSession
 from test_changes import _table, lineage, rows_at
@@ -23,6 +24,7 @@ from test_differential import History
 import eqdelete
 from eqdelete import _jvm, use_strategy, write_equality_deletes
 from eqdelete.changes import CHANGE_COLUMNS
+from eqdelete.toggles import use_conf
 
 FIGURES = {"streams": 0, "batches": 0, "snapshots": 0}
 
@@ -130,6 +132,23 @@ def test_where_the_stream_starts(spark: SparkSession, table_name: str, tmp_path:
                                         "have expired: start later, or with startingOffsets earliest"):
         streamed("expired", starting=_committed(spark, table_name)[third] - dt.timedelta(seconds=1))
     del first
+
+
+def test_a_stream_looks_deleted_rows_up_in_kept_row_images(spark: SparkSession, table_name: str, tmp_path: Path) -> None:
+    # Upserts whose deletes are exact (an unpartitioned table), streamed a snapshot or two a batch with
+    # kept row images: each batch's deleted rows are looked up in them, and replaying the batches
+    # gives every snapshot's rows.
+    spark.sql(f"CREATE TABLE {table_name} (k BIGINT, v STRING, p INT) USING iceberg TBLPROPERTIES ({MOR.format(v=2)})")
+    spark.createDataFrame([(k, f"a{k}", k % 2) for k in range(20)], "k BIGINT, v STRING, p INT") \
+        .repartition(2).writeTo(table_name).append()
+    for tag, keys in (("b", [1, 2, 3]), ("c", [2, 3, 25]), ("d", [3, 25, 7]), ("e", [1, 7, 8])):
+        write_equality_deletes(spark, table_name, ["k"], [(k,) for k in keys], inserts=[(k, f"{tag}{k}", k % 2) for k in keys])
+    jvm = spark.sparkContext._jvm
+    answered = jvm.eqdelete.changes.KeptRowImages.snapshotsAnswered()
+    with use_conf(spark, [("spark.eqdelete.changes.rowImages", "true")]):
+        batches = stream_batches(spark, table_name, tmp_path / "checkpoint", max_snapshots_per_trigger=2)
+    assert replay(spark, table_name, batches) == rows_at(spark, table_name, lineage(spark, table_name)[-1])
+    assert jvm.eqdelete.changes.KeptRowImages.snapshotsAnswered() - answered == 4
 
 
 def _committed(spark: SparkSession, table: str) -> dict[int, dt.datetime]:

@@ -107,7 +107,7 @@ def test_changes_bench_quick_profile_checks_rows(spark: SparkSession, tmp_path: 
                                 progress=lambda _m: None)
     assert [(r.rows, r.upserts) for r in results] == [(10**4, 100)]
     assert results[0].changed_rows > 100 and set(results[0].medians) == {"changes", "except_all", "parent_read",
-                                                                     "row_images_build", "row_images"}
+                                                                     "row_images_build", "row_images", "row_images_plain"}
     assert (tmp_path / "changes.md").read_text().startswith("| data rows")
 
 

@@ -20,7 +20,9 @@ Both must give the same rows (as multisets), checked before timing. Then, with k
   read at its parent first (once per table and application);
 - ``row_images``: then, ``runs`` times, one more commit of as many upserts is written (not timed)
   and its changes read: the images brought forward by the commit and its deleted rows looked up
-  in them. Each is checked against the same changes read without the images.
+  in them (checked in the plan);
+- ``row_images_plain``: the changes of those same commits read without them, checked to be the
+  same rows.
 
 Timings are reported, never asserted.
 """
@@ -38,7 +40,7 @@ from pyspark.sql import SparkSession
 from eqdelete import _jvm
 from eqdelete._progress import stderr_reporter
 from eqdelete.compare import ResultsDifferError, Variant, fingerprint, measure
-from eqdelete.toggles import use_strategy
+from eqdelete.toggles import use_conf, use_strategy
 from eqdelete.tools.cdc import CdcSpec, generate, write_commit
 from eqdelete.tools.report import run_each, saver
 
@@ -65,8 +67,8 @@ class ChangesBenchResult:
     upserts: int
     data_files: int
     changed_rows: int
-    medians: dict[str, float]  # changes, except_all, parent_read, row_images_build, row_images
-    row_image_bytes: int | None = None  # the kept images' bytes on disk, where the driver sees them (local mode)
+    medians: dict[str, float]  # changes, except_all, parent_read, row_images_build, row_images, row_images_plain
+    row_image_bytes: int | None = None  # the bytes the kept row images took
 
 
 def default_points(quick: bool) -> list[ChangesPoint]:
@@ -120,7 +122,7 @@ def run_point(spark: SparkSession, point: ChangesPoint, runs: int, warmup: int,
     changed = fingerprint(spark.sql(sqls["changes"]))
     if changed != truth:
         raise ResultsDifferError(f"{point.table}: the changes {changed} differ from the difference of the two reads {truth}")
-    timings = measure(spark, [Variant("changes", "auto", sqls["changes"]), Variant("except_all", "native", sqls["except_all"]),
+    timings = measure(spark, [Variant("changes", "auto", sqls["changes"], conf=((ROW_IMAGES, "false"),)), Variant("except_all", "native", sqls["except_all"]),
                               Variant("parent_read", "native", sqls["parent_read"])],
                       runs=runs, warmup=warmup, progress=say)
     medians = {k: statistics.median(t.seconds) for k, t in timings.items()}
@@ -129,64 +131,65 @@ def run_point(spark: SparkSession, point: ChangesPoint, runs: int, warmup: int,
     before = _row_image_bytes(spark)
     # Built at the parent of the table's last commit (the first, unless reused), which is read with them first.
     medians.update(_with_row_images(spark, spec, columns, chain[-2], chain[-1], len(chain), runs, say))
-    after = _row_image_bytes(spark)
-    return ChangesBenchResult(point.rows, point.upserts, files, truth[0], medians,
-                              None if before is None or after is None else after - before)
+    return ChangesBenchResult(point.rows, point.upserts, files, truth[0], medians, _row_image_bytes(spark) - before)
 
 
 def _with_row_images(spark: SparkSession, spec: CdcSpec, columns: list[str], parent: int, commit: int, snapshots: int,
                      runs: int, say: Callable[[str], None]) -> dict[str, float]:
-    """The seconds of the commit's changes with kept row images (building them), then the median
-    over ``runs`` new commits (after the table's ``snapshots``) of theirs; each checked against the
-    changes read without them."""
-    def timed(sql: str) -> float:
-        with use_strategy(spark, "auto"):
-            spark.conf.set(ROW_IMAGES, "true")
-            try:
-                started = time.perf_counter()
-                spark.sql(sql).write.format("noop").mode("overwrite").save()
-                elapsed = time.perf_counter() - started
-                imaged = fingerprint(spark.sql(sql))
-            finally:
-                spark.conf.unset(ROW_IMAGES)
-            if imaged != fingerprint(spark.sql(sql)):
-                raise ResultsDifferError(f"{spec.table}: the changes with kept row images differ from those without ({sql})")
-        return elapsed
+    """The seconds of the commit's changes with kept row images (building them), then the medians
+    over ``runs`` new commits (after the table's ``snapshots``) of their changes with them and
+    without; each checked to be the same rows, and the images checked to be used."""
+    def timed(sql: str, images: bool) -> tuple[float, tuple]:
+        with use_conf(spark, [(ROW_IMAGES, str(images).lower())]):
+            started = time.perf_counter()
+            df = spark.sql(sql)
+            df.write.format("noop").mode("overwrite").save()
+            elapsed = time.perf_counter() - started
+            if images and "RowImages of snapshot(s)" not in df._jdf.queryExecution().optimizedPlan().toString():
+                raise AssertionError(f"{spec.table}: the changes were not looked up in kept row images ({sql})")
+            return elapsed, fingerprint(spark.sql(sql))
 
-    build = timed(_changes_sql(spec.table, columns, parent, commit))
-    say(f"with kept row images: {build:.2f}s, building them")
-    seconds, previous = [], commit
-    for n in range(runs):
-        write_commit(spark, spec, snapshots + n)
-        latest = _jvm.current_snapshot_id(spark, spec.table)
-        seconds.append(timed(_changes_sql(spec.table, columns, previous, latest)))
-        previous = latest
-        say(f"with kept row images, a new commit: {seconds[-1]:.2f}s")
-    return {"row_images_build": build, "row_images": statistics.median(seconds)}
+    def both(sql: str) -> tuple[float, float]:
+        (imaged, rows), (plain, expected) = timed(sql, True), timed(sql, False)
+        if rows != expected:
+            raise ResultsDifferError(f"{spec.table}: the changes with kept row images {rows} differ from those without "
+                                     f"{expected} ({sql})")
+        return imaged, plain
+
+    with use_strategy(spark, "auto"):
+        build, _ = both(_changes_sql(spec.table, columns, parent, commit))
+        say(f"with kept row images: {build:.2f}s, building them")
+        imaged, plain, previous = [], [], commit
+        for n in range(runs):
+            write_commit(spark, spec, snapshots + n)
+            latest = _jvm.current_snapshot_id(spark, spec.table)
+            seconds = both(_changes_sql(spec.table, columns, previous, latest))
+            imaged.append(seconds[0])
+            plain.append(seconds[1])
+            previous = latest
+            say(f"a new commit's changes: {seconds[0]:.2f}s with kept row images, {seconds[1]:.2f}s without")
+    return {"row_images_build": build, "row_images": statistics.median(imaged), "row_images_plain": statistics.median(plain)}
 
 
-def _row_image_bytes(spark: SparkSession) -> int | None:
-    """All kept row images' bytes on disk, in local mode (where the executor's files are the driver's)."""
-    if not spark.sparkContext.master.startswith("local"):
-        return None
-    root = Path(spark.sparkContext._jvm.org.apache.spark.SparkFiles.getRootDirectory())
-    return sum(f.stat().st_size for d in root.glob("eqdelete-row-images-*") for f in d.rglob("*") if f.is_file())
+def _row_image_bytes(spark: SparkSession) -> int:
+    """The bytes of this application's kept row images, on the executors' disks and in RocksDB's memtables."""
+    return int(spark.sparkContext._jvm.eqdelete.changes.KeptRowImages.bytes(spark._jsparkSession))
 
 
 def markdown(results: list[ChangesBenchResult]) -> str:
     lines = ["| data rows | data files | upserts | changed rows | changes s | EXCEPT ALL of two reads s | "
              "EXCEPT ALL / changes | one read of the parent s | changes / one read | changes / changes at the smallest | "
-             "with kept row images: a commit s | / at the smallest | building them s | their bytes |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "later commits with kept row images s | / at the smallest | the same without s | building them s | their bytes |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     first = results[0].medians["changes"] if results else 1.0
     first_imaged = results[0].medians.get("row_images") if results else None
     for r in results:
         c, e = r.medians["changes"], r.medians["except_all"]
         read = r.medians.get("parent_read")
         by_read = (f"{read:.2f} | {c / read:.2f}" if read else "- | -")
-        imaged, build = r.medians.get("row_images"), r.medians.get("row_images_build")
-        with_images = (f"{imaged:.2f} | {imaged / first_imaged:.2f} | {build:.2f}" if imaged and first_imaged and build
-                       else "- | - | -")
+        imaged, build, plain = (r.medians.get(k) for k in ("row_images", "row_images_build", "row_images_plain"))
+        with_images = (f"{imaged:.2f} | {imaged / first_imaged:.2f} | {plain:.2f} | {build:.2f}"
+                       if imaged and first_imaged and build and plain else "- | - | - | -")
         size = f"{r.row_image_bytes / 2**20:,.0f} MiB" if r.row_image_bytes else "-"
         lines.append(f"| {r.rows:,} | {r.data_files:,} | {r.upserts:,} | {r.changed_rows:,} | {c:.2f} | {e:.2f} | "
                      f"{e / c:.1f} | {by_read} | {c / first:.2f} | {with_images} | {size} |")

@@ -1,21 +1,24 @@
 package eqdelete.changes
 
+import java.util.concurrent.ConcurrentHashMap
+
 import scala.collection.mutable
 import scala.jdk.CollectionConverters._
+import scala.util.Try
 import scala.util.control.NonFatal
 
 import eqdelete.deleteindex.KeyBytes
 import eqdelete.liveindex.{LiveKeyStore, RowImageIndex, RowImageStore}
 
-import org.apache.iceberg.{Snapshot, Table}
+import org.apache.iceberg.{Schema, Snapshot, Table}
 import org.apache.spark.internal.Logging
 import org.apache.spark.rdd.RDD
-import org.apache.spark.sql.{functions => F, DataFrame, SparkSession}
+import org.apache.spark.sql.{DataFrame, SparkSession}
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{AttributeReference, BoundReference, GenericInternalRow, JoinedRow,
   UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.catalyst.plans.logical.Statistics
-import org.apache.spark.sql.eqdelete.compat.{EqDeleteConf, SparkShim}
+import org.apache.spark.sql.eqdelete.compat.{EqDeleteConf, IcebergSparkTables, SparkShim}
 import org.apache.spark.sql.types.{DataType, IntegerType, StructType}
 import org.apache.spark.unsafe.Platform
 
@@ -25,34 +28,36 @@ import org.apache.spark.unsafe.Platform
  * deleted rows (SnapshotDeleteKeys.exact: global equality deletes on exactly compared top-level
  * keys, nothing else deleting rows of older files) are its parent's live rows of its delete keys,
  * so they are looked up by those keys instead of read from the data files. A commit's changes then
- * cost what it changed, not the table; what it costs once is a full read at the first snapshot
- * that needs them, to build them.
+ * cost what it changed, not the table; what it costs once is a full read of the parent of the first
+ * snapshot that needs them, to build them.
  *
  * Kept images follow one lineage from the snapshot they were built at: a snapshot that changes no
  * row (a compaction, a resolve) changes nothing; one that only appends, or whose deletes are
  * exact on their key, has its delete keys' live rows marked removed at its sequence number and its
  * inserted rows added at it. A snapshot in another schema, any other delete, or a snapshot not
  * descending from the last one followed leaves them behind: the next read that needs them builds
- * them again (within one plan, only before its first lookup, whose stores it still reads). One
- * kept per table; the one it replaced is dropped at the next replacement, so a plan made on it
- * still runs.
+ * them again (within one plan, only before its first lookup, whose stores it still reads; never
+ * for a snapshot they already went past, which is read from the data files). One kept per table;
+ * the one a build replaced is dropped at the next build, so a plan made on it still runs. Any
+ * failure while they are built or brought forward drops them: they are never trusted half done.
  */
-private[changes] object KeptRowImages extends Logging {
+object KeptRowImages extends Logging {
 
   private final class Kept(val application: String, val index: RowImageIndex, val schemaId: Int, val equalityIds: Seq[Int],
-      val rowType: StructType, val keyOrdinals: Array[Int]) {
+      val rowType: StructType, val keyOrdinals: Array[Int], val builtAt: Long) {
     /** The snapshots followed, oldest first (one lineage), and their sequence numbers: the versions lookups may ask for. */
     val versions = mutable.LinkedHashMap.empty[Long, Long]
-    val fileIds = mutable.HashMap.empty[String, Int]
     var live = 0L
     var removedSincePurge = 0L
+    /** The changes of the snapshots followed since the last [[applyFollowed]]: applied in one job. */
+    val followed = mutable.ArrayBuffer.empty[RDD[(Array[Byte], Array[Byte])]]
     def head: Long = versions.last._1
     def keyTypes: Array[DataType] = keyOrdinals.map(rowType(_).dataType)
-    def idOf(path: String): Int = fileIds.getOrElseUpdate(path, fileIds.size)
   }
 
-  private val kept = mutable.HashMap.empty[String, Kept]
-  private val retired = mutable.HashMap.empty[String, Kept]
+  private val kept = new ConcurrentHashMap[String, Kept]()
+  private val retired = new ConcurrentHashMap[String, Kept]()
+  private val locks = new ConcurrentHashMap[String, Object]()
 
   /** Versions kept answerable when removed entries are purged (as many snapshots back from the last followed). */
   private val AnswerableVersions = 64
@@ -60,9 +65,20 @@ private[changes] object KeptRowImages extends Logging {
   private val MostSnapshotsBetween = 1000
 
   /** Deleted rows found in kept row images, in the images' columns and [[At]] (the snapshot's ordinal), and the ordinals found. */
-  final case class Found(rows: DataFrame, schema: org.apache.iceberg.Schema, ordinals: Set[Int])
+  private[changes] final case class Found(rows: DataFrame, schema: Schema, ordinals: Set[Int])
 
-  val At = "_eqdelete_at"
+  private[changes] val At = "_eqdelete_at"
+
+  private val answeredSnapshots = new java.util.concurrent.atomic.AtomicLong()
+
+  /** How many snapshots' deleted rows this JVM's kept row images have answered (in plans made): what a stream's plans do not show. */
+  def snapshotsAnswered: Long = answeredSnapshots.get()
+
+  /** The bytes this application's kept row images hold on the executors' disks and in RocksDB's memtables. */
+  def bytes(session: SparkSession): Long = {
+    val app = session.sparkContext.applicationId
+    (kept.values().asScala ++ retired.values().asScala).filter(_.application == app).map(_.index.bytes(session.sparkContext)).sum
+  }
 
   /**
    * The deleted rows of those of `keyed` (in the range's order) that kept images answer, when the
@@ -70,40 +86,48 @@ private[changes] object KeptRowImages extends Logging {
    * followed. None when the session does not keep them or they answer none; on a failure to build
    * or follow, which drops them, also None (the plan reads the data files).
    */
-  def deleted(session: SparkSession, table: Table, name: String,
+  private[changes] def deleted(session: SparkSession, table: Table, name: String,
       keyed: Seq[(SnapshotWork, SnapshotDeleteKeys)]): Option[Found] = {
     val exact = keyed.filter { case (w, k) => k.exact && w.whole }
     if (!EqDeleteConf.changesRowImages(session.sessionState.conf) || exact.isEmpty) return None
     val ids = exact.head._2.equalityIds
     val id = s"${table.uuid()}@${table.location()}"
-    kept.synchronized {
+    locks.computeIfAbsent(id, _ => new Object).synchronized {
+      var images = Option(kept.get(id)).filter(k => k.application == session.sparkContext.applicationId && k.equalityIds == ids)
       try {
+        // Before this plan's lookups: never below a version it asks for.
+        images.foreach(purgeWhenDue(session, _))
         val answered = mutable.ArrayBuffer.empty[(SnapshotWork, SnapshotDeleteKeys, Long)]
-        var images = kept.get(id).filter(k => k.application == session.sparkContext.applicationId && k.equalityIds == ids)
-        exact.filter(_._2.equalityIds == ids).foreach { case (w, keys) =>
-          val parent = table.snapshot(w.snapshot.parentId().longValue)
+        for ((w, keys) <- exact if keys.equalityIds == ids; parent <- Option(table.snapshot(w.snapshot.parentId().longValue))) {
           val reached = images.exists(k => followedTo(session, table, name, k, parent))
-          if (!reached && answered.isEmpty) images = Some(build(session, table, name, id, parent, ids))
+          if (!reached && answered.isEmpty && !images.exists(k => wentPast(table, k, parent)) &&
+              keyTypes(ChangesPlan.schemaOf(table, parent), ids).contains(deleteKeyTypes(keys, ids.size))) {
+            images.foreach(applyFollowed(session, _))  // what they followed, as the plans made on them expect
+            images = Some(build(session, table, name, id, parent, ids))
+          }
           images.filter(k => k.versions.contains(parent.snapshotId()) && sameKeyTypes(k, keys)).foreach { k =>
             answered += ((w, keys, k.versions(parent.snapshotId())))
             follow(session, table, name, k, w.snapshot, Some((w, keys)))
           }
         }
-        images.filter(_ => answered.nonEmpty).map(k => Found(lookup(session, table, k, answered.toSeq),
+        images.foreach(applyFollowed(session, _))
+        answeredSnapshots.addAndGet(answered.size)
+        images.filter(_ => answered.nonEmpty).map(k => Found(lookup(session, k, answered.toSeq),
           table.schemas().get(k.schemaId), answered.map(_._1.ordinal).toSet))
       } catch {
-        case NonFatal(e) =>
+        case e: Throwable =>
+          // Anything, fatal included, may have left them half brought forward.
+          Option(kept.remove(id)).foreach(k => Try(k.index.drop(session.sparkContext)))
+          if (!NonFatal(e)) throw e
           logWarning(s"eqdelete: the kept row images of ${table.name()} are dropped, and its changes read from its " +
             s"data files: ${e.getMessage}", e)
-          kept.remove(id).foreach(k => k.index.drop(session.sparkContext))
           None
       }
     }
   }
 
   /** The kept images' rows of each answered snapshot's delete keys, live at its parent. */
-  private def lookup(session: SparkSession, table: Table, k: Kept,
-      answered: Seq[(SnapshotWork, SnapshotDeleteKeys, Long)]): DataFrame = {
+  private def lookup(session: SparkSession, k: Kept, answered: Seq[(SnapshotWork, SnapshotDeleteKeys, Long)]): DataFrame = {
     val keys: RDD[(Array[Byte], (Long, Int))] = session.sparkContext.union(answered.map { case (w, deletes, version) =>
       val (ordinal, types) = (w.ordinal, k.keyTypes)
       val ordinals = types.indices.toArray
@@ -127,13 +151,30 @@ private[changes] object KeptRowImages extends Logging {
       AttributeReference(At, IntegerType, nullable = false)()
     val records = answered.map(_._1.byKeys.fold(0L)(_.records)).sum
     val label = s"of snapshot(s) ${answered.map(_._1.snapshot.snapshotId()).mkString(", ")} at their parents " +
-      s"(${k.index.partitions} stores, kept since snapshot ${k.versions.head._1})"
+      s"(${k.index.partitions} stores, kept since snapshot ${k.builtAt})"
     SparkShim.dataFrame(session, RowImagesRelation(output, rows, label,
       Statistics(sizeInBytes = BigInt(math.max(records, 1L)) * 64, rowCount = Some(BigInt(records)))))
   }
 
-  private def sameKeyTypes(k: Kept, keys: SnapshotDeleteKeys): Boolean =
-    keys.deleteKeys.schema.fields.take(k.keyOrdinals.length).map(_.dataType).toSeq == k.keyTypes.toSeq
+  /** The Spark types of key fields `ids` in `schema`, when all are top-level columns. */
+  private def keyTypes(schema: Schema, ids: Seq[Int]): Option[Seq[DataType]] = {
+    val struct = IcebergSparkTables.sparkSchema(schema)
+    val names = ids.map(i => Option(schema.findField(i)).map(_.name()).filter(n => schema.columns().asScala.exists(_.name() == n)))
+    if (names.forall(_.isDefined)) Some(names.flatten.map(struct(_).dataType)) else None
+  }
+
+  private def deleteKeyTypes(keys: SnapshotDeleteKeys, n: Int): Seq[DataType] = keys.deleteKeys.schema.fields.take(n).map(_.dataType).toSeq
+
+  private def sameKeyTypes(k: Kept, keys: SnapshotDeleteKeys): Boolean = deleteKeyTypes(keys, k.keyOrdinals.length) == k.keyTypes.toSeq
+
+  /** `snapshot` and its ancestors, newest first, as far as [[MostSnapshotsBetween]] and the table's metadata go. */
+  private def ancestors(table: Table, snapshot: Snapshot): Vector[Snapshot] =
+    Iterator.iterate(Option(snapshot))(_.flatMap(s => Option(s.parentId()).flatMap(p => Option(table.snapshot(p)))))
+      .take(MostSnapshotsBetween).takeWhile(_.isDefined).flatten.toVector
+
+  /** Whether `k` followed a descendant of `snapshot` (went past it, or purged it): building them there would go back. */
+  private def wentPast(table: Table, k: Kept, snapshot: Snapshot): Boolean =
+    Option(table.snapshot(k.head)).exists(head => ancestors(table, head).exists(_.snapshotId() == snapshot.snapshotId()))
 
   /**
    * Whether `k` follows `snapshot`: brought forward to it from the last snapshot it followed,
@@ -141,20 +182,22 @@ private[changes] object KeptRowImages extends Logging {
    */
   private def followedTo(session: SparkSession, table: Table, name: String, k: Kept, snapshot: Snapshot): Boolean =
     k.versions.contains(snapshot.snapshotId()) || {
-      val between = Iterator.iterate(Option(snapshot))(_.flatMap(s => Option(s.parentId()).flatMap(p => Option(table.snapshot(p)))))
-        .take(MostSnapshotsBetween).takeWhile(_.exists(_.snapshotId() != k.head)).flatten.toVector.reverse
+      val between = ancestors(table, snapshot).takeWhile(_.snapshotId() != k.head).reverse
       between.headOption.exists(first => Option(first.parentId()).exists(_.longValue == k.head)) &&
         between.forall(s => follow(session, table, name, k, s, None))
     }
 
   /**
    * Brings `k` forward by `snapshot`, a child of the last snapshot it followed, when it can be
-   * followed (see above): whether it was. `known`, when given, is its work and delete keys.
+   * followed (see above): whether it was. `known`, when given, is its work and delete keys. Its
+   * changes are applied with those of the other snapshots followed for the same read
+   * ([[applyFollowed]]), before any plan reads them.
    */
   private def follow(session: SparkSession, table: Table, name: String, k: Kept, snapshot: Snapshot,
       known: Option[(SnapshotWork, SnapshotDeleteKeys)]): Boolean = {
     if (k.versions.contains(snapshot.snapshotId())) return true
-    if (!Option(snapshot.parentId()).map(_.longValue).contains(k.head) ||
+    // Versions must grow along the lineage (a table upgraded from format v1 numbers its old snapshots 0).
+    if (!Option(snapshot.parentId()).map(_.longValue).contains(k.head) || snapshot.sequenceNumber() <= k.versions(k.head) ||
         ChangesPlan.schemaOf(table, snapshot).schemaId() != k.schemaId) return false
     // What it inserts, and the delete keys whose live rows it removes: none for a snapshot that changes no row.
     val change: Option[(Set[String], Option[SnapshotDeleteKeys])] = known match {
@@ -168,9 +211,8 @@ private[changes] object KeptRowImages extends Logging {
     }
     change.filter(_._2.forall(d => d.exact && d.equalityIds == k.equalityIds && sameKeyTypes(k, d))).exists { case (added, deletes) =>
       val version = snapshot.sequenceNumber()
-      added.foreach(k.idOf)
       val inserts = if (added.isEmpty) None else Some(
-        encoded(session, k, ChangesPlan.liveRows(session, name, snapshot.snapshotId(), added)) { (key, file, position, row) =>
+        encoded(session, k, ChangesPlan.liveRows(session, name, snapshot.snapshotId(), added), added) { (key, file, position, row) =>
           (RowImageStore.insertChange(key, version, file, position), row)
         })
       val removals = deletes.map { d =>
@@ -179,29 +221,34 @@ private[changes] object KeptRowImages extends Logging {
         d.deleteKeys.queryExecution.toRdd.map(row =>
           (RowImageStore.deleteChange(KeyBytes.packed(row, ordinals, types), version), Array.emptyByteArray))
       }
-      val changes = inserts.toSeq ++ removals.toSeq
-      val (inserted, removed) = if (changes.isEmpty) (0L, 0L) else k.index.apply(session.sparkContext.union(changes))
-      k.live += inserted - removed
-      k.removedSincePurge += removed
+      k.followed ++= inserts.toSeq ++ removals.toSeq
       k.versions(snapshot.snapshotId()) = version
-      purgeWhenDue(session, k)
       true
     }
   }
 
-  /** Purges removed rows once they are as many as the live ones, keeping the last followed versions answerable. */
-  private def purgeWhenDue(session: SparkSession, k: Kept): Unit = if (k.removedSincePurge > math.max(k.live, 1000000L)) {
-    val from = k.versions.values.toSeq.takeRight(AnswerableVersions).head
-    k.index.purge(session.sparkContext, from)
-    k.versions --= k.versions.collect { case (id, version) if version < from => id }.toSeq
-    k.removedSincePurge = 0
+  /** Applies the changes of the snapshots `k` followed since the last time, in one job (a store applies a key's in version order). */
+  private def applyFollowed(session: SparkSession, k: Kept): Unit = if (k.followed.nonEmpty) {
+    val (inserted, removed) = k.index.apply(session.sparkContext.union(k.followed.toSeq))
+    k.followed.clear()
+    k.live += inserted - removed
+    k.removedSincePurge += removed
   }
 
-  /** New images of `parent`'s live rows, replacing the table's kept ones. */
+  /** Purges removed rows once they are as many as the live ones, keeping the last followed versions answerable. */
+  private def purgeWhenDue(session: SparkSession, k: Kept): Unit =
+    if (k.removedSincePurge > math.max(k.live, 1000000L) && k.versions.size > AnswerableVersions) {
+      val from = k.versions.values.toSeq.takeRight(AnswerableVersions).head
+      k.index.purge(session.sparkContext, from)
+      k.versions --= k.versions.collect { case (id, version) if version < from => id }.toSeq
+      k.removedSincePurge = 0
+    }
+
+  /** New images of `parent`'s live rows, replacing the table's kept ones (dropped at the next build). */
   private def build(session: SparkSession, table: Table, name: String, id: String, parent: Snapshot, ids: Seq[Int]): Kept = {
     val sc = session.sparkContext
-    retired.remove(id).foreach(_.index.drop(sc))
-    kept.remove(id).foreach(old => retired(id) = old)
+    Option(retired.remove(id)).foreach(old => Try(old.index.drop(sc)))
+    Option(kept.remove(id)).foreach(old => retired.put(id, old))
     val schema = ChangesPlan.schemaOf(table, parent)
     val files = scala.util.Using.resource(table.newScan().useSnapshot(parent.snapshotId()).planFiles())(
       _.asScala.map(_.file().location()).toSet)
@@ -213,11 +260,10 @@ private[changes] object KeptRowImages extends Logging {
       case n => n.toInt
     }
     val k = new Kept(sc.applicationId, RowImageIndex.create(sc, stores), schema.schemaId(), ids, rowType,
-      keyNames.map(n => rowType.fieldNames.indexOf(n)).toArray)
-    kept(id) = k
-    files.foreach(k.idOf)
+      keyNames.map(n => rowType.fieldNames.indexOf(n)).toArray, parent.snapshotId())
+    kept.put(id, k)
     val version = parent.sequenceNumber()
-    k.live = k.index.load(encoded(session, k, rows) { (key, file, position, row) =>
+    k.live = k.index.load(encoded(session, k, rows, files) { (key, file, position, row) =>
       (RowImageStore.entry(key, version, file, position), RowImageStore.liveValue(row))
     })
     k.versions(parent.snapshotId()) = version
@@ -226,11 +272,15 @@ private[changes] object KeptRowImages extends Logging {
     k
   }
 
-  /** `rows` (the images' columns, `_file`, `_pos`) as `make(key, file id, position, row bytes)`. */
-  private def encoded(session: SparkSession, k: Kept, rows: DataFrame)(
+  /**
+   * `rows` (the images' columns, `_file`, `_pos`) of data files `files` as `make(key, file, position,
+   * row bytes)`, a file named by its place among `files` in order: what tells two rows of a key
+   * apart within the one version they are added at.
+   */
+  private def encoded(session: SparkSession, k: Kept, rows: DataFrame, files: Set[String])(
       make: (Array[Byte], Int, Long, Array[Byte]) => (Array[Byte], Array[Byte])): RDD[(Array[Byte], Array[Byte])] = {
     require(StructType(rows.schema.fields.dropRight(2)) == k.rowType, s"rows in ${rows.schema.simpleString} for row images of ${k.rowType.simpleString}")
-    val ids = session.sparkContext.broadcast(k.fileIds.toMap)
+    val ids = session.sparkContext.broadcast(files.toSeq.sorted.zipWithIndex.toMap)
     val (fields, keyOrdinals, keyTypes) = (k.rowType.fields, k.keyOrdinals, k.keyTypes)
     rows.queryExecution.toRdd.mapPartitions { it =>
       val project = UnsafeProjection.create(fields.toSeq.zipWithIndex.map { case (f, i) => BoundReference(i, f.dataType, f.nullable) })
@@ -238,7 +288,7 @@ private[changes] object KeptRowImages extends Logging {
       it.map { row =>
         val file = row.getUTF8String(n).toString
         make(KeyBytes.packed(row, keyOrdinals, keyTypes), ids.value.getOrElse(file,
-          throw new IllegalStateException(s"eqdelete: data file $file has no id in the row images")), row.getLong(n + 1),
+          throw new IllegalStateException(s"eqdelete: data file $file is not one the row images read")), row.getLong(n + 1),
           project(row).copy().getBytes)
       }
     }

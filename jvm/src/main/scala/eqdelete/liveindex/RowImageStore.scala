@@ -51,11 +51,13 @@ final class RowImageStore private (val directory: File) extends AutoCloseable {
     var (inserted, removed) = (0L, 0L)
     try {
       var prefix: Array[Byte] = null
+      // The current key's entries: those live with their values (what a delete marks), all by name (what an insert may repeat).
       val ofKey = mutable.LinkedHashMap.empty[ByteBuffer, Array[Byte]]
+      val seen = mutable.Set.empty[ByteBuffer]
       val dirty = mutable.Set.empty[ByteBuffer]
       def done(): Unit = {
         dirty.foreach(k => { batch.put(k.array(), ofKey(k)); written() })
-        ofKey.clear(); dirty.clear()
+        ofKey.clear(); seen.clear(); dirty.clear()
       }
       changes.foreach { case (change, row) =>
         val length = KeyBytes.LengthBytes + KeyBytes.readLength(change, 0)
@@ -64,7 +66,9 @@ final class RowImageStore private (val directory: File) extends AutoCloseable {
           prefix = java.util.Arrays.copyOf(change, length)
           it.seek(prefix)
           while (it.isValid && LiveKeyStore.hasPrefix(it.key(), prefix, EntryTail)) {
-            ofKey(ByteBuffer.wrap(it.key())) = it.value()
+            val entry = ByteBuffer.wrap(it.key())
+            seen += entry
+            if (KeyBytes.readLong(it.value(), 0) == Live) ofKey(entry) = it.value()
             it.next()
           }
         }
@@ -85,7 +89,7 @@ final class RowImageStore private (val directory: File) extends AutoCloseable {
           System.arraycopy(change, 0, bytes, 0, length + 8)
           System.arraycopy(change, length + 9, bytes, length + 8, change.length - length - 9)
           val entry = ByteBuffer.wrap(bytes)
-          if (!ofKey.contains(entry)) {
+          if (seen.add(entry)) {
             ofKey(entry) = liveValue(row)
             dirty += entry
             inserted += 1
@@ -94,6 +98,12 @@ final class RowImageStore private (val directory: File) extends AutoCloseable {
       }
       done()
       flush()
+    } catch {
+      case e: Throwable =>
+        // What was not written stays unwritten: the caller drops the store, or applies it all again.
+        batch.clear()
+        pending = 0
+        throw e
     } finally it.close()
     (inserted, removed)
   }
@@ -109,11 +119,10 @@ final class RowImageStore private (val directory: File) extends AutoCloseable {
           s"(they were purged below version $answersFrom since this plan was made); run the query again")
       }
       it.seek(prefix)
-      while (it.isValid && LiveKeyStore.hasPrefix(it.key(), prefix, EntryTail)) {
+      // A key's entries lie in the order of the versions that added them: none after `version` counts.
+      while (it.isValid && LiveKeyStore.hasPrefix(it.key(), prefix, EntryTail) && KeyBytes.readLong(it.key(), prefix.length) <= version) {
         val value = it.value()
-        if (KeyBytes.readLong(it.key(), prefix.length) <= version && KeyBytes.readLong(value, 0) > version) {
-          found(java.util.Arrays.copyOfRange(value, 8, value.length))
-        }
+        if (KeyBytes.readLong(value, 0) > version) found(java.util.Arrays.copyOfRange(value, 8, value.length))
         it.next()
       }
     }

@@ -220,9 +220,11 @@ object EqDeleteConf {
   val CHANGES_ROW_IMAGES: ConfigEntry[Boolean] = booleanConf("changes.rowImages",
     "Whether the changes of a table (eqdelete_changes, eqdelete.changes, the changes stream) keep its live rows by key " +
       "on the executors' disks (RocksDB, as the kept live-row index), so an upsert commit's deleted rows are looked up " +
-      "by its delete keys instead of read from the data files. The first read of a table builds them from a full " +
-      "read at its snapshot; later commits bring them forward at what they changed. Worth it for a long-running " +
-      "stream or session over a large table of upserts; lost with the application.",
+      "by its delete keys instead of read from the data files. The first such commit read builds them from a full " +
+      "read of its parent; later commits bring them forward at what they changed. Only commits whose deletes are " +
+      "exact use them (global equality deletes on top-level keys of exactly compared types, no delete by position " +
+      "in older files); another kind leaves them behind until a later read builds them again. Worth it for a " +
+      "long-running stream or session over a large table of upserts; lost with the application.",
     false)
 
   val CHANGES_ROW_IMAGE_STORES: ConfigEntry[Long] = countConf("changes.rowImageStores",
