@@ -103,7 +103,7 @@ def _lineage(spark: SparkSession, table: str) -> list[int]:
 
 
 def run_point(spark: SparkSession, point: ChangesPoint, runs: int, warmup: int,
-              progress: Callable[[str], None], reuse: bool = False) -> ChangesBenchResult:
+              progress: Callable[[str], None], reuse: bool = False, only_row_images: bool = False) -> ChangesBenchResult:
     say = lambda m: progress(f"{point.rows:,} rows: {m}")  # noqa: E731
     files = max(2, point.rows // ROWS_PER_FILE)
     spec = CdcSpec(point.table, rows=point.rows, data_files=files, commits=1, delete_fraction=0.0,
@@ -116,6 +116,11 @@ def run_point(spark: SparkSession, point: ChangesPoint, runs: int, warmup: int,
     chain = _lineage(spark, point.table)
     parent, commit = chain[0], chain[1]
     columns = spark.table(point.table).columns
+    if only_row_images:
+        before = _row_image_bytes(spark)
+        medians = _with_row_images(spark, spec, columns, chain[-2], chain[-1], len(chain), runs, say)
+        changed = fingerprint(spark.sql(_changes_sql(point.table, columns, parent, commit)))[0]
+        return ChangesBenchResult(point.rows, point.upserts, files, changed, medians, _row_image_bytes(spark) - before)
     sqls = _sqls(point.table, columns, parent, commit)
     with use_strategy(spark, "native"):
         truth = fingerprint(spark.sql(sqls["except_all"]))
@@ -181,24 +186,25 @@ def markdown(results: list[ChangesBenchResult]) -> str:
              "EXCEPT ALL / changes | one read of the parent s | changes / one read | changes / changes at the smallest | "
              "later commits with kept row images s | / at the smallest | the same without s | building them s | their bytes |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    first = results[0].medians["changes"] if results else 1.0
+    first = results[0].medians.get("changes") if results else None
     first_imaged = results[0].medians.get("row_images") if results else None
     for r in results:
-        c, e = r.medians["changes"], r.medians["except_all"]
-        read = r.medians.get("parent_read")
-        by_read = (f"{read:.2f} | {c / read:.2f}" if read else "- | -")
+        c, e, read = (r.medians.get(k) for k in ("changes", "except_all", "parent_read"))
+        without = (f"{c:.2f} | {e:.2f} | {e / c:.1f} | " + (f"{read:.2f} | {c / read:.2f}" if read else "- | -") +
+                   (f" | {c / first:.2f}" if first else " | -")) if c and e else "- | - | - | - | - | -"
         imaged, build, plain = (r.medians.get(k) for k in ("row_images", "row_images_build", "row_images_plain"))
         with_images = (f"{imaged:.2f} | {imaged / first_imaged:.2f} | {plain:.2f} | {build:.2f}"
                        if imaged and first_imaged and build and plain else "- | - | - | -")
         size = f"{r.row_image_bytes / 2**20:,.0f} MiB" if r.row_image_bytes else "-"
-        lines.append(f"| {r.rows:,} | {r.data_files:,} | {r.upserts:,} | {r.changed_rows:,} | {c:.2f} | {e:.2f} | "
-                     f"{e / c:.1f} | {by_read} | {c / first:.2f} | {with_images} | {size} |")
+        lines.append(f"| {r.rows:,} | {r.data_files:,} | {r.upserts:,} | {r.changed_rows:,} | {without} | {with_images} | "
+                     f"{size} |")
     return "\n".join(lines) + "\n"
 
 
 def run(spark: SparkSession, points: list[ChangesPoint], out: Path, runs: int, warmup: int,
-        progress: Callable[[str], None] | None = None, reuse: bool = False) -> list[ChangesBenchResult]:
+        progress: Callable[[str], None] | None = None, reuse: bool = False,
+        only_row_images: bool = False) -> list[ChangesBenchResult]:
     report = progress or stderr_reporter("eqdelete bench --changes")
     spark.sql("CREATE NAMESPACE IF NOT EXISTS local.bench")
     save = saver(out, "changes", markdown)
-    return run_each(points, lambda p: run_point(spark, p, runs, warmup, report, reuse), save, report, "size")
+    return run_each(points, lambda p: run_point(spark, p, runs, warmup, report, reuse, only_row_images), save, report, "size")

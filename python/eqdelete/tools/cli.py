@@ -425,7 +425,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         points = [p for p in points if not args.at or p.rows in args.at] or _none_at_sizes(args, [p.rows for p in points])
         spark = _session(args, "eqdelete bench --changes")
         results = changes_bench.run(spark, points, Path(args.out), runs=1 if args.quick else args.runs,
-                                    warmup=0 if args.quick else 1, reuse=args.reuse_tables)
+                                    warmup=0 if args.quick else 1, reuse=args.reuse_tables,
+                                    only_row_images=args.only_row_images)
         print(changes_bench.markdown(results))
         print(f"results in {args.out}/changes.json, changes.md")
         return 0
@@ -619,6 +620,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --changes: measure the tables an earlier run generated, where they exist, instead of "
                             "generating them again (what their first commit changed is measured; the commits kept row "
                             "images' runs added stay)")
+    bench.add_argument("--only-row-images", action="store_true",
+                       help="with --changes: only the part with kept row images (their build, then new commits' changes "
+                            "with them and without), not the first commit's changes against EXCEPT ALL")
     bench.add_argument("--compaction", action="store_true",
                        help="instead: compacting a v2 table's position delete files as rounds of maintain pile them up, "
                             "maintain's compaction against Iceberg's rewrite_position_delete_files, on scattered tables "

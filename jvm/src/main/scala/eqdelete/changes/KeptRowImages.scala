@@ -25,7 +25,7 @@ import org.apache.spark.unsafe.Platform
 /**
  * A table's live rows by key, kept on the executors ([[RowImageIndex]]) across the changes this
  * application reads, when `spark.eqdelete.changes.rowImages` is on: an exact upsert commit's
- * deleted rows (SnapshotDeleteKeys.exact: global equality deletes on exactly compared top-level
+ * deleted rows (SnapshotDeleteKeys.exact: equality deletes global or partitioned by their keys, on exactly compared top-level
  * keys, nothing else deleting rows of older files) are its parent's live rows of its delete keys,
  * so they are looked up by those keys instead of read from the data files. A commit's changes then
  * cost what it changed, not the table; what it costs once is a full read of the parent of the first

@@ -10,7 +10,7 @@ import org.apache.spark.sql.expressions.Window
  * micro-batch of many small upsert commits costs, or a range of them.
  *
  * In such a run every snapshot's parent is the one before it, and each snapshot removes rows of
- * older files only by its global equality deletes on the run's key columns, whose equality Spark
+ * older files only by its equality deletes on the run's key columns (global, or partitioned by them), whose equality Spark
  * computes exactly (no position delete of it names an older file; none removes a file). So a row
  * live before a snapshot of the run is either a row live before the run (in the files the run's
  * snapshots touch) or one a snapshot before it inserted, and it goes at the first later snapshot

@@ -29,8 +29,12 @@ import org.apache.spark.sql.eqdelete.compat.IcebergInternals
 final case class SnapshotChangeFiles(snapshot: Snapshot, added: Set[String], touched: Set[String], unchanged: Option[String],
     byKeys: Option[SnapshotEqualityDeletes] = None, everyParentFile: Boolean = false)
 
-/** A snapshot's equality delete files on one set of key columns (field ids, ascending). */
-final case class SnapshotEqualityDeletes(equalityIds: Seq[Int], files: Seq[DeleteFile]) {
+/**
+ * A snapshot's equality delete files on one set of key columns (field ids, ascending), and the
+ * specs of its parent's data files (what says whether a partition-scoped delete can match a key
+ * anywhere else than in its own partition).
+ */
+final case class SnapshotEqualityDeletes(equalityIds: Seq[Int], files: Seq[DeleteFile], parentSpecs: Set[Int] = Set.empty) {
   def records: Long = files.map(_.recordCount()).sum
 }
 
@@ -60,7 +64,8 @@ object SnapshotChangeFiles {
       val byPositions = removed ++ named.flatMap(IcebergInternals.referencedDataFile) ++ touchedBy(positional, mayName) -- added
       val touched = byPositions ++ touchedBy(equality, bounds.mayMatch) -- added
       val keys = equality.map(_.equalityFieldIds().asScala.map(_.intValue).toSeq.sorted).distinct match {
-        case Seq(ids) if byPositions.isEmpty && touched.nonEmpty => Some(SnapshotEqualityDeletes(ids, equality))
+        case Seq(ids) if byPositions.isEmpty && touched.nonEmpty =>
+          Some(SnapshotEqualityDeletes(ids, equality, parentFiles.map(_.specId().intValue).toSet))
         case _ => None
       }
       SnapshotChangeFiles(snapshot, added, touched, None, keys,

@@ -26,7 +26,8 @@ import org.apache.spark.sql.types.LongType
  * Spark's join equality can be coarser than Iceberg's (it makes -0.0 and 0.0, and every NaN,
  * equal), and the semi-join ignores the deletes' partitions. So in general it only narrows:
  * which candidates the snapshot deleted is still decided by the two reads (at the parent, at the
- * snapshot), through the rule, by position. When it is [[exact]] (every delete global, every key
+ * snapshot), through the rule, by position. When it is [[exact]] (every delete global, or partitioned
+ * by functions of its keys in the one spec of the parent's files; every key
  * a top-level column of a type Spark compares as Iceberg does), the candidates live in the parent
  * are the deleted rows, and the read at the snapshot is not needed.
  *
@@ -53,16 +54,29 @@ object SnapshotDeleteKeys {
     val snapshotSchema = ChangesPlan.schemaOf(table, work.snapshot)
     val schemas = Seq(parentSchema, snapshotSchema)
     work.byKeys.filter(keys => schemas.forall(s => keys.equalityIds.forall(path(s, _).isDefined))).map { keys =>
-      val global = keys.files.forall(d => table.specs().get(d.specId()).isUnpartitioned)
+      val byKey = keys.files.forall(d => byKeyAlone(table, d, keys))
       val exactKeys = schemas.forall(s => keys.equalityIds.forall(id =>
         path(s, id).exists(_.size == 1) && ExactTypes.contains(s.findType(id).typeId())))
       // Without a NULL among the delete keys (by their files' counts), plain equality: a one-column key hashes as a long.
       val nullSafe = !keys.files.forall(d => keys.equalityIds.forall(id =>
         Option(d.nullValueCounts()).flatMap(counts => Option(counts.get(id))).exists(_ == 0L)))
-      val exact = global && exactKeys
+      val exact = byKey && exactKeys
       new SnapshotDeleteKeys(keys.equalityIds, table.schema(), deleteRows(session, table, work, snapshotSchema, keys, exact),
         nullSafe, exact)
     }
+  }
+
+  /**
+   * Whether delete file `d` of `keys` deletes every row of its keys live in the parent, as a global
+   * one does: it is global, or its partition is a function of its key columns (every partition
+   * field's source is one of them, so a key's rows all lie in its partition, as the spec has the
+   * delete rows do) and every data file of the parent is in its spec (none in a spec it does not
+   * apply to).
+   */
+  private def byKeyAlone(table: Table, d: org.apache.iceberg.DeleteFile, keys: SnapshotEqualityDeletes): Boolean = {
+    val spec = table.specs().get(d.specId())
+    spec.isUnpartitioned || (keys.parentSpecs == Set(d.specId().intValue) &&
+      spec.fields().asScala.forall(f => keys.equalityIds.contains(f.sourceId())))
   }
 
   /**

@@ -222,8 +222,8 @@ object EqDeleteConf {
       "on the executors' disks (RocksDB, as the kept live-row index), so an upsert commit's deleted rows are looked up " +
       "by its delete keys instead of read from the data files. The first such commit read builds them from a full " +
       "read of its parent; later commits bring them forward at what they changed. Only commits whose deletes are " +
-      "exact use them (global equality deletes on top-level keys of exactly compared types, no delete by position " +
-      "in older files); another kind leaves them behind until a later read builds them again. Worth it for a " +
+      "exact use them (equality deletes global or partitioned by their key columns, on top-level keys of exactly " +
+      "compared types, no delete by position in older files); another kind leaves them behind until a later read builds them again. Worth it for a " +
       "long-running stream or session over a large table of upserts; lost with the application.",
     false)
 
