@@ -35,6 +35,8 @@ BAD_VALUES = {
     "spark.eqdelete.maintain.compactDataDeadRatio": ("0", "above 0 and at most 1"),
     "spark.eqdelete.maintain.liveIndex": ("sometimes", "one of auto, always, never, true, false"),
     "spark.eqdelete.maintain.liveIndexStores": ("-2", "a whole number of at least 0"),
+    "spark.eqdelete.changes.rowImages": ("kept", "true or false"),
+    "spark.eqdelete.changes.rowImageStores": ("many", "a whole number of at least 0"),
 }
 
 

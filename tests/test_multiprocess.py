@@ -1,8 +1,8 @@
 """The rewrite on a multi-process Spark (local-cluster: executors in their own JVMs), so the
 data file index, the filter's delete keys (its broadcast handle too, read by interpreted
 evaluation on the executors), the delete-row reader, the broadcast delete side and resolving's
-writers all cross JVM boundaries by serialization; the live-row index's stores are held by both
-executors, and its tasks run where their store is."""
+writers all cross JVM boundaries by serialization; the live-row index's stores and the changes'
+kept row images are held by both executors, and their tasks run where their store is."""
 
 from __future__ import annotations
 
@@ -64,6 +64,20 @@ for version in (2, 3):
 from eqdelete import _jvm
 index = _jvm.live_key_store_bulk(spark, 50_000, 4, 10)
 assert index["executors"] == 2 and index["entries"] == 50_000 and index["found"] == index["asked"] == 40_000, index
+# Kept row images for the changes: built, brought forward and looked up by tasks at their stores on
+# both executors; the same rows as the changes read from the data files.
+from fixtures import MOR
+spark.sql(f"CREATE TABLE local.mp.changes (k BIGINT, v STRING) USING iceberg TBLPROPERTIES ({{MOR.format(v=2)}})")
+spark.range(0, 2000, 1, 4).selectExpr("id AS k", "concat('a', id) AS v").writeTo("local.mp.changes").append()
+for tag in ("b", "c", "d"):
+    keys = [(k,) for k in range(0, 2000, 7 if tag == "b" else 11)]
+    eqdelete.write_equality_deletes(spark, "local.mp.changes", ["k"], keys, inserts=[(k, tag + str(k)) for (k,) in keys])
+answered = spark.sparkContext._jvm.eqdelete.changes.KeptRowImages.snapshotsAnswered()
+plain = sorted(map(tuple, eqdelete.changes(spark, "local.mp.changes").collect()))
+with eqdelete.use_conf(spark, [("spark.eqdelete.changes.rowImages", "true")]):
+    imaged = sorted(map(tuple, eqdelete.changes(spark, "local.mp.changes").collect()))
+assert imaged == plain and len(plain) > 1000, (len(imaged), len(plain))
+assert spark.sparkContext._jvm.eqdelete.changes.KeptRowImages.snapshotsAnswered() - answered == 3
 print("MULTIPROCESS OK")
 """
 

@@ -69,14 +69,14 @@ object SnapshotDeleteKeys {
   /**
    * Whether delete file `d` of `keys` deletes every row of its keys live in the parent, as a global
    * one does: it is global, or its partition is a function of its key columns (every partition
-   * field's source is one of them, so a key's rows all lie in its partition, as the spec has the
-   * delete rows do) and every data file of the parent is in its spec (none in a spec it does not
-   * apply to).
+   * field's source is one of them, or void, so a key's rows all lie in its partition, as Iceberg's
+   * spec has every row lie in its file's partition) and every data file of the parent is in its
+   * spec (none in a spec it does not apply to).
    */
   private def byKeyAlone(table: Table, d: org.apache.iceberg.DeleteFile, keys: SnapshotEqualityDeletes): Boolean = {
     val spec = table.specs().get(d.specId())
     spec.isUnpartitioned || (keys.parentSpecs == Set(d.specId().intValue) &&
-      spec.fields().asScala.forall(f => keys.equalityIds.contains(f.sourceId())))
+      spec.fields().asScala.forall(f => f.transform().isVoid || keys.equalityIds.contains(f.sourceId())))
   }
 
   /**
