@@ -614,8 +614,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "time and bytes per key; sizes with --at (data rows); run it with --master local-cluster[2,1,MB]")
     bench.add_argument("--changes", action="store_true",
                        help="instead: seconds to read one commit's changes (10^4 upserts) on scattered tables of 10^6, "
-                            "10^7 and 10^8 rows, beside the difference of two time-travel reads (EXCEPT ALL); sizes with "
-                            "--at (data rows)")
+                            "10^7 and 10^8 rows, beside the difference of two time-travel reads (EXCEPT ALL), then new "
+                            "commits' changes with kept row images and without; sizes with --at (data rows)")
     bench.add_argument("--reuse-tables", action="store_true",
                        help="with --changes: measure the tables an earlier run generated, where they exist, instead of "
                             "generating them again (what their first commit changed is measured; the commits kept row "
