@@ -3,7 +3,7 @@ package eqdelete.changes
 import scala.jdk.CollectionConverters._
 
 import org.apache.iceberg.{Schema, Snapshot, Table}
-import org.apache.spark.sql.{functions => F, DataFrame, Row, SparkSession}
+import org.apache.spark.sql.{functions => F, Column, DataFrame, Row, SparkSession}
 import org.apache.spark.sql.expressions.Window
 import org.apache.spark.sql.eqdelete.compat.IcebergSparkTables
 import org.apache.spark.sql.types.{ArrayType, DataType, IntegerType, LongType, MapType, StringType, StructField, StructType}
@@ -172,18 +172,16 @@ object ChangesPlan {
     val fromImages = KeptRowImages.deleted(session, table, name, exact)
     val imaged = fromImages.fold(Set.empty[Int])(_.ordinals)
     val deletedByImages = fromImages.map { found =>
-      val snapshotIds = F.map(work.filter(w => imaged(w.ordinal))
-        .flatMap(w => Seq(F.lit(w.ordinal), F.lit(w.snapshot.snapshotId()))): _*)
       aligned(found.rows, found.schema, target, Seq(KeptRowImages.At))
         .withColumn(ChangeOrdinal, F.col(KeptRowImages.At))
-        .withColumn(CommitSnapshotId, F.element_at(snapshotIds, F.col(KeptRowImages.At)))
+        .withColumn(CommitSnapshotId, commitSnapshotIdAt(work.filter(w => imaged(w.ordinal)), F.col(KeptRowImages.At)))
         .drop(KeptRowImages.At)
     }
     // Consecutive others: one read for all of them.
     val runs = KeyedRuns.of(exact.filterNot(e => imaged(e._1.ordinal)), target).filter(_.size > 1)
-    val inRuns = runs.flatten.map(_._1.ordinal).toSet ++ imaged
-    val deletedByRuns = runs.map(run => KeyedRuns.deleted(table, target, run, readAligned)) ++ deletedByImages
-    val touched = keyed.filterNot(k => inRuns(k._1.ordinal)).map { case (w, parentId, parentSchema, keys) =>
+    val foundByKeys = runs.flatten.map(_._1.ordinal).toSet ++ imaged
+    val deletedByKeys = runs.map(run => KeyedRuns.deleted(table, target, run, readAligned)) ++ deletedByImages
+    val touched = keyed.filterNot(k => foundByKeys(k._1.ordinal)).map { case (w, parentId, parentSchema, keys) =>
       def read(snapshotId: Long, schema: Schema, whole: Boolean) =
         keys.foldLeft(liveRows(session, name, snapshotId, w.touched, whole))((rows, k) => k.candidates(schema, rows))
       val before = tagged(aligned(read(parentId, parentSchema, w.readsWholeParent), parentSchema, target, positions),
@@ -199,7 +197,7 @@ object ChangesPlan {
         b.join(a, b(ChangeOrdinal) === a("_after_ordinal") && b("_file") === a("_after_file") && b("_pos") === a("_after_pos"),
           "left_anti")
       }
-    val deleted = ((deletedByPosition.toSeq ++ byKeysAlone.map(_._1)).map(_.drop(positions: _*)) ++ deletedByRuns)
+    val deleted = ((deletedByPosition.toSeq ++ byKeysAlone.map(_._1)).map(_.drop(positions: _*)) ++ deletedByKeys)
       .map(_.withColumn(ChangeType, F.lit(Delete)))
     val inserted = work.filter(_.added.nonEmpty).map { w =>
       tagged(aligned(liveRows(session, name, w.snapshot.snapshotId(), w.added), schemaOf(table, w.snapshot), target),
@@ -228,6 +226,10 @@ object ChangesPlan {
   }
 
   private val changeColumns = Seq(F.col(ChangeType), F.col(ChangeOrdinal), F.col(CommitSnapshotId))
+
+  /** The snapshot id of whichever of `works` has the ordinal in column `ordinal`. */
+  private[changes] def commitSnapshotIdAt(works: Seq[SnapshotWork], ordinal: Column): Column =
+    F.element_at(F.map(works.flatMap(w => Seq(F.lit(w.ordinal), F.lit(w.snapshot.snapshotId()))): _*), ordinal)
 
   /** The rows of `files` live at `snapshot`, each an INSERT tagged with `ordinal`: how a stream starts from a snapshot whose parent expired. */
   def liveInserts(session: SparkSession, name: String, table: Table, target: Schema, snapshot: Snapshot, ordinal: Int,

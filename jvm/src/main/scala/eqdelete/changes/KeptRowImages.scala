@@ -129,12 +129,8 @@ object KeptRowImages extends Logging {
   /** The kept images' rows of each answered snapshot's delete keys, live at its parent. */
   private def lookup(session: SparkSession, k: Kept, answered: Seq[(SnapshotWork, SnapshotDeleteKeys, Long)]): DataFrame = {
     val keys: RDD[(Array[Byte], (Long, Int))] = session.sparkContext.union(answered.map { case (w, deletes, version) =>
-      val (ordinal, types) = (w.ordinal, k.keyTypes)
-      val ordinals = types.indices.toArray
-      deletes.deleteKeys.queryExecution.toRdd.map { row =>
-        val key = KeyBytes.packed(row, ordinals, types)
-        (LiveKeyStore.keyPrefix(key, key.length), (version, ordinal))
-      }
+      val ordinal = w.ordinal
+      packed(k, deletes).map(key => (LiveKeyStore.keyPrefix(key, key.length), (version, ordinal)))
     })
     val fields = k.rowType.length
     val rows = k.index.lookup(keys).mapPartitions { found =>
@@ -154,6 +150,13 @@ object KeptRowImages extends Logging {
       s"(${k.index.partitions} stores, kept since snapshot ${k.builtAt})"
     SparkShim.dataFrame(session, RowImagesRelation(output, rows, label,
       Statistics(sizeInBytes = BigInt(math.max(records, 1L)) * 64, rowCount = Some(BigInt(records)))))
+  }
+
+  /** A snapshot's delete keys, each packed as the images pack their rows' keys. */
+  private def packed(k: Kept, keys: SnapshotDeleteKeys): RDD[Array[Byte]] = {
+    val types = k.keyTypes
+    val ordinals = types.indices.toArray
+    keys.deleteKeys.queryExecution.toRdd.map(row => KeyBytes.packed(row, ordinals, types))
   }
 
   /** The Spark types of key fields `ids` in `schema`, when all are top-level columns. */
@@ -215,12 +218,7 @@ object KeptRowImages extends Logging {
         encoded(session, k, ChangesPlan.liveRows(session, name, snapshot.snapshotId(), added), added) { (key, file, position, row) =>
           (RowImageStore.insertChange(key, version, file, position), row)
         })
-      val removals = deletes.map { d =>
-        val types = k.keyTypes
-        val ordinals = types.indices.toArray
-        d.deleteKeys.queryExecution.toRdd.map(row =>
-          (RowImageStore.deleteChange(KeyBytes.packed(row, ordinals, types), version), Array.emptyByteArray))
-      }
+      val removals = deletes.map(d => packed(k, d).map(key => (RowImageStore.deleteChange(key, version), Array.emptyByteArray)))
       k.followed ++= inserts.toSeq ++ removals.toSeq
       k.versions(snapshot.snapshotId()) = version
       true

@@ -78,12 +78,11 @@ private[changes] object KeyedRuns {
     val events = (before +: inserted).reduce(_ unionByName _).unionByName(deletes.reduce(_ unionByName _))
     val afterIt = Window.partitionBy(keyNames.map(n => F.col(ChangesPlan.quote(n))): _*)
       .orderBy(F.col(At), F.col(IsDelete).desc).rowsBetween(Window.currentRow, Window.unboundedFollowing)
-    val snapshotIds = F.map(run.flatMap { case (w, _) => Seq(F.lit(w.ordinal), F.lit(w.snapshot.snapshotId())) }: _*)
     val columns = targetType.fieldNames.toSeq.map(c => F.col(ChangesPlan.quote(c)))
     events.withColumn(ChangesPlan.ChangeOrdinal, F.min(F.when(F.col(IsDelete), F.col(At))).over(afterIt))
       .where(!F.col(IsDelete) && F.col(ChangesPlan.ChangeOrdinal).isNotNull)
       .select(columns ++ Seq(F.col(ChangesPlan.ChangeOrdinal),
-        F.element_at(snapshotIds, F.col(ChangesPlan.ChangeOrdinal)).as(ChangesPlan.CommitSnapshotId)): _*)
+        ChangesPlan.commitSnapshotIdAt(run.map(_._1), F.col(ChangesPlan.ChangeOrdinal)).as(ChangesPlan.CommitSnapshotId)): _*)
   }
 
   /** Where an event sits in the run (a row: the snapshot that inserted it, or before the run; a delete: its snapshot). */
