@@ -53,6 +53,8 @@ def _valid(rule: Mapping[str, Any], value: str) -> bool:
     if kind == "fraction":
         text = value.strip()
         return bool(_DOUBLE.fullmatch(text)) and 0 < float(text.rstrip("dDfF")) <= 1
+    if kind == "location":
+        return True
     raise AssertionError(f"unknown rule kind {kind!r} in conf_rules.json")
 
 

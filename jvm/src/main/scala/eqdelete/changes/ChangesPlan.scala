@@ -158,7 +158,8 @@ object ChangesPlan {
    * files (SnapshotChangeFiles). `name` is the table's name, quoted. One plan for all of them (see
    * above).
    */
-  def changesOf(session: SparkSession, name: String, table: Table, target: Schema, work: Seq[SnapshotWork]): DataFrame = {
+  def changesOf(session: SparkSession, name: String, table: Table, target: Schema, work: Seq[SnapshotWork],
+      stateRoot: Option[String] = None): DataFrame = {
     val positions = Seq("_file", "_pos")
     def parentOf(w: SnapshotWork) = Option(w.snapshot.parentId()).map(_.longValue()).filter(_ => w.touched.nonEmpty)
     val keyed = work.flatMap(w => parentOf(w).map { p =>
@@ -169,7 +170,7 @@ object ChangesPlan {
       aligned(liveRows(session, name, snapshotId, files, whole), schema, target, positions)
     val exact = keyed.collect { case (w, _, _, Some(k)) if k.exact => (w, k) }
     // Snapshots whose deletes are their keys' rows: looked up in kept row images, when the session keeps them.
-    val fromImages = KeptRowImages.deleted(session, table, name, exact)
+    val fromImages = KeptRowImages.deleted(session, table, name, exact, stateRoot)
     val imaged = fromImages.fold(Set.empty[Int])(_.ordinals)
     val deletedByImages = fromImages.map { found =>
       aligned(found.rows, found.schema, target, Seq(KeptRowImages.At))

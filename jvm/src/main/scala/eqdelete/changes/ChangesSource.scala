@@ -130,7 +130,7 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
       SnapshotWork(step.snapshot, step.ordinal, deleted.map(_.file).toSet, added.map(_.file).toSet, files.flatMap(_.byKeys),
         allOfIt, files.exists(_.everyParentFile))
     }
-    val changed = if (work.isEmpty) Nil else Seq(ChangesPlan.changesOf(session, name, table, target, work))
+    val changed = if (work.isEmpty) Nil else Seq(ChangesPlan.changesOf(session, name, table, target, work, Some(log.stateRoot)))
     val changes = (whole ++ changed).reduceOption(_ unionByName _).getOrElse(ChangesPlan.empty(session, target))
     identifiers.map(ChangesPlan.updates(changes, _)).getOrElse(changes)
   }

@@ -16,9 +16,14 @@ import org.apache.hadoop.fs.{FileSystem, Path}
  *    before its first batch commits starts from the same snapshot, not from a later one;
  *  - the files (units) of a snapshot it split between batches, when it first splits it: an offset
  *    counts the units read, and which files a snapshot touches is decided from metadata that can
- *    change between runs (a schema expired, another eqdelete), so a restart resumes the same list.
+ *    change between runs (a schema expired, another eqdelete), so a restart resumes the same list;
+ *  - the stream's kept row images (with `spark.eqdelete.changes.rowImages`), unless
+ *    `spark.eqdelete.state.location` puts them elsewhere: [[stateRoot]].
  */
 final class ChangesStreamLog(metadataPath: String, hadoopConf: Configuration) {
+  /** Where the stream's kept state is checkpointed by default. */
+  val stateRoot: String = new Path(metadataPath, "eqdelete-state").toString
+
   private val startFile = new Path(metadataPath, "eqdelete-changes-start.json")
   private val mapper = new ObjectMapper()
   private def fs: FileSystem = startFile.getFileSystem(hadoopConf)

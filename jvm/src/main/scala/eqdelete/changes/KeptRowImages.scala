@@ -9,6 +9,7 @@ import scala.util.control.NonFatal
 
 import eqdelete.deleteindex.KeyBytes
 import eqdelete.liveindex.{LiveKeyStore, RowImageIndex, RowImageStore}
+import eqdelete.state.{KeptStores, StateFiles, StateLocation}
 
 import org.apache.iceberg.{Schema, Snapshot, Table}
 import org.apache.spark.internal.Logging
@@ -43,8 +44,8 @@ import org.apache.spark.unsafe.Platform
  */
 object KeptRowImages extends Logging {
 
-  private final class Kept(val application: String, val index: RowImageIndex, val schemaId: Int, val equalityIds: Seq[Int],
-      val rowType: StructType, val keyOrdinals: Array[Int], val builtAt: Long) {
+  private final class Kept(val application: String, val table: String, val index: RowImageIndex, val schemaId: Int,
+      val equalityIds: Seq[Int], val rowType: StructType, val keyOrdinals: Array[Int], val builtAt: Long) {
     /** The snapshots followed, oldest first (one lineage), and their sequence numbers: the versions lookups may ask for. */
     val versions = mutable.LinkedHashMap.empty[Long, Long]
     var live = 0L
@@ -87,14 +88,16 @@ object KeptRowImages extends Logging {
    * or follow, which drops them, also None (the plan reads the data files).
    */
   private[changes] def deleted(session: SparkSession, table: Table, name: String,
-      keyed: Seq[(SnapshotWork, SnapshotDeleteKeys)]): Option[Found] = {
+      keyed: Seq[(SnapshotWork, SnapshotDeleteKeys)], stateRoot: Option[String]): Option[Found] = {
     val exact = keyed.filter { case (w, k) => k.exact && w.whole }
     if (!EqDeleteConf.changesRowImages(session.sessionState.conf) || exact.isEmpty) return None
     val ids = exact.head._2.equalityIds
-    val id = s"${table.uuid()}@${table.location()}"
+    val files = StateLocation.of(session, table, stateRoot).under(s"$Kind/${ids.mkString("-")}")
+    val id = s"${table.uuid()}@${files.root}"
     locks.computeIfAbsent(id, _ => new Object).synchronized {
       var images = Option(kept.get(id)).filter(k => k.application == session.sparkContext.applicationId && k.equalityIds == ids)
       try {
+        if (images.isEmpty) images = restore(session, table, id, files, ids)
         // Before this plan's lookups: never below a version it asks for.
         images.foreach(purgeWhenDue(session, _))
         val answered = mutable.ArrayBuffer.empty[(SnapshotWork, SnapshotDeleteKeys, Long)]
@@ -103,7 +106,7 @@ object KeptRowImages extends Logging {
           if (!reached && answered.isEmpty && !images.exists(k => wentPast(table, k, parent)) &&
               keyTypes(ChangesPlan.schemaOf(table, parent), ids).contains(deleteKeyTypes(keys, ids.size))) {
             images.foreach(applyFollowed(session, _))  // what they followed, as the plans made on them expect
-            images = Some(build(session, table, name, id, parent, ids))
+            images = Some(build(session, table, name, id, files, parent, ids))
           }
           images.filter(k => k.versions.contains(parent.snapshotId()) && sameKeyTypes(k, keys)).foreach { k =>
             answered += ((w, keys, k.versions(parent.snapshotId())))
@@ -116,8 +119,9 @@ object KeptRowImages extends Logging {
           table.schemas().get(k.schemaId), answered.map(_._1.ordinal).toSet))
       } catch {
         case e: Throwable =>
-          // Anything, fatal included, may have left them half brought forward.
-          Option(kept.remove(id)).foreach(k => Try(k.index.drop(session.sparkContext)))
+          // Anything, fatal included, may have left the driver's state of them half brought forward; the
+          // version saved last is whole, and the next read restores it.
+          Option(kept.remove(id)).foreach(k => Try(k.index.stores.release(session.sparkContext)))
           if (!NonFatal(e)) throw e
           logWarning(s"eqdelete: the kept row images of ${table.name()} are dropped, and its changes read from its " +
             s"data files: ${e.getMessage}", e)
@@ -231,6 +235,7 @@ object KeptRowImages extends Logging {
     k.followed.clear()
     k.live += inserted - removed
     k.removedSincePurge += removed
+    save(k)
   }
 
   /** Purges removed rows once they are as many as the live ones, keeping the last followed versions answerable. */
@@ -240,31 +245,84 @@ object KeptRowImages extends Logging {
       k.index.purge(session.sparkContext, from)
       k.versions --= k.versions.collect { case (id, version) if version < from => id }.toSeq
       k.removedSincePurge = 0
+      save(k)
     }
 
+  private val Kind = "row-images"
+  private val Mapper = new com.fasterxml.jackson.databind.ObjectMapper()
+
+  /** Saves the images' version with the driver's state of them, so a restart (a stream's too) restores them. */
+  private def save(k: Kept): Unit = {
+    val node = Mapper.createObjectNode()
+    node.put("kind", Kind)
+    node.put("table", k.table)
+    node.put("schemaId", k.schemaId)
+    val ids = node.putArray("equalityIds")
+    k.equalityIds.foreach(ids.add(_))
+    node.put("rowType", k.rowType.json)
+    val ordinals = node.putArray("keyOrdinals")
+    k.keyOrdinals.foreach(ordinals.add(_))
+    node.put("builtAt", k.builtAt)
+    val versions = node.putArray("versions")
+    k.versions.foreach { case (snapshot, version) => versions.addObject().put("snapshot", snapshot).put("version", version) }
+    node.put("live", k.live)
+    node.put("removedSincePurge", k.removedSincePurge)
+    k.index.stores.save(node)
+  }
+
+  /** The images of `table` on key `ids` last saved under `files` (before a restart, say), if any: a failure to read them is none. */
+  private def restore(session: SparkSession, table: Table, id: String, files: StateFiles, ids: Seq[Int]): Option[Kept] = try {
+    val uuid = table.uuid().toString
+    KeptStores.latest(files) { m =>
+      val d = Option(m.driver)
+      d.exists(_.path("kind").asText() == Kind) && d.exists(_.path("table").asText() == uuid) &&
+        d.exists(_.get("equalityIds").elements().asScala.map(_.asInt()).toSeq == ids)
+    }.map { m =>
+      val d = m.driver
+      val k = new Kept(session.sparkContext.applicationId, uuid,
+        RowImageIndex.restored(files, m, EqDeleteConf.stateDeltasPerSnapshot(session.sessionState.conf)),
+        d.get("schemaId").asInt(), ids, DataType.fromJson(d.get("rowType").asText()).asInstanceOf[StructType],
+        d.get("keyOrdinals").elements().asScala.map(_.asInt()).toArray, d.get("builtAt").asLong())
+      d.get("versions").elements().asScala.foreach(v => k.versions(v.get("snapshot").asLong()) = v.get("version").asLong())
+      k.live = d.get("live").asLong()
+      k.removedSincePurge = d.get("removedSincePurge").asLong()
+      kept.put(id, k)
+      logInfo(s"eqdelete: kept row images of ${table.name()} restored from version ${m.version} in ${files.root}, " +
+        s"following snapshot ${k.head}")
+      k
+    }
+  } catch {
+    case NonFatal(e) =>
+      logWarning(s"eqdelete: the kept row images of ${table.name()} could not be restored from ${files.root} (${e.getMessage})")
+      None
+  }
+
   /** New images of `parent`'s live rows, replacing the table's kept ones (dropped at the next build). */
-  private def build(session: SparkSession, table: Table, name: String, id: String, parent: Snapshot, ids: Seq[Int]): Kept = {
+  private def build(session: SparkSession, table: Table, name: String, id: String, files: StateFiles, parent: Snapshot,
+      ids: Seq[Int]): Kept = {
     val sc = session.sparkContext
     Option(retired.remove(id)).foreach(old => Try(old.index.drop(sc)))
     Option(kept.remove(id)).foreach(old => retired.put(id, old))
     val schema = ChangesPlan.schemaOf(table, parent)
-    val files = scala.util.Using.resource(table.newScan().useSnapshot(parent.snapshotId()).planFiles())(
+    val dataFiles = scala.util.Using.resource(table.newScan().useSnapshot(parent.snapshotId()).planFiles())(
       _.asScala.map(_.file().location()).toSet)
-    val rows = ChangesPlan.liveRows(session, name, parent.snapshotId(), files, whole = true)
+    val rows = ChangesPlan.liveRows(session, name, parent.snapshotId(), dataFiles, whole = true)
     val rowType = StructType(rows.schema.fields.dropRight(2))
     val keyNames = ids.map(i => schema.findField(i).name())
     val stores = EqDeleteConf.changesRowImageStores(session.sessionState.conf) match {
       case 0 => sc.defaultParallelism
       case n => n.toInt
     }
-    val k = new Kept(sc.applicationId, RowImageIndex.create(sc, stores), schema.schemaId(), ids, rowType,
-      keyNames.map(n => rowType.fieldNames.indexOf(n)).toArray, parent.snapshotId())
+    val k = new Kept(sc.applicationId, table.uuid().toString,
+      RowImageIndex.create(files, stores, EqDeleteConf.stateDeltasPerSnapshot(session.sessionState.conf)), schema.schemaId(), ids,
+      rowType, keyNames.map(n => rowType.fieldNames.indexOf(n)).toArray, parent.snapshotId())
     kept.put(id, k)
     val version = parent.sequenceNumber()
-    k.live = k.index.load(encoded(session, k, rows, files) { (key, file, position, row) =>
+    k.live = k.index.load(encoded(session, k, rows, dataFiles) { (key, file, position, row) =>
       (RowImageStore.entry(key, version, file, position), RowImageStore.liveValue(row))
     })
     k.versions(parent.snapshotId()) = version
+    save(k)
     logInfo(s"eqdelete: kept row images of ${table.name()} built at snapshot ${parent.snapshotId()}: ${k.live} rows " +
       s"in ${k.index.partitions} stores")
     k

@@ -9,6 +9,7 @@ import eqdelete.planning.{EqualityDeleteSet, ScanDeletes}
 import eqdelete.read.DeleteRows
 import eqdelete.resolve.{DeletedPositions, ResolveEqualityDeletes, ResolveWork}
 import eqdelete.scan.{FileSelectingTable, FileSelection, IcebergViews, StrippedScan}
+import eqdelete.state.StateLocation
 
 import org.apache.spark.SparkContext
 import org.apache.spark.rdd.RDD
@@ -39,7 +40,8 @@ object IndexedDeletedPositions {
     val paths = deletes.scan.tasks.map(_.file().location()).distinct
     val ids = paths.zipWithIndex.toMap
     val positions = deletes.deleteSets.map { set =>
-      val index = LiveKeyIndex.create(sc, partitions)
+      val index = LiveKeyIndex.create(StateLocation.of(session, work.table).under(s"live-index-once/${java.util.UUID.randomUUID()}"),
+        partitions, snapshotEvery = Int.MaxValue)
       try {
         index.load(entries(session, scan, set, ids))
         found(sc, index, scan, set, files(deletes, ids)).map(f => (f.path, f.position)).collect().toSeq  // before the drop

@@ -1,14 +1,16 @@
 package eqdelete.liveindex
 
 import scala.collection.mutable
+import scala.jdk.CollectionConverters._
 
 import eqdelete.planning.{EqualityDeleteSet, ScanDeletes}
 import eqdelete.resolve.ResolveWork
 import eqdelete.scan.{FileSelection, StrippedScan}
+import eqdelete.state.{KeptStores, StateFiles, StateLocation}
 
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.SparkSession
-import org.apache.spark.sql.eqdelete.compat.IcebergInternals
+import org.apache.spark.sql.eqdelete.compat.{EqDeleteConf, IcebergInternals}
 import org.apache.spark.sql.types.DataType
 
 /**
@@ -29,8 +31,13 @@ import org.apache.spark.sql.types.DataType
  * rows. Entries of files out of use are purged from the stores once they are as many as the
  * rows of the files in use, so the stores hold at most twice the entries of the files in use,
  * and a purge's pass is paid for by the changes that made it due.
+ *
+ * Its stores are checkpointed ([[eqdelete.state.KeptStores]]) and its driver state saved with
+ * them after each round's steps, so a task runs on any executor, and a restarted `maintain`
+ * restores it ([[KeptLiveIndex.restore]]) and brings it forward from the snapshot it reflected,
+ * as a round does, instead of building it from the table.
  */
-final class KeptLiveIndex private (private var index: LiveKeyIndex) {
+final class KeptLiveIndex private (files: StateFiles, snapshotEvery: Int, private var index: LiveKeyIndex) {
   private var reflects: Option[Long] = None
   private val ids = mutable.HashMap.empty[String, Int]
   private val records = mutable.HashMap.empty[Int, Long]  // rows of each file id in use
@@ -89,6 +96,7 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
     reflects = Some(work.snapshotId)
     ownCommit = None
     lastFilesRead = toRead.size
+    save()
     scan
   }
 
@@ -165,7 +173,7 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
   /** Fresh, empty stores in place of the old (dropped whole: cheaper than purging every entry). */
   private def rebuilt(session: SparkSession, stores: Int): Unit = {
     index.drop(session.sparkContext)
-    index = LiveKeyIndex.create(session.sparkContext, stores)
+    index = LiveKeyIndex.create(files, stores, snapshotEvery)
     ids.clear(); records.clear(); outOfUse.clear()
     outOfUseRecords = 0
     entryCount = 0
@@ -182,12 +190,85 @@ final class KeptLiveIndex private (private var index: LiveKeyIndex) {
     // Two delete rows of one key find its entry twice: removed once, so the count stays exact.
     entryCount -= index.removeFound(resolved)
     ownCommit = Some(committed)
+    save()
   }
 
+  /** Drops the index: its stores and their checkpoints. */
   def drop(session: SparkSession): Unit = index.drop(session.sparkContext)
+
+  /** Drops the index and every saved version of its table's indexes of its key, its own and others': none is restored. */
+  def dropAll(session: SparkSession): Unit = { drop(session); files.deleteAll() }
+
+  /** Lets go of the index here, its checkpoints kept: a later round restores it from its last saved version. */
+  def release(session: SparkSession): Unit = index.stores.release(session.sparkContext)
+
+  /** The executors' copies of the stores dropped behind the driver's back (tests: as a lost executor loses them). */
+  def loseLocalStores(session: SparkSession): Unit = index.stores.release(session.sparkContext)
+
+  /** Bytes its steps and saves wrote to durable storage. */
+  def bytesWritten: Long = index.stores.written
+
+  /** Saves the index's version with the driver's state of it, so a restart restores it. */
+  private def save(): Unit = {
+    val node = KeptLiveIndex.Mapper.createObjectNode()
+    node.put("kind", KeptLiveIndex.Kind)
+    reflects.foreach(node.put("reflects", _))
+    ownCommit.foreach(node.put("ownCommit", _))
+    node.put("nextId", nextId)
+    node.put("entryCount", entryCount)
+    node.put("outOfUseRecords", outOfUseRecords)
+    val files = node.putArray("files")
+    ids.foreach { case (path, id) => files.addObject().put("path", path).put("id", id).put("records", records(id)) }
+    val gone = node.putArray("outOfUse")
+    outOfUse.foreach(gone.add(_))
+    val others = node.putArray("resolvedByOtherSets")
+    resolvedByOtherSets.foreach(others.add)
+    keyTypes.foreach(types => node.put("keyTypes", org.apache.spark.sql.types.StructType(
+      types.zipWithIndex.map { case (t, i) => org.apache.spark.sql.types.StructField(s"k$i", t) }).json))
+    index.stores.save(node)
+  }
 }
 
 object KeptLiveIndex {
-  def create(session: SparkSession, partitions: Int): KeptLiveIndex =
-    new KeptLiveIndex(LiveKeyIndex.create(session.sparkContext, partitions))
+  private val Mapper = new com.fasterxml.jackson.databind.ObjectMapper()
+  private val Kind = "live-index"
+
+  /** Where the kept indexes of `table`'s equality set `equalityIds` are checkpointed. */
+  def files(session: SparkSession, table: org.apache.iceberg.Table, equalityIds: Seq[Int]): StateFiles =
+    StateLocation.of(session, table).under(s"$Kind/${equalityIds.mkString("-")}")
+
+  def create(session: SparkSession, files: StateFiles, partitions: Int): KeptLiveIndex = {
+    val every = EqDeleteConf.stateDeltasPerSnapshot(session.sessionState.conf)
+    new KeptLiveIndex(files, every, LiveKeyIndex.create(files, partitions, every))
+  }
+
+  /**
+   * The index last saved under `files` (by this driver before a restart, or by another), at the
+   * version it saved: None when there is none. A round then brings it forward from the snapshot
+   * it reflected (or builds it again, if that snapshot is not an ancestor of the round's).
+   */
+  def restore(session: SparkSession, files: StateFiles): Option[KeptLiveIndex] = {
+    val every = EqDeleteConf.stateDeltasPerSnapshot(session.sessionState.conf)
+    KeptStores.latest(files)(m => Option(m.driver).exists(_.path("kind").asText() == Kind)).map { m =>
+      val d = m.driver
+      val kept = new KeptLiveIndex(files, every, LiveKeyIndex.restored(files, m, every))
+      if (d.has("reflects")) kept.reflects = Some(d.get("reflects").asLong())
+      if (d.has("ownCommit")) kept.ownCommit = Some(d.get("ownCommit").asLong())
+      kept.nextId = d.get("nextId").asInt()
+      kept.entryCount = d.get("entryCount").asLong()
+      kept.outOfUseRecords = d.get("outOfUseRecords").asLong()
+      d.get("files").elements().asScala.foreach { f =>
+        kept.ids(f.get("path").asText()) = f.get("id").asInt()
+        kept.records(f.get("id").asInt()) = f.get("records").asLong()
+      }
+      d.get("outOfUse").elements().asScala.foreach(n => kept.outOfUse += n.asInt())
+      kept.resolvedByOtherSets = d.get("resolvedByOtherSets").elements().asScala.map(_.asText()).toSet
+      if (d.has("keyTypes")) {
+        kept.keyTypes = Some(org.apache.spark.sql.types.DataType.fromJson(d.get("keyTypes").asText())
+          .asInstanceOf[org.apache.spark.sql.types.StructType].fields.map(_.dataType).toSeq)
+      }
+      kept.lastBuild = Some(s"restored from version ${m.version} saved at ${new java.util.Date(m.savedAt)} in ${files.root}")
+      kept
+    }
+  }
 }

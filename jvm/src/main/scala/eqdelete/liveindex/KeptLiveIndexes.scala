@@ -9,7 +9,7 @@ import scala.util.control.NonFatal
 import eqdelete.commit.Failures
 import eqdelete.cost.{LiveIndexSetting, MaintainRoundPlan}
 import eqdelete.planning.ScanDeletes
-import eqdelete.resolve.{DeletedPositions, ResolveEqualityDeletes}
+import eqdelete.resolve.{DeletedPositions, ResolveEqualityDeletes, ResolveWork}
 
 import org.apache.spark.internal.Logging
 import org.apache.spark.rdd.RDD
@@ -91,7 +91,11 @@ object KeptLiveIndexes extends Logging {
         if (alsoToday) seen.today = DeletedPositions.of(session, work, deletes).collect()
           .map(r => s"${r.getString(0)}#${r.getLong(1)}").distinct.sorted.toSeq
         // The round has the table to itself (exclusively): no other creates or drops its indexes meanwhile.
-        val held = deletes.deleteSets.map(set => set -> synchronized(kept.get((tableName, set.equalityIds))))
+        val held = deletes.deleteSets.map(set => set -> synchronized(kept.get((tableName, set.equalityIds))).orElse(
+          restored(session, work, set.equalityIds).map { index =>
+            synchronized(kept((tableName, set.equalityIds)) = index)
+            index
+          }))
         val current = held.forall(_._2.exists(_.current(work, stores)))
         val plan = choose(facts(deletes, current))
         plans.put(tableName, plan)
@@ -99,9 +103,9 @@ object KeptLiveIndexes extends Logging {
           case _: MaintainRoundPlan.ThroughIndex =>
             found = held.map { case (set, heldIndex) =>
               val index = heldIndex.getOrElse {
-                val created = KeptLiveIndex.create(session, stores)
-                synchronized(kept((tableName, set.equalityIds)) = created)
-                created
+                val made = created(session, work, set.equalityIds, stores)
+                synchronized(kept((tableName, set.equalityIds)) = made)
+                made
               }
               index -> index.positions(session, work, deletes, set, stores).persist(StorageLevel.MEMORY_AND_DISK)
             }
@@ -126,6 +130,17 @@ object KeptLiveIndexes extends Logging {
         throw e
     }
   }
+
+  /** The index of `work`'s table and equality set last saved (before a restart, say), if any; a failure to read it is none. */
+  private def restored(session: SparkSession, work: ResolveWork, equalityIds: Seq[Int]): Option[KeptLiveIndex] =
+    try KeptLiveIndex.restore(session, KeptLiveIndex.files(session, work.table, equalityIds)) catch {
+      case NonFatal(e) =>
+        logWarning(s"eqdelete: the kept index of ${work.table.name()} could not be restored (${Failures.describe(e)}); built anew")
+        None
+    }
+
+  private def created(session: SparkSession, work: ResolveWork, equalityIds: Seq[Int], stores: Int): KeptLiveIndex =
+    KeptLiveIndex.create(session, KeptLiveIndex.files(session, work.table, equalityIds), stores)
 
   /** A round of `tableName` begins (before its first attempt): its indexes' news of the last round is cleared. */
   def beginRound(tableName: String): Unit = {
@@ -188,22 +203,34 @@ object KeptLiveIndexes extends Logging {
     }
   }
 
-  /** For tests: deletes the stores of `tableName`'s kept indexes behind the driver's back, as an executor lost with them would. */
-  def loseStores(session: SparkSession, tableName: String): Unit = indexesOf(tableName).foreach(_.drop(session))
+  /**
+   * For tests: deletes the executors' copies of `tableName`'s kept indexes behind the driver's
+   * back, as an executor lost with them would: the next round's tasks load them from their checkpoints.
+   */
+  def loseStores(session: SparkSession, tableName: String): Unit = indexesOf(tableName).foreach(_.loseLocalStores(session))
 
   /**
-   * Drops the kept indexes of `tableName` (a restart loses them so; so does a store lost with its
-   * executor), once no round of it is under way.
+   * Lets go of the kept indexes of `tableName` in this driver, once no round of it is under way,
+   * as a restart does: their last saved versions stay, and the next round restores one and brings
+   * it forward (a failure inside a round may have left the driver's state of them half changed;
+   * what it saved before is whole).
    */
-  def forget(session: SparkSession, tableName: String): Unit = exclusively(tableName) {
-    synchronized(kept.filter(_._1._1 == tableName).toVector).foreach { case ((_, set), index) => drop(session, tableName, set, index) }
+  def forget(session: SparkSession, tableName: String): Unit = forget(session, tableName, dropCheckpoints = false)
+
+  /** [[forget]], and with `dropCheckpoints` their saved versions too (one cannot be loaded, or a rebuild is measured). */
+  def forget(session: SparkSession, tableName: String, dropCheckpoints: Boolean): Unit = exclusively(tableName) {
+    synchronized(kept.filter(_._1._1 == tableName).toVector).foreach { case ((_, set), index) =>
+      synchronized(kept.remove((tableName, set)))
+      try if (dropCheckpoints) index.dropAll(session) else index.release(session) catch {
+        case NonFatal(e) => logWarning(s"eqdelete: letting go of a kept index of $tableName: ${e.getMessage}")
+      }
+    }
   }
 
   /** Drops the kept index of `tableName`'s equality set `set`. */
   private def drop(session: SparkSession, tableName: String, set: Seq[Int], index: KeptLiveIndex): Unit = {
     synchronized(kept.remove((tableName, set)))
     try index.drop(session) catch {
-      // A store lost with its executor is gone already; the others are deleted with their executors' files.
       case NonFatal(e) => logWarning(s"eqdelete: dropping a kept index of $tableName: ${e.getMessage}")
     }
   }

@@ -3,55 +3,50 @@ package eqdelete.liveindex
 import scala.collection.mutable
 import scala.reflect.ClassTag
 
+import eqdelete.state.{KeptStores, StateFiles}
+
 import org.apache.spark.{HashPartitioner, Partitioner, SparkContext, TaskContext}
 import org.apache.spark.rdd.RDD
-import org.apache.spark.sql.eqdelete.compat.SparkInternals
 
 /** A live row as the index holds it: its key's packed bytes ([[eqdelete.deleteindex.KeyBytes]]), its data file's id and position. */
 final case class LiveKeyEntry(key: Array[Byte], file: Int, position: Long)
 
 /**
  * An index of live rows by key, held by the executors: one [[LiveKeyStore]] per partition of
- * the key's hash, each on the executor that created it ([[LiveKeyStores]]), whose tasks later
- * jobs prefer ([[AtStoreRDD]]). The driver holds only the index's id and where its stores are.
- * Nothing gathers on the driver: adds and lookups are Spark jobs routing rows to their key's
- * store, and a lookup's finds are removed at the store that found them. A store lost with its
- * executor fails the job with [[LiveKeyStoreLostException]] in its cause: the caller builds the
- * index again from the table.
+ * the key's hash ([[LiveKeyStores]]), each version of each checkpointed to durable storage
+ * ([[KeptStores]]), so a task loads its store wherever Spark runs it, and prefers the executor
+ * that last held it. The driver holds only the index's id and its stores' states. Nothing
+ * gathers on the driver: adds and lookups are Spark jobs routing rows to their key's store, and
+ * a lookup's finds are removed at the store that found them.
  */
-final class LiveKeyIndex private (val id: String, val partitions: Int, homes: Array[String]) {
+final class LiveKeyIndex private (val stores: KeptStores[LiveKeyStore]) {
+
+  def id: String = stores.id
+  def partitions: Int = stores.partitions
 
   private val byStore: Partitioner = new HashPartitioner(partitions)  // keys are store numbers already
 
-  /** `rows`, each moved to the task of the store its key belongs to. */
+  /** `rows`, each moved to the partition of the store its key belongs to. */
   private def routed[T: ClassTag](rows: RDD[T])(key: T => Array[Byte]): RDD[T] = {
     val n = partitions
-    new AtStoreRDD(rows.map(r => (LiveKeyStore.partitionOfKey(key(r), key(r).length, n), r)).partitionBy(byStore).values,
-      homes)
+    rows.map(r => (LiveKeyStore.partitionOfKey(key(r), key(r).length, n), r)).partitionBy(byStore).values
   }
 
   /** Loads entries into empty stores the fast way (Spark sorts each store's entries; the store ingests one file). */
   def load(entries: RDD[LiveKeyEntry]): Long = {
-    val (index, n) = (id, partitions)
     implicit val order: Ordering[Array[Byte]] = LiveKeyStore.EntryOrdering
     val sorted = entries.map(e => (LiveKeyStore.entry(e.key, e.key.length, e.file, e.position), null: Array[Byte]))
-      .repartitionAndSortWithinPartitions(LiveKeyIndex.byEntryKey(n))
-    new AtStoreRDD(sorted, homes).mapPartitionsWithIndex { (p, rows) =>
-      Iterator(LiveKeyStores.get(index, p).ingestSorted(rows.map(_._1)))
-    }.sum().toLong
+      .repartitionAndSortWithinPartitions(LiveKeyIndex.byEntryKey(partitions))
+    stores.step(sorted)((store, _, rows) => store.ingestSorted(rows.map(_._1))).sum
   }
 
   /** Adds entries; how many. */
-  def add(entries: RDD[LiveKeyEntry]): Long = {
-    val index = id
-    routed(entries)(_.key).mapPartitionsWithIndex { (p, rows) =>
-      val store = LiveKeyStores.get(index, p)
+  def add(entries: RDD[LiveKeyEntry]): Long =
+    stores.step(routed(entries)(_.key)) { (store, _, rows) =>
       var n = 0L
       rows.foreach { e => store.add(e.key, e.key.length, e.file, e.position); n += 1 }
-      store.flush()
-      Iterator(n)
-    }.sum().toLong
-  }
+      n
+    }.sum
 
   /**
    * Removes entries [[lookup]] found, given as the RDD it returned or one derived from it
@@ -60,10 +55,8 @@ final class LiveKeyIndex private (val id: String, val partitions: Int, homes: Ar
    * two delete rows of one key) is removed and counted once. How many entries were removed.
    */
   def removeFound(found: RDD[LiveKeyEntry]): Long = {
-    require(found.getNumPartitions == partitions, s"${found.getNumPartitions} partitions of found entries for $partitions stores")
     val (index, n) = (id, partitions)
-    new AtStoreRDD(found, homes).mapPartitionsWithIndex { (p, rows) =>
-      val store = LiveKeyStores.get(index, p)
+    stores.step(found) { (store, p, rows) =>
       var removed = 0L
       LiveKeyIndex.onceEach(rows)(e => e).foreach { e =>
         if (LiveKeyStore.partitionOfKey(e.key, e.key.length, n) != p) {
@@ -72,23 +65,22 @@ final class LiveKeyIndex private (val id: String, val partitions: Int, homes: Ar
         store.remove(e.key, e.key.length, e.file, e.position)
         removed += 1
       }
-      store.flush()
-      Iterator(removed)
-    }.sum().toLong
+      removed
+    }.sum
   }
 
   /**
    * Every entry of each key of `keys`, with the key's payload (a delete row's sequence number and
-   * scope, say): lazily, as an RDD whose tasks run at the stores. Spark sorts each store's keys
-   * (spilling past memory), so a task's lookups share one iterator and seek forward only.
+   * scope, say): lazily, as an RDD whose tasks read the stores at the version current now. Spark
+   * sorts each store's keys (spilling past memory), so a task's lookups share one iterator and
+   * seek forward only.
    */
   def lookup[T: ClassTag](keys: RDD[(Array[Byte], T)]): RDD[(T, Int, Long)] = {
-    val (index, n) = (id, partitions)
     implicit val order: Ordering[Array[Byte]] = LiveKeyStore.EntryOrdering
     val sorted = keys.map { case (key, payload) => (LiveKeyStore.keyPrefix(key, key.length), payload) }
-      .repartitionAndSortWithinPartitions(LiveKeyIndex.byEntryKey(n))
-    new AtStoreRDD(sorted, homes).mapPartitionsWithIndex { (p, rows) =>
-      val cursor = LiveKeyStores.get(index, p).cursor()
+      .repartitionAndSortWithinPartitions(LiveKeyIndex.byEntryKey(partitions))
+    stores.read(sorted, later = false) { (store, _, rows) =>
+      val cursor = store.cursor()
       TaskContext.get().addTaskCompletionListener[Unit](_ => cursor.close())
       rows.flatMap { case (prefix, payload) =>
         val found = Vector.newBuilder[(T, Int, Long)]
@@ -99,29 +91,17 @@ final class LiveKeyIndex private (val id: String, val partitions: Int, homes: Ar
   }
 
   /** Removes the entries of every file id in `gone`, at each store; how many. */
-  def purge(sc: SparkContext, gone: Set[Int]): Long = {
-    val (index, ids) = (id, sc.broadcast(gone))
-    try atEachStore(sc).map(p => LiveKeyStores.get(index, p).purge(ids.value.contains)).sum().toLong
-    finally ids.destroy()
-  }
+  def purge(sc: SparkContext, gone: Set[Int]): Long =
+    stores.step(sc.parallelize(0 until partitions, partitions))((store, _, _) => store.purge(gone)).sum
 
   /** Bytes the stores hold, on the executors' disks and in RocksDB's memtables. */
-  def bytes(sc: SparkContext): Long = {
-    val index = id
-    atEachStore(sc).map(p => LiveKeyStores.get(index, p).bytes).sum().toLong
-  }
+  def bytes(sc: SparkContext): Long = stores.eachStore(sc)(_.bytes).sum
 
-  /** The executors holding the stores. */
-  def executors: Int = homes.distinct.length
+  /** The executors that last held the stores. */
+  def executors: Int = stores.executors
 
-  /** Closes and deletes the stores, on the executors that still hold them. */
-  def drop(sc: SparkContext): Unit = {
-    val index = id
-    atEachStore(sc).foreach(_ => LiveKeyStores.drop(index))
-  }
-
-  /** One task per store, at its executor, given the store's number. */
-  private def atEachStore(sc: SparkContext): RDD[Int] = new AtStoreRDD(sc.parallelize(0 until partitions, partitions), homes)
+  /** Closes and deletes the stores, on the executors that hold them, and their checkpoints. */
+  def drop(sc: SparkContext): Unit = stores.drop(sc)
 }
 
 object LiveKeyIndex {
@@ -145,19 +125,11 @@ object LiveKeyIndex {
     override def getPartition(entry: Any): Int = LiveKeyStore.partitionOf(entry.asInstanceOf[Array[Byte]], n)
   }
 
-  /** A new, empty index of `partitions` stores, spread over the executors as Spark places a job's tasks. */
-  def create(sc: SparkContext, partitions: Int): LiveKeyIndex = {
-    val (id, homes) = placed(sc, partitions)(LiveKeyStores.create)
-    new LiveKeyIndex(id, partitions, homes)
-  }
+  /** A new, empty index of `partitions` stores, checkpointed under `files`, a snapshot every `snapshotEvery` versions. */
+  def create(files: StateFiles, partitions: Int, snapshotEvery: Int): LiveKeyIndex =
+    new LiveKeyIndex(KeptStores.create(LiveKeyStores, files, partitions, snapshotEvery))
 
-  /** A new index's id and where its `partitions` stores are, each made by `create(id, partition)` as Spark places a job's tasks. */
-  private[liveindex] def placed(sc: SparkContext, partitions: Int)(create: (String, Int) => Any): (String, Array[String]) = {
-    val id = java.util.UUID.randomUUID().toString
-    val homes = sc.parallelize(0 until partitions, partitions).map { p =>
-      create(id, p)
-      (p, SparkInternals.executorLocation)
-    }.collect().sortBy(_._1).map(_._2)
-    (id, homes)
-  }
+  /** The index a saved manifest describes (its stores load when first used). */
+  def restored(files: StateFiles, manifest: KeptStores.Manifest, snapshotEvery: Int): LiveKeyIndex =
+    new LiveKeyIndex(KeptStores.restored(LiveKeyStores, files, manifest, snapshotEvery))
 }

@@ -2,10 +2,10 @@ package eqdelete.liveindex
 
 import java.io.File
 import java.nio.ByteBuffer
-import java.nio.file.Files
 
-import org.rocksdb.{CompressionType, EnvOptions, IngestExternalFileOptions, Options, RocksDB, RocksIterator, SstFileWriter,
-  WriteBatch, WriteOptions}
+import eqdelete.state.RocksStore
+
+import org.rocksdb.RocksIterator
 
 /**
  * One partition of an index of a table's live rows by key: entries `(key, data file, position)`
@@ -20,36 +20,17 @@ import org.rocksdb.{CompressionType, EnvOptions, IngestExternalFileOptions, Opti
  * big-endian, so one key's entries lie together and a lookup is one seek. Several rows of one
  * key (a key upserted and not yet resolved) are several entries.
  *
- * Writes are batched and skip RocksDB's write-ahead log: a store is a cache of the table, rebuilt
- * from it when lost, never recovered from its own log.
+ * It is a [[RocksStore]]: every version of it is checkpointed to durable storage, whence any
+ * executor loads it.
  */
-final class LiveKeyStore private (val directory: File) extends AutoCloseable {
+final class LiveKeyStore private (directory: File) extends RocksStore(directory) {
   import LiveKeyStore._
 
-  private val options = storeOptions()
-  private val db = RocksDB.open(options, directory.getAbsolutePath)
-  private val unlogged = new WriteOptions().setDisableWAL(true)
-  private val batch = new WriteBatch()
-  private var pending = 0
-
   /** Adds an entry (visible to lookups once [[flush]]ed). */
-  def add(key: Array[Byte], keyLength: Int, file: Int, position: Long): Unit = {
-    batch.put(entry(key, keyLength, file, position), Empty)
-    written()
-  }
+  def add(key: Array[Byte], keyLength: Int, file: Int, position: Long): Unit = put(entry(key, keyLength, file, position), Empty)
 
   /** Removes an entry (from lookups once [[flush]]ed); removing one that is absent is no error. */
-  def remove(key: Array[Byte], keyLength: Int, file: Int, position: Long): Unit = {
-    batch.delete(entry(key, keyLength, file, position))
-    written()
-  }
-
-  /** Writes the pending adds and removes. */
-  def flush(): Unit = if (pending > 0) {
-    db.write(unlogged, batch)
-    batch.clear()
-    pending = 0
-  }
+  def remove(key: Array[Byte], keyLength: Int, file: Int, position: Long): Unit = delete(entry(key, keyLength, file, position))
 
   /** The `(file, position)` of every entry of a key, calling `found` for each. */
   def lookup(key: Array[Byte], keyLength: Int)(found: (Int, Long) => Unit): Unit = {
@@ -69,16 +50,20 @@ final class LiveKeyStore private (val directory: File) extends AutoCloseable {
    * file RocksDB takes in whole, past its memtables and compactions: how a store is loaded
    * from a table's rows once Spark has sorted them.
    */
-  def ingestSorted(entries: Iterator[Array[Byte]]): Long = {
-    flush()
-    ingest(db, options, directory, entries.map(e => (e, Empty)))
-  }
+  def ingestSorted(entries: Iterator[Array[Byte]]): Long = ingest(entries.map(e => (e, Empty)))
 
   /**
-   * Removes every entry whose file id `gone` holds (files no longer in use, or read again under
+   * Removes every entry whose file id is in `gone` (files no longer in use, or read again under
    * a new id): one pass over the store, then a compaction so their bytes leave the disk. How many.
    */
-  def purge(gone: Int => Boolean): Long = {
+  def purge(gone: Set[Int]): Long = {
+    val payload = ByteBuffer.allocate(4 * gone.size)
+    gone.foreach(payload.putInt)
+    operation(PurgeFiles, payload.array())
+    purged(gone)
+  }
+
+  private def purged(gone: Set[Int]): Long = {
     flush()
     val it = db.newIterator()
     var n = 0L
@@ -86,7 +71,7 @@ final class LiveKeyStore private (val directory: File) extends AutoCloseable {
       it.seekToFirst()
       while (it.isValid) {
         val k = it.key()
-        if (gone(ByteBuffer.wrap(k, k.length - 12, 4).getInt)) { batch.delete(k); written(); n += 1 }
+        if (gone(ByteBuffer.wrap(k, k.length - 12, 4).getInt)) { deleteUnrecorded(k); n += 1 }
         it.next()
       }
     } finally it.close()
@@ -94,28 +79,15 @@ final class LiveKeyStore private (val directory: File) extends AutoCloseable {
     n
   }
 
-  /** Bytes the store holds on disk (its sorted files) and in its memtables. */
-  def bytes: Long =
-    db.getLongProperty("rocksdb.total-sst-files-size") + db.getLongProperty("rocksdb.cur-size-all-mem-tables")
-
-  /** Merges the store's sorted files into one level, as a store rebuilt after its load is measured. */
-  def compact(): Unit = { flush(); db.compactRange() }
-
-  private def written(): Unit = {
-    pending += 1
-    if (pending >= BatchEntries) flush()
-  }
-
-  /** Closes the store and deletes its files. */
-  override def close(): Unit = {
-    batch.close(); unlogged.close(); db.close(); options.close()
-    deleteRecursively(directory)
+  override protected def replayOperation(code: Int, payload: Array[Byte]): Unit = code match {
+    case PurgeFiles =>
+      val ids = ByteBuffer.wrap(payload)
+      purged(Iterator.fill(payload.length / 4)(ids.getInt).toSet)
+    case other => throw new IllegalStateException(s"eqdelete: a live-row index store cannot replay operation $other")
   }
 }
 
 object LiveKeyStore {
-  RocksDB.loadLibrary()
-
   /** Lookups through one iterator ([[LiveKeyStore.cursor]]), by a key's [[keyPrefix]]. */
   final class Cursor private[LiveKeyStore] (it: RocksIterator) extends AutoCloseable {
     /** The `(file, position)` of every entry whose key is `prefix`'s, calling `found` for each. */
@@ -135,43 +107,14 @@ object LiveKeyStore {
     override def close(): Unit = it.close()
   }
 
-  /** The options of a store's RocksDB: LZ4, and memtables bounded (two of 64 MB). */
-  private[liveindex] def storeOptions(): Options = new Options()
-    .setCreateIfMissing(true)
-    .setCompressionType(CompressionType.LZ4_COMPRESSION)
-    .setWriteBufferSize(WriteBufferBytes)
-    .setMaxWriteBufferNumber(2)
-
-  /**
-   * Adds `entries` (key and value) given in RocksDB's order ([[EntryOrdering]]) to `db` as one
-   * sorted file RocksDB takes in whole, past its memtables and compactions. How many.
-   */
-  private[liveindex] def ingest(db: RocksDB, options: Options, directory: File, entries: Iterator[(Array[Byte], Array[Byte])]): Long = {
-    val file = new File(directory, s"ingest-${System.nanoTime()}.sst")
-    val envOptions = new EnvOptions()
-    val writer = new SstFileWriter(envOptions, options)
-    var n = 0L
-    try {
-      writer.open(file.getAbsolutePath)
-      entries.foreach { case (k, v) => writer.put(k, v); n += 1 }
-      if (n > 0) writer.finish()
-    } finally { writer.close(); envOptions.close() }
-    if (n > 0) {
-      val moving = new IngestExternalFileOptions().setMoveFiles(true)
-      try db.ingestExternalFile(java.util.Collections.singletonList(file.getAbsolutePath), moving) finally moving.close()
-    }
-    n
-  }
-
   private val Empty = new Array[Byte](0)
-  private val BatchEntries = 10000
-  private val WriteBufferBytes = 64L << 20
+  private val PurgeFiles = 1
+
+  /** A store over a RocksDB directory (empty, or loaded from a checkpoint). */
+  def open(directory: File): LiveKeyStore = new LiveKeyStore(directory)
 
   /** A new, empty store in a fresh directory under `parent`. */
-  def create(parent: File, name: String): LiveKeyStore = {
-    parent.mkdirs()
-    new LiveKeyStore(Files.createTempDirectory(parent.toPath, name).toFile)
-  }
+  def create(parent: File, name: String): LiveKeyStore = open(RocksStore.freshDirectory(parent, name))
 
   /** An entry as the store holds it. */
   def entry(key: Array[Byte], keyLength: Int, file: Int, position: Long): Array[Byte] =
@@ -205,9 +148,4 @@ object LiveKeyStore {
   /** Whether `bytes` are `prefix` followed by `tail` bytes more. */
   private[liveindex] def hasPrefix(bytes: Array[Byte], prefix: Array[Byte], tail: Int): Boolean =
     bytes.length == prefix.length + tail && java.util.Arrays.equals(bytes, 0, prefix.length, prefix, 0, prefix.length)
-
-  private[liveindex] def deleteRecursively(file: File): Unit = {
-    Option(file.listFiles()).foreach(_.foreach(deleteRecursively))
-    file.delete()
-  }
 }

@@ -3,6 +3,7 @@ package eqdelete.liveindex
 import java.io.File
 
 import eqdelete.deleteindex.KeyBytes
+import eqdelete.state.{RocksStore, StateLocation}
 
 import org.apache.spark.SparkFiles
 import org.apache.spark.sql.SparkSession
@@ -34,14 +35,16 @@ object LiveKeyStoreProbe {
   def bulk(session: SparkSession, rows: Long, partitions: Int, dataFiles: Int): Bulk = {
     val sc = session.sparkContext
     val started = System.nanoTime()
-    val index = LiveKeyIndex.create(sc, partitions)
+    // A local directory every executor of this machine reaches: the probe measures the stores, not the storage.
+    val root = java.nio.file.Files.createTempDirectory("eqdelete-live-index-probe").toString
+    val index = LiveKeyIndex.create(StateLocation.at(session, root), partitions, snapshotEvery = Int.MaxValue)
     try {
       val loaded = index.load(sc.range(0L, rows, 1L, partitions).map(i => LiveKeyEntry(packed(key(0, i)), file(i, dataFiles), i)))
       val nanos = System.nanoTime() - started
       val asked = math.min(rows, 10000L * partitions)
       val found = index.lookup(sc.range(0L, asked, 1L, partitions).map(i => (packed(key(0, i)), i))).count()
       Bulk(loaded, nanos, index.bytes(sc), asked, found, index.executors)
-    } finally index.drop(sc)
+    } finally { index.drop(sc); RocksStore.deleteRecursively(new File(root)) }
   }
 
   private def packed(k: Long): Array[Byte] = {

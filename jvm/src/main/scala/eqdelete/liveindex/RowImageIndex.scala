@@ -2,47 +2,46 @@ package eqdelete.liveindex
 
 import scala.reflect.ClassTag
 
+import eqdelete.state.{KeptStores, StateFiles}
+
 import org.apache.spark.{SparkContext, TaskContext}
 import org.apache.spark.rdd.RDD
 
 /**
  * A table's row images by key, held by the executors: one [[RowImageStore]] per partition of the
- * key's hash, each on the executor that created it, whose tasks later jobs prefer
- * ([[AtStoreRDD]]), as the live-row index's are ([[LiveKeyIndex]]). The driver holds only its id
- * and where its stores are; loads, changes and lookups are Spark jobs routing rows to their key's
- * store, sorted there so a task's seeks move forward.
+ * key's hash, each version of each checkpointed to durable storage ([[KeptStores]]), as the
+ * live-row index's are ([[LiveKeyIndex]]). The driver holds only its id and its stores' states;
+ * loads, changes and lookups are Spark jobs routing rows to their key's store, sorted there so a
+ * task's seeks move forward.
  */
-final class RowImageIndex private (val id: String, val partitions: Int, homes: Array[String]) {
-  /** `rows` (starting with a key's prefix), each at its key's store, sorted there. */
+final class RowImageIndex private (val stores: KeptStores[RowImageStore]) {
+  def id: String = stores.id
+  def partitions: Int = stores.partitions
+
+  /** `rows` (starting with a key's prefix), each at its key's store's partition, sorted there. */
   private def atStores[V: ClassTag](rows: RDD[(Array[Byte], V)]): RDD[(Array[Byte], V)] = {
     implicit val order: Ordering[Array[Byte]] = LiveKeyStore.EntryOrdering
-    new AtStoreRDD(rows.repartitionAndSortWithinPartitions(LiveKeyIndex.byEntryKey(partitions)), homes)
+    rows.repartitionAndSortWithinPartitions(LiveKeyIndex.byEntryKey(partitions))
   }
 
   /** Loads entries ([[RowImageStore.entry]] and value) into empty stores; how many. */
-  def load(entries: RDD[(Array[Byte], Array[Byte])]): Long = {
-    val index = id
-    atStores(entries).mapPartitionsWithIndex((p, rows) => Iterator(RowImageStores.get(index, p).ingestSorted(rows)))
-      .sum().toLong
-  }
+  def load(entries: RDD[(Array[Byte], Array[Byte])]): Long =
+    stores.step(atStores(entries))((store, _, rows) => store.ingestSorted(rows)).sum
 
   /** Applies changes ([[RowImageStore.deleteChange]], [[RowImageStore.insertChange]] with the row): (inserted, removed). */
-  def apply(changes: RDD[(Array[Byte], Array[Byte])]): (Long, Long) = {
-    val index = id
-    atStores(changes).mapPartitionsWithIndex((p, rows) => Iterator(RowImageStores.get(index, p).apply(rows)))
+  def apply(changes: RDD[(Array[Byte], Array[Byte])]): (Long, Long) =
+    stores.step(atStores(changes))((store, _, rows) => store.apply(rows))
       .fold((0L, 0L)) { case ((i1, r1), (i2, r2)) => (i1 + i2, r1 + r2) }
-  }
 
   /**
    * The rows of each key live at its version, with the key's tag: lazily, as an RDD whose tasks
-   * run at the stores. `keys` are keys' prefixes ([[LiveKeyStore.keyPrefix]]) with a version and a
-   * tag; a key given twice with one version and tag (a delete file naming a key twice) finds its
-   * rows once.
+   * read the stores at the version current now or any later one (a version's rows stay answerable
+   * after it). `keys` are keys' prefixes ([[LiveKeyStore.keyPrefix]]) with a version and a tag; a
+   * key given twice with one version and tag (a delete file naming a key twice) finds its rows once.
    */
-  def lookup(keys: RDD[(Array[Byte], (Long, Int))]): RDD[(Int, Array[Byte])] = {
-    val index = id
-    atStores(keys).mapPartitionsWithIndex { (p, rows) =>
-      val cursor = RowImageStores.get(index, p).cursor()
+  def lookup(keys: RDD[(Array[Byte], (Long, Int))]): RDD[(Int, Array[Byte])] =
+    stores.read(atStores(keys), later = true) { (store, _, rows) =>
+      val cursor = store.cursor()
       TaskContext.get().addTaskCompletionListener[Unit](_ => cursor.close())
       // A key's lookups lie together (sorted by key): only the current key's are remembered.
       var key: Array[Byte] = null
@@ -56,33 +55,24 @@ final class RowImageIndex private (val id: String, val partitions: Int, homes: A
         found.result()
       }
     }
-  }
 
   /** Removes the entries removed at or before `version`, at each store; how many. */
-  def purge(sc: SparkContext, version: Long): Long = {
-    val index = id
-    atEachStore(sc).map(p => RowImageStores.get(index, p).purge(version)).sum().toLong
-  }
+  def purge(sc: SparkContext, version: Long): Long =
+    stores.step(sc.parallelize(0 until partitions, partitions))((store, _, _) => store.purge(version)).sum
 
   /** Bytes the stores hold. */
-  def bytes(sc: SparkContext): Long = {
-    val index = id
-    atEachStore(sc).map(p => RowImageStores.get(index, p).bytes).sum().toLong
-  }
+  def bytes(sc: SparkContext): Long = stores.eachStore(sc)(_.bytes).sum
 
-  /** Closes and deletes the stores, on the executors that still hold them. */
-  def drop(sc: SparkContext): Unit = {
-    val index = id
-    atEachStore(sc).foreach(_ => RowImageStores.drop(index))
-  }
-
-  private def atEachStore(sc: SparkContext): RDD[Int] = new AtStoreRDD(sc.parallelize(0 until partitions, partitions), homes)
+  /** Closes and deletes the stores, on the executors that hold them, and their checkpoints. */
+  def drop(sc: SparkContext): Unit = stores.drop(sc)
 }
 
 object RowImageIndex {
-  /** A new, empty index of `partitions` stores, spread over the executors as Spark places a job's tasks. */
-  def create(sc: SparkContext, partitions: Int): RowImageIndex = {
-    val (id, homes) = LiveKeyIndex.placed(sc, partitions)(RowImageStores.create)
-    new RowImageIndex(id, partitions, homes)
-  }
+  /** A new, empty index of `partitions` stores, checkpointed under `files`, a snapshot every `snapshotEvery` versions. */
+  def create(files: StateFiles, partitions: Int, snapshotEvery: Int): RowImageIndex =
+    new RowImageIndex(KeptStores.create(RowImageStores, files, partitions, snapshotEvery))
+
+  /** The images a saved manifest describes (their stores load when first used). */
+  def restored(files: StateFiles, manifest: KeptStores.Manifest, snapshotEvery: Int): RowImageIndex =
+    new RowImageIndex(KeptStores.restored(RowImageStores, files, manifest, snapshotEvery))
 }

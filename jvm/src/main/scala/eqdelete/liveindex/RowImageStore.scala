@@ -2,13 +2,11 @@ package eqdelete.liveindex
 
 import java.io.File
 import java.nio.ByteBuffer
-import java.nio.file.Files
 
 import scala.collection.mutable
 
 import eqdelete.deleteindex.KeyBytes
-
-import org.rocksdb.{RocksDB, WriteBatch, WriteOptions}
+import eqdelete.state.RocksStore
 
 /**
  * One partition of a table's row images by key: every live row's whole value (Spark's UnsafeRow
@@ -21,24 +19,19 @@ import org.rocksdb.{RocksDB, WriteBatch, WriteOptions}
  * An entry's RocksDB key is the key's prefix ([[LiveKeyStore.keyPrefix]]: one key's entries lie
  * together), the version that added it, and its data file's id and position (what tells two rows
  * of one key apart); its value is the version that removed it ([[Live]] while live) and the row.
- * Writes skip the write-ahead log: a store is a cache of the table, rebuilt from it when lost.
+ * Every version of it is checkpointed to durable storage ([[RocksStore]]), whence any executor loads it.
  */
-final class RowImageStore private (val directory: File) extends AutoCloseable {
+final class RowImageStore private (directory: File) extends RocksStore(directory) {
   import RowImageStore._
 
-  private val options = LiveKeyStore.storeOptions()
-  private val db = RocksDB.open(options, directory.getAbsolutePath)
-  private val unlogged = new WriteOptions().setDisableWAL(true)
-  private val batch = new WriteBatch()
-  private var pending = 0
   /** Versions below this one were purged: lookups there cannot be answered. */
   @volatile private var answersFrom = Long.MinValue
 
+  override def properties: Map[String, String] = Map(AnswersFrom -> answersFrom.toString)
+  override def restore(properties: Map[String, String]): Unit = properties.get(AnswersFrom).foreach(v => answersFrom = v.toLong)
+
   /** Adds entries (RocksDB key and value) given in RocksDB's order, as one sorted file: how a store is loaded. */
-  def ingestSorted(entries: Iterator[(Array[Byte], Array[Byte])]): Long = {
-    flush()
-    LiveKeyStore.ingest(db, options, directory, entries)
-  }
+  def ingestSorted(entries: Iterator[(Array[Byte], Array[Byte])]): Long = ingest(entries)
 
   /**
    * Applies changes given in [[LiveKeyStore.EntryOrdering]] (a key's together, by version, a
@@ -56,7 +49,7 @@ final class RowImageStore private (val directory: File) extends AutoCloseable {
       val seen = mutable.Set.empty[ByteBuffer]
       val dirty = mutable.Set.empty[ByteBuffer]
       def done(): Unit = {
-        dirty.foreach(k => { batch.put(k.array(), ofKey(k)); written() })
+        dirty.foreach(k => put(k.array(), ofKey(k)))
         ofKey.clear(); seen.clear(); dirty.clear()
       }
       changes.foreach { case (change, row) =>
@@ -101,8 +94,7 @@ final class RowImageStore private (val directory: File) extends AutoCloseable {
     } catch {
       case e: Throwable =>
         // What was not written stays unwritten: the caller drops the store, or applies it all again.
-        batch.clear()
-        pending = 0
+        discardPending()
         throw e
     } finally it.close()
     (inserted, removed)
@@ -135,6 +127,11 @@ final class RowImageStore private (val directory: File) extends AutoCloseable {
    * find what they found, earlier ones fail. How many.
    */
   def purge(version: Long): Long = {
+    operation(PurgeVersion, ByteBuffer.allocate(8).putLong(version).array())
+    purged(version)
+  }
+
+  private def purged(version: Long): Long = {
     flush()
     answersFrom = math.max(answersFrom, version)
     val it = db.newIterator()
@@ -142,37 +139,23 @@ final class RowImageStore private (val directory: File) extends AutoCloseable {
     try {
       it.seekToFirst()
       while (it.isValid) {
-        if (KeyBytes.readLong(it.value(), 0) <= version) { batch.delete(it.key()); written(); n += 1 }
+        if (KeyBytes.readLong(it.value(), 0) <= version) { deleteUnrecorded(it.key()); n += 1 }
         it.next()
       }
     } finally it.close()
-    if (n > 0) { flush(); db.compactRange() }
+    if (n > 0) compact()
     n
   }
 
-  /** Bytes the store holds on disk and in its memtables. */
-  def bytes: Long =
-    db.getLongProperty("rocksdb.total-sst-files-size") + db.getLongProperty("rocksdb.cur-size-all-mem-tables")
-
-  private def flush(): Unit = if (pending > 0) {
-    db.write(unlogged, batch)
-    batch.clear()
-    pending = 0
-  }
-
-  private def written(): Unit = {
-    pending += 1
-    if (pending >= 10000) flush()
-  }
-
-  override def close(): Unit = {
-    batch.close(); unlogged.close(); db.close(); options.close()
-    LiveKeyStore.deleteRecursively(directory)
+  override protected def replayOperation(code: Int, payload: Array[Byte]): Unit = code match {
+    case PurgeVersion => purged(ByteBuffer.wrap(payload).getLong)
+    case other => throw new IllegalStateException(s"eqdelete: a row images store cannot replay operation $other")
   }
 }
 
 object RowImageStore {
-  RocksDB.loadLibrary()
+  private val PurgeVersion = 1
+  private val AnswersFrom = "answersFrom"
 
   /** The removed version of a live entry. */
   val Live: Long = Long.MaxValue
@@ -181,11 +164,11 @@ object RowImageStore {
   private val DeleteMark: Byte = 0
   private val InsertMark: Byte = 1
 
+  /** A store over a RocksDB directory (empty, or loaded from a checkpoint). */
+  def open(directory: File): RowImageStore = new RowImageStore(directory)
+
   /** A new, empty store in a fresh directory under `parent`. */
-  def create(parent: File, name: String): RowImageStore = {
-    parent.mkdirs()
-    new RowImageStore(Files.createTempDirectory(parent.toPath, name).toFile)
-  }
+  def create(parent: File, name: String): RowImageStore = open(RocksStore.freshDirectory(parent, name))
 
   /** A live row's entry (RocksDB key) of a key's packed bytes, added at `version`, at `file`'s `position`. */
   def entry(key: Array[Byte], version: Long, file: Int, position: Long): Array[Byte] =

@@ -3,7 +3,8 @@ package eqdelete.maintain
 import scala.util.control.NonFatal
 
 import eqdelete.commit.Failures
-import eqdelete.liveindex.{KeptLiveIndexes, LiveKeyStoreLostException}
+import eqdelete.liveindex.KeptLiveIndexes
+import eqdelete.state.KeptStateLostException
 import eqdelete.resolve.ResolveEqualityDeletes
 import eqdelete.resolve.ResolveEqualityDeletes.{ResolveConflictException, ResolveFailedException}
 
@@ -66,10 +67,11 @@ object ResolveAttempts extends Logging {
       attempt += 1
       try {
         resolved = Some(try attemptWith(keepIndex && lost.isEmpty) catch {
-          case failed: ResolveFailedException if keepIndex && Failures.causes(failed).exists(_.isInstanceOf[LiveKeyStoreLostException]) =>
-            lost = Some(s"a store of the kept index was lost with its executor (${Failures.describe(failed)}); this round " +
-              "found the rows without it, and the index is built again next round")
+          case failed: ResolveFailedException if keepIndex && Failures.causes(failed).exists(_.isInstanceOf[KeptStateLostException]) =>
+            lost = Some(s"a store of the kept index could not be loaded from its checkpoint (${Failures.describe(failed)}); " +
+              "this round found the rows without it, and the index is built again next round")
             logWarning(s"eqdelete maintain: $tableName: ${lost.get}")
+            KeptLiveIndexes.forget(session, tableName, dropCheckpoints = true)
             attemptWith(index = false)
         })
       } catch {

@@ -3,12 +3,17 @@ package eqdelete.liveindex
 import scala.util.Random
 
 import eqdelete.deleteindex.KeyBytes
+import eqdelete.state.KeptStateLostException
 import eqdelete.testing.TestSpark
 
 import org.apache.spark.SparkException
 import org.scalatest.funsuite.AnyFunSuite
 
-/** The distributed index against a reference multimap: a sorted load, adds, removals of found entries, a purge, lookups, and a lost store. */
+/**
+ * The distributed index against a reference multimap: a sorted load, adds, removals of found
+ * entries, a purge, lookups; the same lookups after every store was lost here (loaded again from
+ * its checkpoint: snapshots, deltas and a replayed purge), and after a restore from the saved manifest.
+ */
 class LiveKeyIndexSuite extends AnyFunSuite {
 
   private def packed(k: Long): Array[Byte] = {
@@ -27,7 +32,8 @@ class LiveKeyIndexSuite extends AnyFunSuite {
     def entries(rows: Seq[(Long, Int, Long)]) = sc.parallelize(rows.map { case (k, f, p) => LiveKeyEntry(packed(k), f, p) }, 3)
     def nullable(k: Long) = if (k % 97 == 0) 0L else k  // every NULL key is one key
 
-    val index = LiveKeyIndex.create(sc, 3)
+    val files = TestSpark.stateFiles()
+    val index = LiveKeyIndex.create(files, 3, snapshotEvery = 4)
     try {
       assert(index.load(entries(loaded)) == loaded.size)
       assert(index.add(entries(added)) == added.size)
@@ -46,10 +52,30 @@ class LiveKeyIndexSuite extends AnyFunSuite {
       assert(index.purge(sc, gone) == live.count { case (_, f, _) => gone(f) })
       val afterPurge = index.lookup(sc.parallelize(asked.map(k => (packed(k), k)), 4)).collect().toSeq
       assert(afterPurge.sorted == expected.filterNot { case (_, f, _) => gone(f) })
+      assert(index.stores.current.exists(_.deltas.exists(_.file.isDefined)), "some version a delta")
+
+      // Every store lost here (an executor lost, a task elsewhere): each loads from its checkpoint.
+      val loadsBefore = LiveKeyStores.loaded
+      LiveKeyStores.drop(index.id)
+      val reloaded = index.lookup(sc.parallelize(asked.map(k => (packed(k), k)), 4)).collect().toSeq
+      assert(reloaded.sorted == afterPurge.sorted)
+      assert(LiveKeyStores.loaded - loadsBefore == 3)
+
+      // A restart: the index saved, restored from its manifest under a new id, reading the same files.
+      index.stores.save(new com.fasterxml.jackson.databind.ObjectMapper().createObjectNode().put("kind", "test"))
+      val manifest = eqdelete.state.KeptStores.latest(files)(_ => true).get
+      val restored = LiveKeyIndex.restored(files, manifest, snapshotEvery = 3)
+      assert(restored.id != index.id)
+      assert(restored.lookup(sc.parallelize(asked.map(k => (packed(k), k)), 4)).collect().toSeq.sorted == afterPurge.sorted)
+      // It goes on from there in its own directory, the first one's files untouched.
+      assert(restored.add(entries(Seq((1L, 9, 1L)))) == 1)
+      assert(index.lookup(sc.parallelize(Seq((packed(1L), 1L)), 4)).collect().forall(_._2 != 9))
+      restored.drop(sc)
     } finally index.drop(sc)
 
-    val lost = intercept[SparkException](index.lookup(sc.parallelize(Seq((packed(1L), 1L)), 1)).collect())
-    assert(Iterator.iterate[Throwable](lost)(_.getCause).takeWhile(_ != null).exists(_.isInstanceOf[LiveKeyStoreLostException]),
+    LiveKeyStores.drop(index.id)
+    val lost = intercept[SparkException](index.lookup(sc.parallelize(Seq((packed(1L), 1L)), 3)).collect())
+    assert(Iterator.iterate[Throwable](lost)(_.getCause).takeWhile(_ != null).exists(_.isInstanceOf[KeptStateLostException]),
       "a dropped index's lookup fails as lost")
   }
 
@@ -57,7 +83,7 @@ class LiveKeyIndexSuite extends AnyFunSuite {
     val sc = TestSpark.session.sparkContext
     val random = new Random(5)
     val loaded = (0 until 3000).map(i => (random.nextInt(800).toLong, i % 5, i.toLong))
-    val index = LiveKeyIndex.create(sc, 3)
+    val index = LiveKeyIndex.create(TestSpark.stateFiles(), 3, snapshotEvery = 10)
     try {
       index.load(sc.parallelize(loaded.map { case (k, f, p) => LiveKeyEntry(packed(k), f, p) }, 2))
       // Every key asked twice (two delete rows of one key), out of order; what file 1 holds is resolved.

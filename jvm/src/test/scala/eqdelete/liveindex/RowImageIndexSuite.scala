@@ -10,7 +10,8 @@ import org.scalatest.funsuite.AnyFunSuite
 /**
  * Kept row images against a reference history of versions: a load, then changes of several
  * versions (upserts of hot keys, a key deleted twice, re-inserts), applied twice; lookups at every
- * version give that version's rows; a purge keeps later versions answerable and refuses earlier ones.
+ * version give that version's rows; a purge keeps later versions answerable and refuses earlier ones,
+ * also once every store was lost here and loaded again from its checkpoint.
  */
 class RowImageIndexSuite extends AnyFunSuite {
 
@@ -40,7 +41,7 @@ class RowImageIndexSuite extends AnyFunSuite {
       (version, deleted, inserted)
     }
 
-    val index = RowImageIndex.create(sc, 3)
+    val index = RowImageIndex.create(TestSpark.stateFiles(), 3, snapshotEvery = 4)
     try {
       assert(index.load(sc.parallelize(loaded.toSeq.map { case ((k, f, p), r) =>
         (RowImageStore.entry(packed(k), 5L, f, p), RowImageStore.liveValue(r))
@@ -62,9 +63,16 @@ class RowImageIndexSuite extends AnyFunSuite {
       states.keys.foreach(version => assert(lookedUp(version) == expected(version), s"at version $version"))
       assert(index.purge(sc, 40L) > 0)
       Seq(40L, 50L, 60L).foreach(version => assert(lookedUp(version) == expected(version), s"at version $version after the purge"))
-      val refused = intercept[Exception](lookedUp(30L))
-      assert(Iterator.iterate[Throwable](refused)(_.getCause).takeWhile(_ != null)
-        .exists(e => Option(e.getMessage).exists(_.contains("no longer hold the rows of version 30"))), refused)
+      def refusesVersion30(): Unit = {
+        val refused = intercept[Exception](lookedUp(30L))
+        assert(Iterator.iterate[Throwable](refused)(_.getCause).takeWhile(_ != null)
+          .exists(e => Option(e.getMessage).exists(_.contains("no longer hold the rows of version 30"))), refused)
+      }
+      refusesVersion30()
+      // Every store lost here: each loads its checkpoint (snapshot, deltas, the purge replayed, its versions kept).
+      RowImageStores.drop(index.id)
+      Seq(40L, 50L, 60L).foreach(version => assert(lookedUp(version) == expected(version), s"at version $version loaded again"))
+      refusesVersion30()
     } finally index.drop(sc)
   }
 }

@@ -27,4 +27,8 @@ object TestSpark {
     spark.sparkContext.setLogLevel("ERROR")
     spark
   }
+
+  /** A fresh local directory for kept state. */
+  def stateFiles(): eqdelete.state.StateFiles =
+    eqdelete.state.StateLocation.at(session, Files.createTempDirectory("eqdelete-state").toUri.toString)
 }

@@ -64,6 +64,11 @@ object EqDeleteConf {
     val kind = "fraction"
     val describe = "a number above 0 and at most 1"
   }
+  /** A directory on any storage an Iceberg FileIO writes, or empty for the key's default. */
+  final case class LocationRule() extends ValueRule {
+    val kind = "location"
+    val describe = "a directory (such as s3://bucket/state or /mnt/state), or empty"
+  }
 
   private val declared = scala.collection.mutable.LinkedHashMap.empty[String, (ConfigEntry[_], ValueRule)]
 
@@ -227,6 +232,21 @@ object EqDeleteConf {
       "long-running stream or session over a large table of upserts; lost with the application.",
     false)
 
+  val STATE_LOCATION: ConfigEntry[String] = declare(LocationRule())(buildConf("state.location").doc(
+    "Where kept state is checkpointed: maintain's kept index of the live rows and the changes' kept row images " +
+      "(a stream's images go to its own checkpoint location unless this is set). Any directory the table's " +
+      "FileIO can write (s3://, gs://, abfs://, hdfs://, a local or mounted path), with the catalog's own " +
+      "credentials; each table's state in a directory named by its UUID. Empty: in each table's own location, " +
+      "under _eqdelete_state (a hidden directory Iceberg's orphan file removal passes over). Any executor loads a " +
+      "store from here, at the version its task needs, and a restart loads the last saved version.")
+    .stringConf.transform(_.trim).createWithDefault(""))
+
+  val STATE_DELTAS_PER_SNAPSHOT: ConfigEntry[Long] = countConf("state.deltasPerSnapshot",
+    "How many versions of a kept store are checkpointed as deltas (what a step changed) after its last snapshot " +
+      "before a step uploads a new snapshot (only the RocksDB files not uploaded before): fewer make a load replay " +
+      "less, more make steps upload less.",
+    10L, min = 1)
+
   val CHANGES_ROW_IMAGE_STORES: ConfigEntry[Long] = countConf("changes.rowImageStores",
     "How many stores (one RocksDB each, on one executor) kept row images are split into by key hash; 0 is the " +
       "session's default parallelism. Takes effect when a table's row images are next built.",
@@ -317,6 +337,8 @@ object EqDeleteConf {
   def maintainLiveIndexStores(conf: SQLConf): Long = conf.getConf(MAINTAIN_LIVE_INDEX_STORES)
   def changesRowImages(conf: SQLConf): Boolean = conf.getConf(CHANGES_ROW_IMAGES)
   def changesRowImageStores(conf: SQLConf): Long = conf.getConf(CHANGES_ROW_IMAGE_STORES)
+  def stateLocation(conf: SQLConf): String = conf.getConf(STATE_LOCATION)
+  def stateDeltasPerSnapshot(conf: SQLConf): Int = conf.getConf(STATE_DELTAS_PER_SNAPSHOT).min(Int.MaxValue).toInt
 
   /**
    * Reads every key of `conf`, so a bad value given before the session existed

@@ -7,7 +7,7 @@ import org.apache.iceberg.{BaseFileScanTask, DataFile, DeleteFile, FileContent, 
 import org.apache.iceberg.data.BaseDeleteLoader
 import org.apache.iceberg.deletes.PositionDeleteIndex
 import org.apache.iceberg.expressions.{Expression, ResidualEvaluator}
-import org.apache.iceberg.io.{CloseableIterable, FileIO, InputFile}
+import org.apache.iceberg.io.{CloseableIterable, FileIO, InputFile, ResolvingFileIO}
 import org.apache.iceberg.parquet.{Parquet, ParquetValueReader, VectorizedReader}
 import org.apache.iceberg.shaded.org.apache.parquet.schema.MessageType
 import org.apache.iceberg.spark.SparkV2Filters
@@ -24,6 +24,18 @@ import org.apache.spark.sql.vectorized.ColumnarBatch
  * changes one changes one file; a `LinkageError` from here leaves the scan native.
  */
 object IcebergInternals {
+
+  /**
+   * A FileIO for kept state anywhere Iceberg can write (S3FileIO for s3://, GCSFileIO for gs://,
+   * HadoopFileIO for the rest, as Iceberg's ResolvingFileIO picks), with the properties of the
+   * table's own FileIO (its catalog's endpoint and credentials) given.
+   */
+  def stateIO(properties: java.util.Map[String, String], hadoopConf: org.apache.hadoop.conf.Configuration): FileIO = {
+    val io = new ResolvingFileIO()
+    io.setConf(hadoopConf)
+    io.initialize(properties)
+    io
+  }
 
   /** A Spark filter as Iceberg's own scan converts it, or None. (`SparkFilters` is gone from 1.12.) */
   def icebergFilter(filter: Filter): Option[Expression] =

@@ -1,0 +1,186 @@
+package eqdelete.state
+
+import java.util.UUID
+
+import scala.jdk.CollectionConverters._
+import scala.reflect.ClassTag
+import scala.util.Try
+import scala.util.control.NonFatal
+
+import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
+
+import org.apache.spark.SparkContext
+import org.apache.spark.internal.Logging
+import org.apache.spark.rdd.RDD
+import org.apache.spark.sql.eqdelete.compat.SparkInternals
+
+/**
+ * The driver's side of one kept index: `partitions` stores ([[HeldStores]] on the executors),
+ * the state of each at the index's current version (how any executor loads it), and where each
+ * was last used (the executor its tasks prefer). The driver holds no entry of any store.
+ *
+ * Its state is saved ([[save]]) as a manifest `v{version}.json` in its own directory `{id}/`
+ * under `files`, the directory of its table's indexes of its kind, beside the deltas and sorted
+ * files its versions need; what no manifest kept (the last [[KeptManifests]] of them) and no
+ * current version needs is purged. Two drivers keeping one table's index never write one
+ * directory: each index has its own id, and one restored from another's manifest ([[restored]])
+ * takes a new id and reads the other's files where they are.
+ *
+ * @param snapshotEvery  a store's deltas after its snapshot before a step ends with a new snapshot
+ */
+final class KeptStores[S <: RocksStore] private (held: HeldStores[S], val files: StateFiles, val id: String,
+    initial: Array[StoreState], snapshotEvery: Int) extends Logging {
+  import KeptStores._
+
+  val partitions: Int = initial.length
+  private val states = initial.clone()
+  private val homes = new Array[String](partitions)
+  private var number = states.map(_.version.number).max
+  private var bytesWritten = 0L
+
+  /** The state of each store at the current version. */
+  def current: Seq[StoreState] = states.toSeq
+
+  /** Bytes the steps wrote to durable storage, since the index was made here. */
+  def written: Long = bytesWritten
+
+  /** The executors the stores were last used on. */
+  def executors: Int = homes.filter(_ != null).distinct.length
+
+  /**
+   * One step of every store, a new version of each: task `p` runs `body` on store `p` with
+   * partition `p` of `input` (routed to its store already). What each returned, by store.
+   */
+  def step[T: ClassTag, R: ClassTag](input: RDD[T])(body: (S, Int, Iterator[T]) => R): Array[R] = {
+    require(input.getNumPartitions == partitions, s"${input.getNumPartitions} partitions for $partitions stores")
+    number += 1
+    val to = StoreVersion(number, UUID.randomUUID().toString.take(13))
+    val (from, index, kept, stores) = (states.clone(), id, files, held.ref)
+    val due = states.map(_.deltas.size + 1 >= snapshotEvery)
+    val results = new AtStoreRDD(input, homes.clone()).mapPartitionsWithIndex { (p, rows) =>
+      val (result, state) = stores.get.step(index, kept, p, from(p), to, due(p))(store => body(store, p, rows))
+      Iterator((p, result, state, SparkInternals.executorLocation))
+    }.collect()
+    results.foreach { case (p, _, state, home) =>
+      bytesWritten += (state.files.toSet -- from(p).files).toSeq.map(_.size).sum
+      states(p) = state
+      homes(p) = home
+    }
+    results.sortBy(_._1).map(_._2)
+  }
+
+  /**
+   * Task `p` runs `body` on store `p` at the current version (or, `later`, one after it) with
+   * partition `p` of `input`: lazily, as an RDD, which reads the version current now whenever it runs.
+   */
+  def read[T: ClassTag, U: ClassTag](input: RDD[T], later: Boolean)(body: (S, Int, Iterator[T]) => Iterator[U]): RDD[U] = {
+    require(input.getNumPartitions == partitions, s"${input.getNumPartitions} partitions for $partitions stores")
+    val (at, index, kept, stores) = (states.clone(), id, files, held.ref)
+    new AtStoreRDD(input, homes.clone()).mapPartitionsWithIndex((p, rows) => body(stores.get.at(index, kept, p, at(p), later), p, rows))
+  }
+
+  /** `body` on each store at the current version, one task each. */
+  def eachStore[R: ClassTag](sc: SparkContext)(body: S => R): Array[R] =
+    read(sc.parallelize(0 until partitions, partitions), later = false)((store, _, _) => Iterator(body(store))).collect()
+
+  /**
+   * Saves the current version's state, with the driver's own (`driver`), as this index's manifest,
+   * and purges what older versions alone needed: this index's files no kept manifest needs, and
+   * the directories of other indexes of the table no longer saved to (see [[StaleAfterMillis]]).
+   * Bytes written.
+   */
+  def save(driver: JsonNode): Long = {
+    val manifest = Mapper.createObjectNode()
+    manifest.put("format", Format)
+    manifest.put("index", id)
+    manifest.put("version", number)
+    manifest.put("savedAt", System.currentTimeMillis())
+    val stores = manifest.putArray("stores")
+    states.foreach(s => stores.add(StoreState.toJson(s)))
+    manifest.set[JsonNode]("driver", driver)
+    val bytes = files.write(s"$id/v$number.json", Mapper.writeValueAsString(manifest))
+    bytesWritten += bytes
+    try purge() catch {
+      case NonFatal(e) => logWarning(s"eqdelete: purging old versions of kept state in ${files.root}: ${e.getMessage}")
+    }
+    bytes
+  }
+
+  private def purge(): Unit = {
+    val listed = files.list()
+    val ours = listed.filter(_.rel.startsWith(s"$id/"))
+    val manifests = ours.flatMap(f => manifestNumber(f.rel).map(_ -> f.rel)).sortBy(_._1)
+    val kept = manifests.takeRight(KeptManifests)
+    val needed = (states.toSeq ++ kept.flatMap { case (_, rel) => Try(readManifest(files, rel).states).getOrElse(Nil) })
+      .flatMap(_.files.map(_.rel)).toSet ++ kept.map(_._2)
+    files.delete(ours.map(_.rel).filterNot(needed))
+    // Other indexes' directories no driver saved to for long: their driver is gone, or it builds anew.
+    val mine = states.toSeq.flatMap(_.files.map(_.rel)).toSet
+    val now = System.currentTimeMillis()
+    listed.filterNot(_.rel.startsWith(s"$id/")).groupBy(_.rel.takeWhile(_ != '/')).foreach { case (other, its) =>
+      val lastSaved = its.filter(f => manifestNumber(f.rel).isDefined).map(_.createdAtMillis)
+      if (lastSaved.forall(_ < now - StaleAfterMillis) && !its.exists(f => mine(f.rel))) {
+        logInfo(s"eqdelete: deleting the kept state of index $other in ${files.root}, unused since ${if (lastSaved.isEmpty) 0L else lastSaved.max}")
+        files.delete(its.map(_.rel))
+      }
+    }
+  }
+
+  /** Lets go of the stores on the executors that hold them (as far as a job reaches them); their checkpoints stay. */
+  def release(sc: SparkContext): Unit = {
+    val (index, stores) = (id, held.ref)
+    try new AtStoreRDD(sc.parallelize(0 until partitions, partitions), homes.clone()).foreach(_ => stores.get.drop(index))
+    catch { case NonFatal(e) => logWarning(s"eqdelete: dropping the stores of $index: ${e.getMessage}") }
+  }
+
+  /** Drops the stores: on the executors that hold them, and their files on durable storage. */
+  def drop(sc: SparkContext): Unit = {
+    release(sc)
+    try files.delete(files.list().map(_.rel).filter(_.startsWith(s"$id/")))
+    catch { case NonFatal(e) => logWarning(s"eqdelete: deleting the kept state of $id in ${files.root}: ${e.getMessage}") }
+  }
+}
+
+object KeptStores {
+  private val Mapper = new ObjectMapper()
+  private val Format = 1
+  /** Manifests an index keeps (with the files they need): a plan made on an older version can still load it. */
+  private val KeptManifests = 3
+  /** How long an index's directory may go unsaved before another driver of its table deletes it. */
+  private val StaleAfterMillis = 24L * 3600 * 1000
+
+  /** A saved manifest: its index, version, stores' states, the driver's own state, when it was saved. */
+  final case class Manifest(index: String, version: Long, states: Seq[StoreState], driver: JsonNode, savedAt: Long)
+
+  /** New, empty stores of an index, under `files` (the directory of its table's indexes of its kind). */
+  def create[S <: RocksStore](held: HeldStores[S], files: StateFiles, partitions: Int, snapshotEvery: Int): KeptStores[S] =
+    new KeptStores(held, files, UUID.randomUUID().toString, Array.fill(partitions)(StoreState.Empty), snapshotEvery)
+
+  /** An index at a saved manifest's version, under a new id: its stores load from the manifest's files when first used. */
+  def restored[S <: RocksStore](held: HeldStores[S], files: StateFiles, manifest: Manifest, snapshotEvery: Int): KeptStores[S] =
+    new KeptStores(held, files, UUID.randomUUID().toString, manifest.states.toArray, snapshotEvery)
+
+  /**
+   * The newest manifest saved under `files` (by any driver), which `usable` accepts: the newest
+   * of each index's directory, newest first. A manifest that cannot be read (cut short) is passed over.
+   */
+  def latest(files: StateFiles)(usable: Manifest => Boolean): Option[Manifest] = {
+    val newestOfEach = files.list().flatMap(f => manifestNumber(f.rel).map(n => (f.rel.takeWhile(_ != '/'), n, f)))
+      .groupBy(_._1).values.map(_.maxBy(_._2)._3).toVector.sortBy(-_.createdAtMillis)
+    newestOfEach.iterator.flatMap(f => Try(readManifest(files, f.rel)).toOption).find(usable)
+  }
+
+  private def readManifest(files: StateFiles, rel: String): Manifest = {
+    val node = Mapper.readTree(files.read(rel))
+    require(node.get("format").asInt() == Format, s"kept state format ${node.get("format")} in $rel")
+    Manifest(node.get("index").asText(), node.get("version").asLong(),
+      node.get("stores").elements().asScala.map(StoreState.fromJson).toVector, node.get("driver"), node.get("savedAt").asLong())
+  }
+
+  private val ManifestName = """[^/]+/v(\d+)\.json""".r
+
+  private def manifestNumber(rel: String): Option[Long] = rel match {
+    case ManifestName(n) => Some(n.toLong)
+    case _ => None
+  }
+}

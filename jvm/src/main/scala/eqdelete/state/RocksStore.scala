@@ -1,0 +1,155 @@
+package eqdelete.state
+
+import java.io.File
+import java.nio.file.Files
+
+import org.rocksdb.{Checkpoint, CompressionType, EnvOptions, FlushOptions, IngestExternalFileOptions, Options, RocksDB,
+  SstFileWriter, WriteBatch, WriteOptions}
+
+/**
+ * A RocksDB on the local disk of the executor holding it, the one shape of every kept store
+ * (RocksDB's JNI library ships with every Spark line, for its streaming state store, so this is
+ * no extra dependency). Writes are batched and skip RocksDB's write-ahead log: what makes a
+ * store durable is the checkpoint of each version on durable storage ([[HeldStores]]), as
+ * Spark's RocksDB state store does it: every change a step makes goes through [[put]], [[delete]]
+ * or [[operation]], which the step's [[DeltaLog]] records; a change made otherwise (a bulk
+ * [[ingest]]) makes the step end with a snapshot instead.
+ */
+abstract class RocksStore(val directory: File) extends AutoCloseable {
+  protected val options: Options = RocksStore.storeOptions()
+  protected val db: RocksDB = RocksDB.open(options, directory.getAbsolutePath)
+  private val unlogged = new WriteOptions().setDisableWAL(true)
+  private val batch = new WriteBatch()
+  private var pending = 0
+  @volatile private var recording: Option[DeltaLog.Writer] = None
+  @volatile private var unrecorded = false
+
+  protected final def put(key: Array[Byte], value: Array[Byte]): Unit = {
+    batch.put(key, value)
+    recording.foreach(_.put(key, value))
+    written()
+  }
+
+  protected final def delete(key: Array[Byte]): Unit = {
+    batch.delete(key)
+    recording.foreach(_.delete(key))
+    written()
+  }
+
+  /** A delete that an [[operation]] recorded already (its replay makes it again). */
+  protected final def deleteUnrecorded(key: Array[Byte]): Unit = { batch.delete(key); written() }
+
+  /** Records an operation of the store's own (`code`, `payload`), which [[replayOperation]] repeats on a load. */
+  protected final def operation(code: Int, payload: Array[Byte]): Unit = recording.foreach(_.operation(code, payload))
+
+  /** Repeats an operation [[operation]] recorded, on a store loaded at the version before it. */
+  protected def replayOperation(code: Int, payload: Array[Byte]): Unit
+
+  /** What the store keeps outside RocksDB, saved with a snapshot and given back by [[restore]]. */
+  def properties: Map[String, String] = Map.empty
+  def restore(properties: Map[String, String]): Unit = ()
+
+  /** Writes the pending puts and deletes. */
+  final def flush(): Unit = if (pending > 0) {
+    db.write(unlogged, batch)
+    batch.clear()
+    pending = 0
+  }
+
+  /** Drops what was not written yet (a failed apply: the store is then dropped or applied again). */
+  protected final def discardPending(): Unit = { batch.clear(); pending = 0 }
+
+  private def written(): Unit = {
+    pending += 1
+    if (pending >= RocksStore.BatchEntries) flush()
+  }
+
+  /**
+   * Adds `entries` (key and value) given in RocksDB's order as one sorted file RocksDB takes in
+   * whole, past its memtables and compactions. How many. Not recorded in a delta: a step that
+   * ingests ends with a snapshot.
+   */
+  protected final def ingest(entries: Iterator[(Array[Byte], Array[Byte])]): Long = {
+    flush()
+    unrecorded = true
+    val file = new File(directory, s"ingest-${System.nanoTime()}.sst")
+    val envOptions = new EnvOptions()
+    val writer = new SstFileWriter(envOptions, options)
+    var n = 0L
+    try {
+      writer.open(file.getAbsolutePath)
+      entries.foreach { case (k, v) => writer.put(k, v); n += 1 }
+      if (n > 0) writer.finish()
+    } finally { writer.close(); envOptions.close() }
+    if (n > 0) {
+      val moving = new IngestExternalFileOptions().setMoveFiles(true)
+      try db.ingestExternalFile(java.util.Collections.singletonList(file.getAbsolutePath), moving) finally moving.close()
+    }
+    n
+  }
+
+  /** Bytes the store holds on disk (its sorted files) and in its memtables. */
+  final def bytes: Long =
+    db.getLongProperty("rocksdb.total-sst-files-size") + db.getLongProperty("rocksdb.cur-size-all-mem-tables")
+
+  /** Merges the store's sorted files into one level. */
+  final def compact(): Unit = { flush(); db.compactRange() }
+
+  /** Runs `body` with every change recorded by `delta`; whether a change went unrecorded (a snapshot is owed). */
+  private[state] final def recorded(delta: DeltaLog.Writer)(body: => Unit): Boolean = {
+    recording = Some(delta)
+    unrecorded = false
+    try { body; flush() } finally recording = None
+    unrecorded
+  }
+
+  /** Replays a delta recorded by [[recorded]]. */
+  private[state] final def replay(delta: java.io.InputStream, what: String): Unit = {
+    DeltaLog.replay(delta, what, new DeltaLog.Replay {
+      override def put(key: Array[Byte], value: Array[Byte]): Unit = RocksStore.this.put(key, value)
+      override def delete(key: Array[Byte]): Unit = RocksStore.this.delete(key)
+      override def operation(code: Int, payload: Array[Byte]): Unit = { flush(); replayOperation(code, payload) }
+    })
+    flush()
+  }
+
+  /** A consistent copy of the store in `into` (which must not exist): hard links to its sorted files, and RocksDB's own. */
+  private[state] final def checkpoint(into: File): Unit = {
+    flush()
+    val waiting = new FlushOptions().setWaitForFlush(true)
+    try db.flush(waiting) finally waiting.close()
+    val checkpoint = Checkpoint.create(db)
+    try checkpoint.createCheckpoint(into.getAbsolutePath) finally checkpoint.close()
+  }
+
+  /** Closes the store and deletes its files. */
+  override def close(): Unit = {
+    batch.close(); unlogged.close(); db.close(); options.close()
+    RocksStore.deleteRecursively(directory)
+  }
+}
+
+object RocksStore {
+  RocksDB.loadLibrary()
+
+  private val BatchEntries = 10000
+  private val WriteBufferBytes = 64L << 20
+
+  /** The options of a store's RocksDB: LZ4, and memtables bounded (two of 64 MB). */
+  private def storeOptions(): Options = new Options()
+    .setCreateIfMissing(true)
+    .setCompressionType(CompressionType.LZ4_COMPRESSION)
+    .setWriteBufferSize(WriteBufferBytes)
+    .setMaxWriteBufferNumber(2)
+
+  /** A fresh, empty directory for a store under `parent`. */
+  def freshDirectory(parent: File, name: String): File = {
+    parent.mkdirs()
+    Files.createTempDirectory(parent.toPath, name).toFile
+  }
+
+  def deleteRecursively(file: File): Unit = {
+    Option(file.listFiles()).foreach(_.foreach(deleteRecursively))
+    file.delete()
+  }
+}
