@@ -91,3 +91,139 @@ def test_rewrite_on_local_cluster(tmp_path: Path) -> None:
         text=True, env=env, timeout=600, cwd=tmp_path,
     )
     assert result.returncode == 0 and "MULTIPROCESS OK" in result.stdout, result.stdout[-5000:]
+
+
+KEPT_STATE = """
+import os, subprocess, sys, threading, time
+sys.path.insert(0, {tests!r})
+import eqdelete
+from eqdelete import maintain_round, use_conf, use_strategy, write_equality_deletes
+from fixtures import MOR
+
+phase = sys.argv[1]
+spark = eqdelete.session(
+    "eqdelete-kept-state-" + phase, master="local-cluster[2,1,1024]", warehouse={warehouse!r},
+    iceberg_version=os.environ.get("EQDELETE_TEST_ICEBERG") or None,
+    conf={{"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", "spark.sql.adaptive.enabled": "false",
+           "spark.sql.session.timeZone": "UTC", "spark.executor.extraJavaOptions": os.environ.get("SPARK_SUBMIT_OPTS", ""),
+           "spark.eqdelete.maintain.liveIndex": "always", "spark.eqdelete.changes.rowImages": "true",
+           "spark.eqdelete.state.deltasPerSnapshot": "3", "spark.locality.wait": "2s"}},
+)
+spark.sparkContext.setLogLevel("ERROR")
+sc, jvm = spark.sparkContext, spark.sparkContext._jvm
+images = jvm.eqdelete.changes.KeptRowImages
+table = "local.mp.kept"
+deadline = time.monotonic() + 120
+while sc._jsc.sc().getExecutorMemoryStatus().size() - 1 < 2 and time.monotonic() < deadline:
+    time.sleep(1)
+assert sc._jsc.sc().getExecutorMemoryStatus().size() - 1 == 2
+
+def model():
+    return {{r.k: r.v for r in spark.table(table + "_model").collect()}}
+
+def upsert(tag, step):
+    # One upsert commit through Iceberg's writer, as Flink's sink writes them; the model table
+    # (no deletes) holds the rows the table must have.
+    keys = [(k,) for k in range(0, 20000, step)]
+    write_equality_deletes(spark, table, ["k"], keys, inserts=[(k, f"{{tag}}{{k}}") for (k,) in keys])
+    spark.sql(f"MERGE INTO {{table}}_model t USING (SELECT id AS k, concat('{{tag}}', id) AS v FROM range(0, 20000, {{step}})) s "
+              "ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = s.v")
+
+def round_checked(what):
+    result = maintain_round(spark, table, keep_index=True)
+    assert result.committed and result.rows_resolved > 0, (what, result.render())
+    with use_strategy(spark, "native"):
+        assert {{r.k: r.v for r in spark.table(table).collect()}} == model(), what
+    return result
+
+def changes_checked(what):
+    # The last snapshot's changes through the kept row images, against the same changes read from the data files.
+    snapshots = [r[0] for r in spark.sql(f"SELECT snapshot_id FROM {{table}}.snapshots ORDER BY committed_at").collect()]
+    def read():
+        return sorted(map(tuple, eqdelete.changes(spark, table, start_snapshot_id=snapshots[-2]).collect()))
+    answered = images.snapshotsAnswered()
+    imaged = read()
+    assert images.snapshotsAnswered() - answered == 1, what
+    with use_conf(spark, [("spark.eqdelete.changes.rowImages", "false")]):
+        plain = read()
+    assert imaged == plain and len(plain) > 100, (what, len(imaged), len(plain))
+
+def loads_logged():
+    from pyspark.find_spark_home import _find_spark_home
+    work = os.path.join(_find_spark_home(), "work", sc.applicationId)
+    found = subprocess.run(["grep", "-rh", "eqdelete: loaded partition", work], capture_output=True, text=True).stdout
+    return [line for line in found.splitlines() if line]
+
+if phase == "first":
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS local.mp")
+    spark.sql(f"CREATE TABLE {{table}} (k BIGINT, v STRING) USING iceberg TBLPROPERTIES ({{MOR.format(v=2)}})")
+    spark.range(0, 20000, 1, 4).selectExpr("id AS k", "concat('a', id) AS v").writeTo(table).append()
+    spark.table(table).writeTo(table + "_model").using("iceberg").create()
+    upsert("b", 7)
+    changes_checked("the first changes")
+    assert images.built() == 1
+    built = round_checked("the first round")
+    assert "built from the table" in built.live_index_note, built.render()
+    # One executor held by another job's long task: the tasks of the stores it holds run on the other
+    # after the locality wait, which loads them from their checkpoints.
+    holding = threading.Thread(target=lambda: sc.parallelize([0], 1).map(lambda x: time.sleep(45) or x).collect())
+    holding.start()
+    time.sleep(3)
+    upsert("c", 11)
+    changes_checked("changes beside a busy executor")
+    busy = round_checked("a round beside a busy executor")
+    assert busy.live_index_note is None, busy.render()
+    holding.join()
+    print("LOADS AFTER BUSY", len(loads_logged()))
+    # An executor JVM killed with kill -9 in the middle of a round and of a changes read: their
+    # tasks run again elsewhere (or on the executor that replaces it), loading their stores.
+    def kill_one():
+        time.sleep(1.5)
+        ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+        pids = [line.split()[0] for line in ps.splitlines() if "CoarseGrainedExecutorBackend" in line and sc.applicationId in line]
+        assert pids, "no executor to kill"
+        os.kill(int(pids[0]), 9)
+    upsert("d", 13)
+    changes_checked("changes before an executor is killed")
+    killer = threading.Thread(target=kill_one)
+    killer.start()
+    killed = round_checked("a round with an executor killed")
+    killer.join()
+    assert killed.live_index_note is None, killed.render()
+    upsert("e", 17)
+    killer = threading.Thread(target=kill_one)
+    killer.start()
+    changes_checked("changes with an executor killed")
+    killer.join()
+    round_checked("a round after an executor was killed")
+    assert images.built() == 1, "the row images were built again"
+    assert len(loads_logged()) > 0, "no store was loaded from its checkpoint"
+    upsert("f", 19)  # left for the restart: a round and a changes read bring the state forward over it
+    print("KEPT STATE FIRST OK", len(loads_logged()))
+else:
+    changes_checked("the first changes after a restart")
+    assert images.restored() == 1 and images.built() == 0, (images.restored(), images.built())
+    added = int(spark.sql(f"SELECT summary['added-data-files'] FROM {{table}}.snapshots ORDER BY committed_at DESC LIMIT 1").first()[0])
+    restarted = round_checked("the first round after a restart")
+    assert "restored from version" in (restarted.live_index_note or ""), restarted.render()
+    # The index came forward over the commit since: only its new data files read, not the table's.
+    assert restarted.data_files_read == added < len(spark.sql(f"SELECT * FROM {{table}}.data_files").collect()), restarted.render()
+    print("KEPT STATE RESTART OK")
+"""
+
+
+def test_kept_state_survives_a_busy_executor_a_killed_executor_and_a_restart(tmp_path: Path) -> None:
+    """maintain's kept index and the changes' kept row images on two executor JVMs: a busy executor
+    (another job's long task), an executor killed with kill -9 in the middle of a round and of a read,
+    and a restart of the whole application cost loads from their checkpoints (in the table's
+    location, which both executors and the next application reach), never a failure or a rebuild;
+    every round's rows and every read's changes checked."""
+    script = tmp_path / "kept.py"
+    script.write_text(textwrap.dedent(KEPT_STATE.format(tests=str(REPO / "tests"), warehouse=str(tmp_path / "wh"))))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    for phase, done in (("first", "KEPT STATE FIRST OK"), ("restart", "KEPT STATE RESTART OK")):
+        result = subprocess.run([sys.executable, str(script), phase], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=env, timeout=600, cwd=tmp_path)
+        print(f"--- {phase} ---\n" + "\n".join(line for line in result.stdout.splitlines() if "KEPT" in line or "LOADS" in line))
+        failure = result.stdout[result.stdout.find("Traceback"):][:6000] if "Traceback" in result.stdout else result.stdout[-6000:]
+        assert result.returncode == 0 and done in result.stdout, failure

@@ -243,12 +243,20 @@ def auto_choice(spark: SparkSession, table: str) -> tuple[str, str]:
     return str(kind), str(why)
 
 
-def forget_kept_indexes(spark: SparkSession, table: str) -> None:
-    """Drops the kept live-row indexes of ``table``, as a restart of maintain would lose them."""
-    _class(spark, "eqdelete.liveindex.KeptLiveIndexes").forget(_jsession(spark), table)
+def forget_kept_indexes(spark: SparkSession, table: str, checkpoints: bool = False) -> None:
+    """Lets go of the kept live-row indexes of ``table`` in this driver, as a restart of maintain
+    would: the next round restores the last saved version. With ``checkpoints``, their saved
+    versions go too, and the next round builds the index from the table."""
+    _class(spark, "eqdelete.liveindex.KeptLiveIndexes").forget(_jsession(spark), table, checkpoints)
+
+
+def kept_store_loads(spark: SparkSession) -> int:
+    """How many kept stores this driver's JVM (local mode: every task's) loaded from their checkpoints."""
+    jvm = spark.sparkContext._jvm
+    return int(jvm.eqdelete.liveindex.LiveKeyStores.loaded()) + int(jvm.eqdelete.liveindex.RowImageStores.loaded())
 
 
 def lose_kept_index_stores(spark: SparkSession, table: str) -> None:
-    """For tests: deletes the stores of ``table``'s kept live-row indexes behind the driver's back,
-    as an executor lost with them would."""
+    """For tests: deletes the executors' copies of ``table``'s kept live-row indexes behind the
+    driver's back, as an executor lost with them would: tasks load them from their checkpoints."""
     _class(spark, "eqdelete.liveindex.KeptLiveIndexes").loseStores(_jsession(spark), table)

@@ -127,7 +127,7 @@ def run_point(spark: SparkSession, point: MaintainScalePoint, runs: int,
     table = spec.table
     say(f"generating {spec.rows:,} rows in {spec.data_files} files (scattered), deleting {HISTORY_DELETES:.1%}")
     generate(spark, spec, replace=True, progress=say)
-    _jvm.forget_kept_indexes(spark, table)
+    _jvm.forget_kept_indexes(spark, table, checkpoints=True)
     data_files = spark.sql(f"SELECT count(*) FROM {table}.data_files").first()[0]
     say("the first round of a long-running maintain: building the index from the table")
     with use_conf(spark, ROUND_CONF):
@@ -177,7 +177,7 @@ def run_point(spark: SparkSession, point: MaintainScalePoint, runs: int,
                 raise ResultsDifferError(f"{point.key}: the native read after the rounds differs from eqdelete's before")
         result.index_entries, result.index_bytes = kept[-1].live_index_entries, kept[-1].live_index_bytes
     finally:
-        _jvm.forget_kept_indexes(spark, table)
+        _jvm.forget_kept_indexes(spark, table, checkpoints=True)
     return result
 
 

@@ -75,6 +75,13 @@ object KeptRowImages extends Logging {
   /** How many snapshots' deleted rows this JVM's kept row images have answered (in plans made): what a stream's plans do not show. */
   def snapshotsAnswered: Long = answeredSnapshots.get()
 
+  private val builds = new java.util.concurrent.atomic.AtomicLong()
+  private val restores = new java.util.concurrent.atomic.AtomicLong()
+
+  /** How many times this driver built kept row images from a full read, and restored them from a checkpoint. */
+  def built: Long = builds.get()
+  def restored: Long = restores.get()
+
   /** The bytes this application's kept row images hold on the executors' disks and in RocksDB's memtables. */
   def bytes(session: SparkSession): Long = {
     val app = session.sparkContext.applicationId
@@ -287,6 +294,7 @@ object KeptRowImages extends Logging {
       k.live = d.get("live").asLong()
       k.removedSincePurge = d.get("removedSincePurge").asLong()
       kept.put(id, k)
+      restores.incrementAndGet()
       logInfo(s"eqdelete: kept row images of ${table.name()} restored from version ${m.version} in ${files.root}, " +
         s"following snapshot ${k.head}")
       k
@@ -317,6 +325,7 @@ object KeptRowImages extends Logging {
       RowImageIndex.create(files, stores, EqDeleteConf.stateDeltasPerSnapshot(session.sessionState.conf)), schema.schemaId(), ids,
       rowType, keyNames.map(n => rowType.fieldNames.indexOf(n)).toArray, parent.snapshotId())
     kept.put(id, k)
+    builds.incrementAndGet()
     val version = parent.sequenceNumber()
     k.live = k.index.load(encoded(session, k, rows, dataFiles) { (key, file, position, row) =>
       (RowImageStore.entry(key, version, file, position), RowImageStore.liveValue(row))

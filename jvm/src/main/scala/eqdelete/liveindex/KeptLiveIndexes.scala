@@ -227,10 +227,10 @@ object KeptLiveIndexes extends Logging {
     }
   }
 
-  /** Drops the kept index of `tableName`'s equality set `set`. */
+  /** Drops the kept index of `tableName`'s equality set `set`, with every saved version of it: none is restored. */
   private def drop(session: SparkSession, tableName: String, set: Seq[Int], index: KeptLiveIndex): Unit = {
     synchronized(kept.remove((tableName, set)))
-    try index.drop(session) catch {
+    try index.dropAll(session) catch {
       case NonFatal(e) => logWarning(s"eqdelete: dropping a kept index of $tableName: ${e.getMessage}")
     }
   }
