@@ -37,6 +37,8 @@ BAD_VALUES = {
     "spark.eqdelete.maintain.liveIndexStores": ("-2", "a whole number of at least 0"),
     "spark.eqdelete.changes.rowImages": ("kept", "true or false"),
     "spark.eqdelete.changes.rowImageStores": ("many", "a whole number of at least 0"),
+    "spark.eqdelete.state.location": ("state/here", "a directory with its scheme"),
+    "spark.eqdelete.state.deltasPerSnapshot": ("0", "a whole number of at least 1"),
 }
 
 
@@ -82,6 +84,8 @@ SAMPLES = {
     "count": ["0", "12", "+7", " 3 ", "-1", "1.0", "1e3", "1_000", "", "9223372036854775807", "9223372036854775808"],
     "bytes": ["0", "-1", "-5", "256m", "256M", "1g", "10kb", " 2m", "1.5g", "2x", "", "-0", "-1k", "--1"],
     "fraction": ["0.25", "1", "1.0", "0", "0.0", "1.01", ".5", "5e-1", "-0.1", "NaN", "half", ""],
+    "location": ["", " ", "/mnt/state", "s3://bucket/state", "file:/tmp/x", "hdfs://nn:8020/s", "state", "./state",
+                 "C:", "1s3://x", " /abs "],
 }
 
 

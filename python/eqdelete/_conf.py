@@ -25,6 +25,7 @@ _BYTE_UNITS = {None: 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb":
 _LONG = re.compile(r"[+-]?[0-9]+")
 _DOUBLE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[dDfF]?")
 _LONG_RANGE = range(-(1 << 63), 1 << 63)
+_LOCATION = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:.+")
 
 
 @cache
@@ -54,7 +55,9 @@ def _valid(rule: Mapping[str, Any], value: str) -> bool:
         text = value.strip()
         return bool(_DOUBLE.fullmatch(text)) and 0 < float(text.rstrip("dDfF")) <= 1
     if kind == "location":
-        return True
+        # Spark trims it first; named whole (a scheme or an absolute path), or empty.
+        text = value.strip()
+        return text == "" or text.startswith("/") or bool(_LOCATION.fullmatch(text))
     raise AssertionError(f"unknown rule kind {kind!r} in conf_rules.json")
 
 

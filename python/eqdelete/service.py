@@ -52,6 +52,7 @@ class TableService:
     last_error: Optional[str] = None
     longest_wait_seconds: float = 0.0  # the longest a due round waited for a free slot
     let_go: Optional[str] = None    # why the service stopped serving it (dropped, disabled)
+    dropped: bool = False           # let go because it is gone: its kept state goes with it
 
 
 @dataclass(frozen=True)
@@ -131,12 +132,14 @@ def maintain_tables(
             on_event(ServiceEvent(table, kind, message))
 
     def forget_index(table: TableService) -> None:
-        """Its kept index of the live rows, if any, leaves the executors' disks."""
+        """Its kept index of the live rows, if any, leaves the executors' disks; its checkpoints stay
+        for the next start, unless the table is gone (dropped or renamed away), whose state goes with it."""
         if not _remote.is_remote(spark):
-            _jvm.forget_kept_indexes(spark, table.table)
+            _jvm.forget_kept_indexes(spark, table.table, checkpoints=table.dropped)
 
-    def let_go(table: TableService, why: str) -> None:
+    def let_go(table: TableService, why: str, dropped: bool = False) -> None:
         table.let_go = why
+        table.dropped = dropped
         served.pop(table.table, None)
         if not any(t is table for t, _ in running.values()):  # else once its round ends (finish)
             forget_index(table)
@@ -155,7 +158,7 @@ def maintain_tables(
         names = {s.table for s in listed}
         for name in [n for n in served if n not in names]:
             if not any(t is served[name] for t, _ in running.values()):
-                let_go(served[name], "no longer listed (dropped or renamed)")
+                let_go(served[name], "no longer listed (dropped or renamed)", dropped=True)
         for s in listed:
             known = served.get(s.table)
             if not s.maintain_enabled and s.error is None:

@@ -64,10 +64,15 @@ object EqDeleteConf {
     val kind = "fraction"
     val describe = "a number above 0 and at most 1"
   }
-  /** A directory on any storage an Iceberg FileIO writes, or empty for the key's default. */
+  /**
+   * A directory on any storage an Iceberg FileIO writes, named whole (a scheme, or an absolute
+   * path: the driver and the executors resolve a relative one each their own way), or empty for
+   * the key's default.
+   */
   final case class LocationRule() extends ValueRule {
     val kind = "location"
-    val describe = "a directory (such as s3://bucket/state or /mnt/state), or empty"
+    val describe = "a directory with its scheme (such as s3://bucket/state) or an absolute path, or empty"
+    def accepts(value: String): Boolean = value.isEmpty || value.startsWith("/") || value.matches("[A-Za-z][A-Za-z0-9+.-]*:.+")
   }
 
   private val declared = scala.collection.mutable.LinkedHashMap.empty[String, (ConfigEntry[_], ValueRule)]
@@ -239,7 +244,7 @@ object EqDeleteConf {
       "credentials; each table's state in a directory named by its UUID. Empty: in each table's own location, " +
       "under _eqdelete_state (a hidden directory Iceberg's orphan file removal passes over). Any executor loads a " +
       "store from here, at the version its task needs, and a restart loads the last saved version.")
-    .stringConf.transform(_.trim).createWithDefault(""))
+    .stringConf.transform(_.trim).checkValue(LocationRule().accepts, mustBe(LocationRule())).createWithDefault(""))
 
   val STATE_DELTAS_PER_SNAPSHOT: ConfigEntry[Long] = countConf("state.deltasPerSnapshot",
     "How many versions of a kept store are checkpointed as deltas (what a step changed) after its last snapshot " +
