@@ -151,6 +151,35 @@ def test_a_stream_looks_deleted_rows_up_in_kept_row_images(spark: SparkSession, 
     assert jvm.eqdelete.changes.KeptRowImages.snapshotsAnswered() - answered == 4
 
 
+def test_a_restarted_stream_restores_its_row_images_from_its_checkpoint(spark: SparkSession, table_name: str,
+                                                                      tmp_path: Path) -> None:
+    # The stream's kept row images are checkpointed in its own checkpoint location: a restart (the
+    # driver's images forgotten, as a new application has none) restores them there and brings them
+    # forward over the commits since, instead of building them from a full read; the replay of every
+    # batch, before and after, gives every snapshot's rows.
+    spark.sql(f"CREATE TABLE {table_name} (k BIGINT, v STRING) USING iceberg TBLPROPERTIES ({MOR.format(v=2)})")
+    spark.createDataFrame([(k, f"a{k}") for k in range(40)], "k BIGINT, v STRING").repartition(2).writeTo(table_name).append()
+    upserts = iter((("b", [1, 2, 3]), ("c", [2, 3, 25]), ("d", [3, 25, 7]), ("e", [1, 7, 8]), ("f", [8, 9]), ("g", [9, 1])))
+
+    def upsert(n: int) -> None:
+        for _, (tag, keys) in zip(range(n), upserts):
+            write_equality_deletes(spark, table_name, ["k"], [(k,) for k in keys], inserts=[(k, f"{tag}{k}") for k in keys])
+    images = spark.sparkContext._jvm.eqdelete.changes.KeptRowImages
+    checkpoint = tmp_path / "checkpoint"
+    upsert(3)
+    built, restored, answered = images.built(), images.restored(), images.snapshotsAnswered()
+    with use_conf(spark, [("spark.eqdelete.changes.rowImages", "true")]):
+        batches = stream_batches(spark, table_name, checkpoint, max_snapshots_per_trigger=1)
+        assert images.built() - built == 1 and images.snapshotsAnswered() - answered == 3
+        assert any((checkpoint / "sources" / "0" / "eqdelete-state").rglob("v*.json")), "no saved version in the checkpoint"
+        images.forgetAll(spark._jsparkSession)
+        upsert(3)
+        batches += stream_batches(spark, table_name, checkpoint, max_snapshots_per_trigger=1)
+    assert images.restored() - restored == 1 and images.built() - built == 1, "built again instead of restored"
+    assert images.snapshotsAnswered() - answered == 6
+    assert replay(spark, table_name, batches) == rows_at(spark, table_name, lineage(spark, table_name)[-1])
+
+
 def _committed(spark: SparkSession, table: str) -> dict[int, dt.datetime]:
     return {s: c.astimezone(dt.timezone.utc) for s, c in
             spark.sql(f"SELECT snapshot_id, committed_at FROM {table}.snapshots").collect()}

@@ -51,8 +51,11 @@ class MaintainRound:
     less than reading the data files (``spark.eqdelete.maintain.liveIndex``, auto):
     ``data_files_read`` are then only the files it read to come up to date,
     ``live_index_entries`` and ``live_index_bytes`` its size after the round, and
-    ``live_index_note`` says when it was built from the table (and why), when the round read the
-    data files instead (and why), or when it was lost with an executor. ``stopped_at`` names the
+    ``live_index_note`` says when it was built from the table (and why), restored from a saved
+    version (a restart), when the round read the data files instead (and why), or when a saved
+    version could not be loaded; ``live_index_checkpoint_bytes`` the bytes the round wrote to
+    durable storage for it, ``live_index_stored_bytes`` what its current version takes there
+    (``spark.eqdelete.state.location``). ``stopped_at`` names the
     step at which a stop (``RoundStops``: SIGTERM to ``python -m eqdelete maintain``) ended the
     round: what it committed before that step stands, what it had not sent for commit is gone.
     """
@@ -83,6 +86,8 @@ class MaintainRound:
     live_index_bytes: int = 0
     live_index_note: Optional[str] = None
     stopped_at: Optional[str] = None
+    live_index_checkpoint_bytes: int = 0
+    live_index_stored_bytes: int = 0
 
     @property
     def live_index_bytes_per_key(self) -> Optional[float]:

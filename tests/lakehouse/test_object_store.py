@@ -86,3 +86,60 @@ def test_resolve_and_maintain_commit_through_the_catalog(spark: SparkSession, la
     assert catalog.load_table(name).current_snapshot().snapshot_id == first.snapshot_id
     rows = catalog.load_table(name).scan().to_arrow().to_pylist()
     assert sorted((r["k"], r["v"]) for r in rows) == sorted(fixture.expected)
+
+
+def test_kept_state_is_checkpointed_on_the_store_and_restored(spark: SparkSession, lakehouse: Lakehouse, table: str) -> None:
+    """maintain's kept index and the changes' kept row images checkpoint to the object store, beside
+    the table (its ``_eqdelete_state/``, written through the table's own FileIO with the keys the
+    catalog handed it): stores lost here load from there, and a restart (the driver's state of them
+    forgotten) restores them from there instead of building them again. Rows against the model."""
+    from pyarrow import fs
+
+    from eqdelete import _jvm
+
+    spark.sql(f"CREATE TABLE {table} (k BIGINT, v STRING) USING iceberg "
+              "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read')")
+    spark.createDataFrame([(k, f"a{k}") for k in range(300)], "k BIGINT, v STRING").repartition(3).writeTo(table).append()
+    model = {k: f"a{k}" for k in range(300)}
+    images = spark.sparkContext._jvm.eqdelete.changes.KeptRowImages
+    location = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").filter("col_name = 'Location'").first().data_type
+
+    def upsert(tag: str, keys: range) -> None:
+        eqdelete.write_equality_deletes(spark, table, ["k"], [(k,) for k in keys], inserts=[(k, f"{tag}{k}") for k in keys])
+        model.update({k: f"{tag}{k}" for k in keys})
+
+    def step(tag: str, keys: range) -> eqdelete.MaintainRound:
+        # An upsert, its changes through the row images (against those read from the data files), a round.
+        upsert(tag, keys)
+        last = [r[0] for r in spark.sql(f"SELECT snapshot_id FROM {table}.snapshots ORDER BY committed_at").collect()][-2]
+        imaged = sorted(map(tuple, eqdelete.changes(spark, table, start_snapshot_id=last).collect()))
+        with eqdelete.use_conf(spark, [("spark.eqdelete.changes.rowImages", "false")]):
+            assert imaged == sorted(map(tuple, eqdelete.changes(spark, table, start_snapshot_id=last).collect()))
+        result = eqdelete.maintain_round(spark, table, keep_index=True)
+        assert result.committed and result.rows_resolved == len(keys), result.render()
+        with eqdelete.use_strategy(spark, "native"):
+            assert dict(spark.table(table).collect()) == model
+        return result
+
+    settings = [("spark.eqdelete.maintain.liveIndex", "always"), ("spark.eqdelete.changes.rowImages", "true")]
+    with eqdelete.use_conf(spark, settings):
+        try:
+            built = step("b", range(0, 30))
+            assert "built from the table" in (built.live_index_note or ""), built.render()
+            state = lakehouse.s3_filesystem().get_file_info(fs.FileSelector(lakehouse.object_key(f"{location}/_eqdelete_state"),
+                                                                             recursive=True))
+            names = [f.path for f in state if f.type == fs.FileType.File]
+            assert any("/live-index/" in n and n.endswith(".json") for n in names), names
+            assert any("/row-images/" in n and n.endswith(".sst") for n in names), names
+            loads = _jvm.kept_store_loads(spark)
+            _jvm.lose_kept_index_stores(spark, table)
+            lost = step("c", range(20, 50))
+            assert lost.live_index_note is None and _jvm.kept_store_loads(spark) > loads, lost.render()
+            built_images, restored_images = images.built(), images.restored()
+            _jvm.forget_kept_indexes(spark, table)
+            images.forgetAll(spark._jsparkSession)
+            restarted = step("d", range(40, 70))
+            assert "restored from version" in (restarted.live_index_note or ""), restarted.render()
+            assert images.restored() - restored_images == 1 and images.built() == built_images
+        finally:
+            _jvm.forget_kept_indexes(spark, table)

@@ -17,7 +17,12 @@ to the snapshot; then a round of the long-running maintain through the **kept in
 which commits and stays. Both must resolve the same rows; at the end the native read must equal
 eqdelete's read before the last round. Before each, what a round under auto (the default,
 ``spark.eqdelete.maintain.liveIndex``) would choose from the round's metadata is recorded: "auto
-picks" (index or reading). Times are reported, never asserted.
+picks" (index or reading). Each kept round's bytes written to durable storage (its checkpoint:
+deltas, snapshots, manifest) are recorded. Last, a **restart**: the driver lets go of the index
+(as a restarted ``maintain`` has none; its checkpoints stay), one more commit of the middle round
+size, and the round that restores the index from its last saved version, loads its stores and
+brings it forward, timed beside the build and the steady rounds; with the bytes the index's
+version takes on durable storage. Times are reported, never asserted.
 """
 
 from __future__ import annotations
@@ -89,6 +94,7 @@ class RoundSize:
     kept_files_read: int
     kept_driver_peak_heap_mb: float = 0.0   # the most the driver's heap reached in a kept round (garbage included)
     auto_picks: str = ""                     # what a round under auto chose at this size (index or reading), from metadata
+    kept_checkpoint_bytes: int = 0           # median bytes a kept round wrote to durable storage (its checkpoint)
 
     @property
     def kept_to_today(self) -> float:
@@ -106,6 +112,10 @@ class MaintainScaleResult:
     index_bytes: int
     build_driver_peak_heap_mb: float = 0.0
     rounds: list[RoundSize] = field(default_factory=list)
+    restart_delete_rows: int = 0      # the round after a restart: its new delete rows,
+    restart_seconds: float = 0.0      # its time (restoring, loading the stores, bringing them forward, resolving)
+    restart_files_read: int = 0
+    stored_bytes: int = 0             # the index's current version on durable storage
 
     @property
     def bytes_per_key(self) -> float:
@@ -171,11 +181,27 @@ def run_point(spark: SparkSession, point: MaintainScalePoint, runs: int,
                                            statistics.median(r.seconds for r in today),
                                            statistics.median(r.seconds for r in kept),
                                            today[-1].data_files_read, kept[-1].data_files_read, max(kept_heap),
-                                           "/".join(sorted(set(picks)))))
+                                           "/".join(sorted(set(picks))),
+                                           int(statistics.median(r.live_index_checkpoint_bytes for r in kept))))
         with use_strategy(spark, "native"):
             if fingerprint(spark.table(table)) != truth:
                 raise ResultsDifferError(f"{point.key}: the native read after the rounds differs from eqdelete's before")
         result.index_entries, result.index_bytes = kept[-1].live_index_entries, kept[-1].live_index_bytes
+        # A restart: the driver's index forgotten, its checkpoints kept; the next round restores it.
+        size = point.rounds[len(point.rounds) // 2]
+        _jvm.forget_kept_indexes(spark, table)
+        batch += 1
+        stride = max(1, point.data_rows // size)
+        ids = spark.range(0, size).select((F.col("id") * stride + (batch * 7919) % stride).alias("id"))
+        write_equality_deletes(spark, table, spec.key_columns, spec._rows(ids, F.lit(1)))
+        with use_conf(spark, ROUND_CONF):
+            restarted = maintain_round(spark, table, keep_index=True)
+        if "restored from version" not in (restarted.live_index_note or ""):
+            raise ResultsDifferError(f"{point.key}: the round after a restart did not restore the index: {restarted.live_index_note}")
+        say(f"after a restart: {restarted.seconds:.2f} s for {size:,} delete rows ({restarted.data_files_read:,} files read; "
+            f"the build took {result.build_seconds:.1f} s)")
+        result.restart_delete_rows, result.restart_seconds = size, restarted.seconds
+        result.restart_files_read, result.stored_bytes = restarted.data_files_read, restarted.live_index_stored_bytes
     finally:
         _jvm.forget_kept_indexes(spark, table, checkpoints=True)
     return result
@@ -193,6 +219,17 @@ def markdown(results: list[MaintainScaleResult]) -> str:
             lines.append(f"{head}| {s.delete_rows:,} | {s.rows_resolved:,} | {s.today_seconds:.2f} ({s.today_files_read:,}) "
                          f"| {s.kept_seconds:.2f} ({s.kept_files_read:,}) | {s.kept_to_today:.2f} | {s.auto_picks or '-'} "
                          f"| {s.kept_driver_peak_heap_mb:,.0f} |")
+    lines += ["", "| data rows | index build s | steady round s (delete rows) | checkpoint bytes a steady round "
+              "| round after a restart s (files read) | restart / build | on durable storage, bytes a key |",
+              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in sorted(results, key=lambda r: r.data_rows):
+        steady = next((s for s in r.rounds if s.delete_rows == r.restart_delete_rows), None)
+        if steady is None or not r.restart_seconds:
+            continue
+        lines.append(f"| {r.data_rows:,} | {r.build_seconds:.1f} | {steady.kept_seconds:.2f} ({steady.delete_rows:,}) "
+                     f"| {steady.kept_checkpoint_bytes:,} | {r.restart_seconds:.2f} ({r.restart_files_read:,}) "
+                     f"| {r.restart_seconds / r.build_seconds:.2f} "
+                     f"| {r.stored_bytes / r.index_entries if r.index_entries else 0:.1f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -78,6 +78,16 @@ object KeptRowImages extends Logging {
   private val builds = new java.util.concurrent.atomic.AtomicLong()
   private val restores = new java.util.concurrent.atomic.AtomicLong()
 
+  /**
+   * Lets go of every kept row image of this driver, their checkpoints kept: as a restart of the
+   * application loses them (tests), so the next read restores them.
+   */
+  def forgetAll(session: SparkSession): Unit = (kept.keySet().asScala ++ retired.keySet().asScala).toVector.foreach { id =>
+    locks.computeIfAbsent(id, _ => new Object).synchronized {
+      (Option(kept.remove(id)) ++ Option(retired.remove(id))).foreach(k => Try(k.index.stores.release(session.sparkContext)))
+    }
+  }
+
   /** How many times this driver built kept row images from a full read, and restored them from a checkpoint. */
   def built: Long = builds.get()
   def restored: Long = restores.get()

@@ -55,7 +55,15 @@ final class KeptLiveIndex private (files: StateFiles, snapshotEvery: Int, privat
   private[liveindex] var lastFilesRead: Int = 0
 
   /** A round begins (not each of its attempts): what the last one did to the index is no longer news. */
-  private[liveindex] def beginRound(): Unit = { lastBuild = None; lastFilesRead = 0 }
+  private[liveindex] def beginRound(): Unit = { lastBuild = None; lastFilesRead = 0; roundStart = (index, index.stores.written) }
+
+  private var roundStart: (LiveKeyIndex, Long) = (index, 0L)
+
+  /** Bytes written to durable storage since the round began (a build's too). */
+  def writtenThisRound: Long = index.stores.written - (if (roundStart._1 eq index) roundStart._2 else 0L)
+
+  /** Bytes the current version takes on durable storage. */
+  def storedBytes: Long = index.stores.stored
 
   /** Entries in the stores (those of files out of use, not purged yet, included). */
   def entries: Long = entryCount
@@ -76,6 +84,7 @@ final class KeptLiveIndex private (files: StateFiles, snapshotEvery: Int, privat
    */
   private def broughtForward(session: SparkSession, work: ResolveWork, deletes: ScanDeletes, set: EqualityDeleteSet,
       stores: Int): StrippedScan = {
+    val (held, first) = (index, reflects.isEmpty)
     var toRead = filesToRead(session, work, deletes, stores, None)
     // One scan serves both: it reads the files brought in, and names the key columns the lookup packs.
     var scan = IndexedDeletedPositions.strippedScan(session, work, deletes, FileSelection.Only(toRead))
@@ -96,7 +105,8 @@ final class KeptLiveIndex private (files: StateFiles, snapshotEvery: Int, privat
     reflects = Some(work.snapshotId)
     ownCommit = None
     lastFilesRead = toRead.size
-    save()
+    // A build is saved at once (the round's commit saves the rest): a restart after it never builds again.
+    if (first || !(index eq held)) save()
     scan
   }
 

@@ -34,7 +34,7 @@ object KeptLiveIndexes extends Logging {
    * otherwise than bring them forward (built them, and why; read the data files instead, and
    * why), else None.
    */
-  final case class State(entries: Long, bytes: Long, note: Option[String])
+  final case class State(entries: Long, bytes: Long, note: Option[String], checkpointBytes: Long = 0, storedBytes: Long = 0)
 
   /** Runs `body` with `tableName`'s kept indexes to itself: two rounds of one table never bring them forward at once. */
   def exclusively[A](tableName: String)(body: => A): A = tables.computeIfAbsent(tableName, _ => new Object).synchronized(body)
@@ -195,7 +195,8 @@ object KeptLiveIndexes extends Logging {
       case None => plan.collect { case p: MaintainRoundPlan.ReadingDataFiles => p.why }
     }
     if (indexes.isEmpty) plan.map(_ => State(0, 0, note))
-    else try Some(State(indexes.map(_.entries).sum, indexes.map(_.bytes(session)).sum, note))
+    else try Some(State(indexes.map(_.entries).sum, indexes.map(_.bytes(session)).sum, note,
+      indexes.map(_.writtenThisRound).sum, indexes.map(_.storedBytes).sum))
     catch {
       case NonFatal(e) =>
         forget(session, tableName)

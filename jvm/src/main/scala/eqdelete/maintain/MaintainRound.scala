@@ -150,6 +150,8 @@ object MaintainRound {
       liveIndexEntries = index.map(_.entries).getOrElse(0L),
       liveIndexBytes = index.map(_.bytes).getOrElse(0L),
       liveIndexNote = resolve.lostIndex.orElse(index.flatMap(_.note)),
+      liveIndexCheckpointBytes = index.map(_.checkpointBytes).getOrElse(0L),
+      liveIndexStoredBytes = index.map(_.storedBytes).getOrElse(0L),
       stoppedAt = stoppedAt)
   }
 

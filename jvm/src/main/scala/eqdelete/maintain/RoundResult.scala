@@ -29,7 +29,11 @@ import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, IntegerTyp
  * @param liveIndexEntries   entries of the table's kept index of its live rows after the round
  *                           (0 without one), `liveIndexBytes` the bytes its stores hold
  * @param liveIndexNote      how the round came by its kept index when not by bringing it forward:
- *                           built from the table (why), or a store lost and the plan without it used
+ *                           built from the table (why), restored from a saved version, or a saved
+ *                           version that could not be loaded and the plan without it used
+ * @param liveIndexCheckpointBytes  bytes the round wrote to durable storage for its kept index
+ *                           (deltas, snapshots, its manifest); `liveIndexStoredBytes` the bytes its
+ *                           current version takes there
  * @param stoppedAt          the step at which a stop ([[RoundStop]]: the service's SIGTERM) ended the
  *                           round; what it committed before that step stands, nothing after it ran
  */
@@ -59,13 +63,15 @@ final case class RoundResult(
     liveIndexEntries: Long = 0,
     liveIndexBytes: Long = 0,
     liveIndexNote: Option[String] = None,
-    stoppedAt: Option[String] = None) {
+    stoppedAt: Option[String] = None,
+    liveIndexCheckpointBytes: Long = 0,
+    liveIndexStoredBytes: Long = 0) {
 
   def values: Seq[Any] = Seq(table, startingSnapshotId, snapshotId.map(Long.box).orNull, attempts, conflicts,
     compactionConflicted, lastConflict.orNull, equalityDeleteFilesRemoved, rowsResolved, dataFilesRead, positionDeleteFilesWritten,
     deletionVectorsWritten, positionDeleteFilesCompacted, compactionFilesWritten, equalityDeleteFilesLive, lagSeconds, seconds,
     commitNote.orNull, deferred.orNull, dataFilesCompacted, dataFilesWritten, dataBytesRewritten, liveIndexEntries,
-    liveIndexBytes, liveIndexNote.orNull, stoppedAt.orNull)
+    liveIndexBytes, liveIndexNote.orNull, stoppedAt.orNull, liveIndexCheckpointBytes, liveIndexStoredBytes)
 
   /** Field name to value, for Python and the SQL procedure's row. */
   def asJava: java.util.Map[String, Any] = RoundResult.Fields.map(_._1).zip(values).toMap.asJava
@@ -82,6 +88,6 @@ object RoundResult {
     "seconds" -> DoubleType, "commit_note" -> StringType, "deferred" -> StringType,
     "data_files_compacted" -> IntegerType, "data_files_written" -> IntegerType, "data_bytes_rewritten" -> LongType,
     "live_index_entries" -> LongType, "live_index_bytes" -> LongType, "live_index_note" -> StringType,
-    "stopped_at" -> StringType)
+    "stopped_at" -> StringType, "live_index_checkpoint_bytes" -> LongType, "live_index_stored_bytes" -> LongType)
   val Nullable: Set[String] = Set("snapshot_id", "last_conflict", "commit_note", "deferred", "live_index_note", "stopped_at")
 }

@@ -44,6 +44,9 @@ final class KeptStores[S <: RocksStore] private (held: HeldStores[S], val files:
   /** Bytes the steps wrote to durable storage, since the index was made here. */
   def written: Long = bytesWritten
 
+  /** Bytes the current version's files take on durable storage. */
+  def stored: Long = states.toSeq.flatMap(_.files).distinct.map(_.size).sum
+
   /** The executors the stores were last used on. */
   def executors: Int = homes.filter(_ != null).distinct.length
 

@@ -216,8 +216,9 @@ object EqDeleteConf {
       "its delete rows: the index pays on large tables with keys spread over many files, for rounds small against them; " +
       "one way must be 1.5x ahead before a round drops the index it holds or builds one it lacks). " +
       "'always': every round through the index; 'never': none kept ('true' and 'false' are read " +
-      "as always and never). It is built from the table on a start, and again after a rollback, an expiry it cannot " +
-      "see past, or a lost executor (that round uses the plan without the index). A round run once (--once, CALL " +
+      "as always and never). It is checkpointed (spark.eqdelete.state.location): a lost executor's stores load " +
+      "elsewhere, and a restart restores the last saved version; it is built from the table on a first start, and " +
+      "again after a rollback or an expiry it cannot see past. A round run once (--once, CALL " +
       "eqdelete.system.maintain, Spark Connect) never keeps one.",
     LiveIndex.accepted, LiveIndex.Auto)
 
@@ -234,7 +235,8 @@ object EqDeleteConf {
       "read of its parent; later commits bring them forward at what they changed. Only commits whose deletes are " +
       "exact use them (equality deletes global or partitioned by their key columns, on top-level keys of exactly " +
       "compared types, no delete by position in older files); another kind leaves them behind until a later read builds them again. Worth it for a " +
-      "long-running stream or session over a large table of upserts; lost with the application.",
+      "long-running stream or session over a large table of upserts; checkpointed (spark.eqdelete.state.location), so " +
+      "a lost executor or a restart loads them instead of building them again.",
     false)
 
   val STATE_LOCATION: ConfigEntry[String] = declare(LocationRule())(buildConf("state.location").doc(
