@@ -144,6 +144,9 @@ def test_maintain_scale_quick_profile_reads_only_what_was_written_since(spark: S
         assert s.rows_resolved > 0 and s.today_files_read == 8 and s.kept_files_read == 0, s
         # A table this small: reading its keys costs less than the index's lookups, so auto reads.
         assert s.auto_picks == "reading", s
+        assert s.kept_checkpoint_bytes > 0, s  # each round's deltas and manifest
+    # After a restart the round restored the index (checked inside) and read no data file of the table's.
+    assert r.restart_delete_rows == 400 and r.restart_seconds > 0 and r.restart_files_read == 0 and r.stored_bytes > 0, r
     assert (tmp_path / "maintain-scale.md").read_text().startswith("| data rows")
     assert (tmp_path / "maintain-scale.png").stat().st_size > 0
 
