@@ -10,9 +10,10 @@ import org.apache.spark.api.plugin.SparkPlugin;
 
 /**
  * A Spark plugin for tests (spark.plugins=HeldTasks): while the file named by
- * spark.heldTasks.while exists, every task of a job group whose id starts with
- * "eqdelete-maintain-" (a round of maintain) waits before it runs, after creating that file's
- * name plus ".held" once. A stage of the round is held so, until the file goes or the task is
+ * spark.heldTasks.while exists, every task of a job group whose id starts with one of the
+ * prefixes spark.heldTasks.groups lists (comma-separated; by default "eqdelete-maintain-", a round
+ * of maintain; "REWRITE-DATA-FILES-": Iceberg's data file rewrite) waits before it runs, after
+ * creating that file's name plus ".held" once. A stage of the round is held so, until the file goes or the task is
  * cancelled: the wait is a sleep, which a cancelled task's interrupt ends.
  */
 public class HeldTasks implements SparkPlugin {
@@ -25,17 +26,19 @@ public class HeldTasks implements SparkPlugin {
   public ExecutorPlugin executorPlugin() {
     return new ExecutorPlugin() {
       private File hold;
+      private String[] groups;
 
       @Override
       public void init(PluginContext ctx, Map<String, String> extraConf) {
         hold = new File(ctx.conf().get("spark.heldTasks.while"));
+        groups = ctx.conf().get("spark.heldTasks.groups", "eqdelete-maintain-").split(",");
       }
 
       @Override
       public void onTaskStart() {
         TaskContext task = TaskContext.get();
         String group = task == null ? null : task.getLocalProperty("spark.jobGroup.id");
-        if (group == null || !group.startsWith("eqdelete-maintain-")) {
+        if (group == null || java.util.Arrays.stream(groups).noneMatch(group::startsWith)) {
           return;
         }
         try {

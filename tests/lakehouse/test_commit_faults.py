@@ -534,6 +534,65 @@ def test_sigterm_during_a_held_stage_stops_within_the_bound(spark: SparkSession,
 
 
 @pytest.mark.command_line
+@pytest.mark.parametrize("how", ["--table", "--tables"])
+def test_sigterm_during_data_compaction_stops_within_the_bound(spark: SparkSession, lakehouse: Lakehouse, faults: Proxies,
+                                                               held_tasks: Path, tmp_path: Path, how: str) -> None:
+    """SIGTERM while Iceberg's data file rewrite, which a round's data compaction runs under a job
+    group of Iceberg's own, is held in its stage: its jobs are cancelled all the same (by the round's
+    job tag), the rewrite is abandoned before its commit, the process exits 0 within the bound, the
+    resolve before it stands, no file of the rewrite is left, and the next round compacts."""
+    table = make_table(spark, 3)
+    start = current_snapshot(spark, table.name)
+    hold = tmp_path / "hold"
+    hold.touch()
+    compaction = ["--conf", "spark.eqdelete.maintain.compactDataBytesPerHour=1073741824",
+                  "--conf", "spark.eqdelete.maintain.compactDataDeadRatio=0.01"]
+    command = [*_command(lakehouse, faults, spark, "maintain", how, table.name, "--interval", "1"), *compaction,
+               "--conf", "spark.plugins=HeldTasks", "--conf", f"spark.heldTasks.while={hold}",
+               "--conf", "spark.heldTasks.groups=REWRITE-DATA-FILES"]
+    command = [f"{c},{held_tasks}" if c.startswith("spark.jars=") else c for c in command]
+    out, err = tmp_path / "out", tmp_path / "err"
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 300
+        while not (tmp_path / "hold.held").exists():
+            assert process.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
+            time.sleep(0.2)
+        signalled = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        seconds = _stopped(process, signalled)
+    finally:
+        hold.unlink(missing_ok=True)
+        if process.poll() is None:
+            process.kill()
+    print(f"\n[stop] {how}, during data compaction: SIGTERM to exit {seconds:.1f} s")
+    assert process.returncode == 0, err.read_text()[-3000:]
+    assert seconds <= STOP_SECONDS, f"{seconds:.1f} s from SIGTERM to exit"
+    [round_] = _rounds_of(out)
+    assert round_["stopped_at"] == "compacting the data files past the dead-row share", round_
+    assert round_["snapshot_id"] is not None and round_["data_files_compacted"] == 0, round_
+    # The resolve's commit stands; the rewrite committed nothing and left no file behind.
+    assert current_snapshot(spark, table.name) == round_["snapshot_id"] != start
+    check_table(spark, lakehouse, table, resolved=True)
+    assert _unreferenced_data_files(spark, lakehouse, table.name) == []
+    with eqdelete.use_conf(spark, [("spark.eqdelete.maintain.compactDataBytesPerHour", "1073741824"),
+                                   ("spark.eqdelete.maintain.compactDataDeadRatio", "0.01")]):
+        assert eqdelete.maintain_round(spark, table.name).data_files_compacted > 0  # the next round compacts
+    check_table(spark, lakehouse, table, resolved=True)
+
+
+def _unreferenced_data_files(spark: SparkSession, lakehouse: Lakehouse, table: str) -> list[str]:
+    """Objects under the table's data directory that no snapshot references (a rewrite's leftovers)."""
+    from pyarrow import fs
+
+    location = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").filter("col_name = 'Location'").first().data_type
+    found = lakehouse.s3_filesystem().get_file_info(fs.FileSelector(lakehouse.object_key(f"{location}/data"), recursive=True))
+    referenced = {lakehouse.object_key(r[0]) for r in spark.sql(f"SELECT file_path FROM {table}.all_files").collect()}
+    return [f.path for f in found if f.type == fs.FileType.File and f.path not in referenced]
+
+
+@pytest.mark.command_line
 def test_sigterm_during_the_commit_lets_it_land(spark: SparkSession, lakehouse: Lakehouse, faults: Proxies,
                                                 tmp_path: Path) -> None:
     """SIGTERM as maintain's commit reaches the catalog, which takes 5 s to answer: the commit is not

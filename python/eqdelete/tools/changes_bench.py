@@ -67,7 +67,10 @@ class ChangesBenchResult:
     upserts: int
     data_files: int
     changed_rows: int
-    medians: dict[str, float]  # changes, except_all, parent_read, row_images_build, row_images, row_images_plain
+    # changes, except_all, parent_read, row_images_build, row_images, row_images_plain, row_images_restart (a
+    # commit's changes after a restart: restoring and loading them); row_image_checkpoint_bytes (the median
+    # bytes a commit's changes wrote to durable storage) and row_image_stored_bytes (their version there)
+    medians: dict[str, float]
     row_image_bytes: int | None = None  # the bytes the kept row images took
 
 
@@ -164,16 +167,37 @@ def _with_row_images(spark: SparkSession, spec: CdcSpec, columns: list[str], par
     with use_strategy(spark, "auto"):
         build, _ = both(_changes_sql(spec.table, columns, parent, commit))
         say(f"with kept row images: {build:.2f}s, building them")
-        imaged, plain, previous = [], [], commit
+        imaged, plain, written, previous = [], [], [], commit
         for n in range(runs):
             write_commit(spark, spec, snapshots + n)
             latest = _jvm.current_snapshot_id(spark, spec.table)
+            before = _checkpointed(spark)[0]
             seconds = both(_changes_sql(spec.table, columns, previous, latest))
+            written.append(_checkpointed(spark)[0] - before)
             imaged.append(seconds[0])
             plain.append(seconds[1])
             previous = latest
-            say(f"a new commit's changes: {seconds[0]:.2f}s with kept row images, {seconds[1]:.2f}s without")
-    return {"row_images_build": build, "row_images": statistics.median(imaged), "row_images_plain": statistics.median(plain)}
+            say(f"a new commit's changes: {seconds[0]:.2f}s with kept row images, {seconds[1]:.2f}s without, "
+                f"{written[-1]:,} bytes checkpointed")
+        stored = _checkpointed(spark)[1]
+        # A restart: the images forgotten (as a new application has none); the next commit's read restores them.
+        images = spark.sparkContext._jvm.eqdelete.changes.KeptRowImages
+        restored = images.restored()
+        images.forgetAll(spark._jsparkSession)
+        write_commit(spark, spec, snapshots + runs)
+        latest = _jvm.current_snapshot_id(spark, spec.table)
+        restart, _ = both(_changes_sql(spec.table, columns, previous, latest))
+        if images.restored() != restored + 1:
+            raise AssertionError(f"{spec.table}: the kept row images were not restored after a restart")
+        say(f"after a restart: {restart:.2f}s with kept row images (restored, loaded)")
+    return {"row_images_build": build, "row_images": statistics.median(imaged), "row_images_plain": statistics.median(plain),
+            "row_images_restart": restart, "row_image_checkpoint_bytes": statistics.median(written),
+            "row_image_stored_bytes": stored}
+
+
+def _checkpointed(spark: SparkSession) -> list[int]:
+    """[bytes the kept row images wrote to durable storage, bytes their current versions take there]."""
+    return [int(b) for b in spark.sparkContext._jvm.eqdelete.changes.KeptRowImages.checkpointed(spark._jsparkSession)]
 
 
 def _row_image_bytes(spark: SparkSession) -> int:
@@ -184,8 +208,10 @@ def _row_image_bytes(spark: SparkSession) -> int:
 def markdown(results: list[ChangesBenchResult]) -> str:
     lines = ["| data rows | data files | upserts | changed rows | changes s | EXCEPT ALL of two reads s | "
              "EXCEPT ALL / changes | one read of the parent s | changes / one read | changes / changes at the smallest | "
-             "later commits with kept row images s | / at the smallest | the same without s | building them s | their bytes |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "later commits with kept row images s | / at the smallest | the same without s | building them s | their bytes | "
+             "after a restart s | checkpointed a commit | on durable storage |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+             "| ---: | ---: | ---: |"]
     first = results[0].medians.get("changes") if results else None
     first_imaged = results[0].medians.get("row_images") if results else None
     for r in results:
@@ -196,8 +222,12 @@ def markdown(results: list[ChangesBenchResult]) -> str:
         with_images = (f"{imaged:.2f} | {imaged / first_imaged:.2f} | {plain:.2f} | {build:.2f}"
                        if imaged and first_imaged and build and plain else "- | - | - | -")
         size = f"{r.row_image_bytes / 2**20:,.0f} MiB" if r.row_image_bytes else "-"
+        restart, written, stored = (r.medians.get(k) for k in ("row_images_restart", "row_image_checkpoint_bytes",
+                                                               "row_image_stored_bytes"))
+        durable = (f"{restart:.2f} | {written / 2**10:,.0f} KiB | {stored / 2**20:,.0f} MiB"
+                   if restart and written is not None and stored else "- | - | -")
         lines.append(f"| {r.rows:,} | {r.data_files:,} | {r.upserts:,} | {r.changed_rows:,} | {without} | {with_images} | "
-                     f"{size} |")
+                     f"{size} | {durable} |")
     return "\n".join(lines) + "\n"
 
 

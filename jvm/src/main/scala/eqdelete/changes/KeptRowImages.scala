@@ -79,6 +79,16 @@ object KeptRowImages extends Logging {
   private val restores = new java.util.concurrent.atomic.AtomicLong()
 
   /**
+   * What this application's kept row images wrote to durable storage since they were built or
+   * restored here, and what their current versions take there: `[written, stored]` bytes.
+   */
+  def checkpointed(session: SparkSession): Array[Long] = {
+    val app = session.sparkContext.applicationId
+    val mine = kept.values().asScala.filter(_.application == app).toSeq
+    Array(mine.map(_.index.stores.written).sum, mine.map(_.index.stores.stored).sum)
+  }
+
+  /**
    * Lets go of every kept row image of this driver, their checkpoints kept: as a restart of the
    * application loses them (tests), so the next read restores them.
    */

@@ -245,7 +245,10 @@ object KeptLiveIndex {
 
   /** Where the kept indexes of `table`'s equality set `equalityIds` are checkpointed. */
   def files(session: SparkSession, table: org.apache.iceberg.Table, equalityIds: Seq[Int]): StateFiles =
-    StateLocation.of(session, table).under(s"$Kind/${equalityIds.mkString("-")}")
+    allFiles(session, table).under(equalityIds.mkString("-"))
+
+  /** Where every kept index of `table` is checkpointed. */
+  def allFiles(session: SparkSession, table: org.apache.iceberg.Table): StateFiles = StateLocation.of(session, table).under(Kind)
 
   def create(session: SparkSession, files: StateFiles, partitions: Int): KeptLiveIndex = {
     val every = EqDeleteConf.stateDeltasPerSnapshot(session.sessionState.conf)

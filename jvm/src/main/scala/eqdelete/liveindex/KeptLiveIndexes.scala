@@ -14,6 +14,7 @@ import eqdelete.resolve.{DeletedPositions, ResolveEqualityDeletes, ResolveWork}
 import org.apache.spark.internal.Logging
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.{DataFrame, Row, SparkSession}
+import org.apache.spark.sql.eqdelete.compat.IcebergSparkTables
 import org.apache.spark.sql.types.{LongType, StringType, StructField, StructType}
 import org.apache.spark.storage.StorageLevel
 
@@ -225,6 +226,17 @@ object KeptLiveIndexes extends Logging {
       try if (dropCheckpoints) index.dropAll(session) else index.release(session) catch {
         case NonFatal(e) => logWarning(s"eqdelete: letting go of a kept index of $tableName: ${e.getMessage}")
       }
+    }
+  }
+
+  /**
+   * Deletes every saved version of `tableName`'s kept indexes (a file of one could not be read):
+   * the next round builds the index from the table instead of restoring it.
+   */
+  def dropSaved(session: SparkSession, tableName: String): Unit = exclusively(tableName) {
+    forget(session, tableName)
+    try KeptLiveIndex.allFiles(session, IcebergSparkTables.current(session, tableName)).deleteAll() catch {
+      case NonFatal(e) => logWarning(s"eqdelete: deleting the saved kept indexes of $tableName: ${e.getMessage}")
     }
   }
 

@@ -71,7 +71,7 @@ object ResolveAttempts extends Logging {
             lost = Some(s"a store of the kept index could not be loaded from its checkpoint (${Failures.describe(failed)}); " +
               "this round found the rows without it, and the index is built again next round")
             logWarning(s"eqdelete maintain: $tableName: ${lost.get}")
-            KeptLiveIndexes.forget(session, tableName, dropCheckpoints = true)
+            KeptLiveIndexes.dropSaved(session, tableName)
             attemptWith(index = false)
         })
       } catch {

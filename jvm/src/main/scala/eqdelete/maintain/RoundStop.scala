@@ -11,9 +11,15 @@ import org.apache.spark.SparkContext
  * deleted as after any failure before a commit. A commit already being sent is never stopped:
  * it runs no Spark job, and the round checks again only after it.
  *
+ * The round's jobs are cancelled by its group and by a job tag the round's thread carries
+ * (`eqdelete-round-<group>`): a library the round calls may set a job group of its own (Iceberg's
+ * `rewrite_data_files` runs its jobs as `REWRITE-DATA-FILES-n`, in threads of its own), which
+ * replaces the group but not the tags, which its threads inherit.
+ *
  * The step the round is at is kept for its report (`stopped_at`).
  */
 final class RoundStop private (val jobGroup: Option[String]) {
+  private val jobTag = jobGroup.map(RoundStop.tagOf)
   @volatile private var requested = false
   @volatile private var current = "starting"
   @volatile private var committing = false
@@ -49,6 +55,7 @@ final class RoundStop private (val jobGroup: Option[String]) {
   private def request(sc: SparkContext): Unit = {
     synchronized { requested = true; notifyAll() }
     jobGroup.foreach(sc.cancelJobGroup)
+    jobTag.foreach(sc.cancelJobsWithTag)
   }
 }
 
@@ -71,8 +78,15 @@ object RoundStop {
       case Some(group) =>
         val stop = new RoundStop(Some(group))
         running.put(group, stop)
-        try body(stop) finally running.remove(group, stop)
+        sc.addJobTag(tagOf(group))
+        try body(stop) finally {
+          sc.removeJobTag(tagOf(group))
+          running.remove(group, stop)
+        }
     }
+
+  /** The job tag of a round's group (a tag holds no comma). */
+  private def tagOf(group: String): String = "eqdelete-round-" + group.replace(',', '_')
 
   /**
    * Stops the round running in `jobGroup`, if one is: its Spark jobs now, the round at its next

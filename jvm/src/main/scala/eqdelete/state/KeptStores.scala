@@ -165,12 +165,17 @@ object KeptStores {
 
   /**
    * The newest manifest saved under `files` (by any driver), which `usable` accepts: the newest
-   * of each index's directory, newest first. A manifest that cannot be read (cut short) is passed over.
+   * of each index's directory, newest first. A manifest that cannot be read (cut short), or one
+   * a file of which is missing or of another size, is passed over: its stores could not be loaded.
    */
   def latest(files: StateFiles)(usable: Manifest => Boolean): Option[Manifest] = {
-    val newestOfEach = files.list().flatMap(f => manifestNumber(f.rel).map(n => (f.rel.takeWhile(_ != '/'), n, f)))
+    val listed = files.list()
+    val sizes = listed.map(f => f.rel -> f.size).toMap
+    val newestOfEach = listed.flatMap(f => manifestNumber(f.rel).map(n => (f.rel.takeWhile(_ != '/'), n, f)))
       .groupBy(_._1).values.map(_.maxBy(_._2)._3).toVector.sortBy(-_.createdAtMillis)
-    newestOfEach.iterator.flatMap(f => Try(readManifest(files, f.rel)).toOption).find(usable)
+    newestOfEach.iterator.flatMap(f => Try(readManifest(files, f.rel)).toOption)
+      .filter(_.states.forall(_.files.forall(f => sizes.get(f.rel).contains(f.size))))
+      .find(usable)
   }
 
   private def readManifest(files: StateFiles, rel: String): Manifest = {
