@@ -70,10 +70,10 @@ object MaintainRound {
     val metrics = MaintainMetricsSource.of(session.sparkContext)
     val timing = metrics.roundTime.time()
     val keep = keepIndex && settings.liveIndex != LiveIndexSetting.Never
-    val result = try RoundStop.around(session.sparkContext) { stop =>
+    val result = try asActive(session)(RoundStop.around(session.sparkContext) { stop =>
       if (keep) KeptLiveIndexes.exclusively(tableName)(runRound(session, tableName, settings, keep, beforeCommit, stop))
       else runRound(session, tableName, settings, keep, beforeCommit, stop)
-    } catch {
+    }) catch {
       case e: Throwable =>
         metrics.rounds.inc()
         metrics.roundsFailed.inc()
@@ -81,6 +81,22 @@ object MaintainRound {
     } finally timing.stop()
     report(metrics, result, keep)
     result
+  }
+
+  /**
+   * `body` with `session` the calling thread's active session, and of the threads it starts: a
+   * round may run on a thread that has none (a service's worker thread), where Spark's `SQLConf.get`
+   * falls back to an empty configuration, and a library the round calls reads its session's
+   * settings so (Iceberg's `rewrite_data_files` registers the catalog it writes through on the
+   * active session, then looks it up by `SQLConf.get`: `CATALOG_NOT_FOUND` without one).
+   */
+  private def asActive[A](session: SparkSession)(body: => A): A = {
+    val previous = SparkSession.getActiveSession
+    SparkSession.setActiveSession(session)
+    try body finally previous match {
+      case Some(p) => SparkSession.setActiveSession(p)
+      case None => SparkSession.clearActiveSession()
+    }
   }
 
   private def runRound(session: SparkSession, tableName: String, settings: Settings, keep: Boolean,
