@@ -65,25 +65,39 @@ abstract class RocksStore(val directory: File) extends AutoCloseable {
   }
 
   /**
-   * Adds `entries` (key and value) given in RocksDB's order as one sorted file RocksDB takes in
-   * whole, past its memtables and compactions. How many. Not recorded in a delta: a step that
-   * ingests ends with a snapshot.
+   * Adds `entries` (key and value) given in RocksDB's order as sorted files RocksDB takes in
+   * whole, past its memtables and compactions. How many. Each file holds at most
+   * [[RocksStore.IngestFileBytes]]: RocksDB's own file size, so a later compaction rewrites the few
+   * files its keys overlap, not one file of the whole store (which a snapshot would then upload
+   * again whole). Not recorded in a delta: a step that ingests ends with a snapshot.
    */
   protected final def ingest(entries: Iterator[(Array[Byte], Array[Byte])]): Long = {
     flush()
     unrecorded = true
-    val file = new File(directory, s"ingest-${System.nanoTime()}.sst")
     val envOptions = new EnvOptions()
-    val writer = new SstFileWriter(envOptions, options)
-    var n = 0L
+    val files = scala.collection.mutable.ArrayBuffer.empty[String]
+    var writer: SstFileWriter = null
+    var (n, bytes) = (0L, 0L)
+    def finished(): Unit = if (writer != null) { writer.finish(); writer.close(); writer = null }
     try {
-      writer.open(file.getAbsolutePath)
-      entries.foreach { case (k, v) => writer.put(k, v); n += 1 }
-      if (n > 0) writer.finish()
-    } finally { writer.close(); envOptions.close() }
-    if (n > 0) {
+      entries.foreach { case (k, v) =>
+        if (writer == null || bytes >= RocksStore.IngestFileBytes) {
+          finished()
+          val file = new File(directory, s"ingest-${System.nanoTime()}-${files.size}.sst")
+          writer = new SstFileWriter(envOptions, options)
+          writer.open(file.getAbsolutePath)
+          files += file.getAbsolutePath
+          bytes = 0
+        }
+        writer.put(k, v)
+        bytes += k.length + v.length
+        n += 1
+      }
+      finished()
+    } finally { if (writer != null) writer.close(); envOptions.close() }
+    if (files.nonEmpty) {
       val moving = new IngestExternalFileOptions().setMoveFiles(true)
-      try db.ingestExternalFile(java.util.Collections.singletonList(file.getAbsolutePath), moving) finally moving.close()
+      try db.ingestExternalFile(java.util.Arrays.asList(files.toSeq: _*), moving) finally moving.close()
     }
     n
   }
@@ -133,6 +147,8 @@ object RocksStore {
   RocksDB.loadLibrary()
 
   private val BatchEntries = 10000
+  /** The most bytes (keys and values, before compression) of a file a bulk load ingests: RocksDB's own target file size. */
+  private val IngestFileBytes = 64L << 20
   private val WriteBufferBytes = 64L << 20
 
   /** The options of a store's RocksDB: LZ4, and memtables bounded (two of 64 MB). */
