@@ -486,6 +486,32 @@ def _rounds_of(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.read_text().splitlines() if line.startswith("{")]
 
 
+def _terminated_while_held(command: list[str], hold: Path, tmp_path: Path, what: str, settle: float = 0) -> list[dict[str, Any]]:
+    """Runs ``command`` until a task is held (HeldTasks, while ``hold`` exists), waits ``settle``
+    seconds more, sends SIGTERM; asserts the process exits 0 within the bound (the time printed);
+    the rounds it reported."""
+    out, err = tmp_path / "out", tmp_path / "err"
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 300
+        while not (tmp_path / "hold.held").exists():
+            assert process.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
+            time.sleep(0.2)
+        time.sleep(settle)
+        signalled = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        seconds = _stopped(process, signalled)
+    finally:
+        hold.unlink(missing_ok=True)
+        if process.poll() is None:
+            process.kill()
+    print(f"\n[stop] {what}: SIGTERM to exit {seconds:.1f} s")
+    assert process.returncode == 0, err.read_text()[-3000:]
+    assert seconds <= STOP_SECONDS, f"{seconds:.1f} s from SIGTERM to exit"
+    return _rounds_of(out)
+
+
 @pytest.mark.command_line
 @pytest.mark.parametrize("how", ["--table, building the kept index", "--tables, two rounds at once"])
 def test_sigterm_during_a_held_stage_stops_within_the_bound(spark: SparkSession, lakehouse: Lakehouse, faults: Proxies,
@@ -501,26 +527,8 @@ def test_sigterm_during_a_held_stage_stops_within_the_bound(spark: SparkSession,
     command = [*_command(lakehouse, faults, spark, "maintain", *which, "--interval", "1"), "--conf", "spark.plugins=HeldTasks",
                "--conf", f"spark.heldTasks.while={hold}", "--conf", "spark.eqdelete.maintain.liveIndex=always"]
     command = [f"{c},{held_tasks}" if c.startswith("spark.jars=") else c for c in command]
-    out, err = tmp_path / "out", tmp_path / "err"
-    with open(out, "wb") as stdout, open(err, "wb") as stderr:
-        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, cwd=tmp_path)
-    try:
-        deadline = time.monotonic() + 300
-        while not (tmp_path / "hold.held").exists():
-            assert process.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
-            time.sleep(0.2)
-        time.sleep(2 if len(tables) > 1 else 0)  # both rounds held: two slots, a round each
-        signalled = time.monotonic()
-        process.send_signal(signal.SIGTERM)
-        seconds = _stopped(process, signalled)
-    finally:
-        hold.unlink(missing_ok=True)
-        if process.poll() is None:
-            process.kill()
-    print(f"\n[stop] {how}: SIGTERM to exit {seconds:.1f} s")
-    assert process.returncode == 0, err.read_text()[-3000:]
-    assert seconds <= STOP_SECONDS, f"{seconds:.1f} s from SIGTERM to exit"
-    rounds = _rounds_of(out)
+    # Both rounds held before the signal (two slots, a round each).
+    rounds = _terminated_while_held(command, hold, tmp_path, f"{how}", settle=2 if len(tables) > 1 else 0)
     assert sorted(r["table"].rsplit(".", 1)[-1] for r in rounds) == sorted(t.name.rsplit(".", 1)[-1] for t in tables), rounds
     for r in rounds:
         assert r["snapshot_id"] is None and r["stopped_at"].startswith("resolve: finding the rows"), r
@@ -551,25 +559,7 @@ def test_sigterm_during_data_compaction_stops_within_the_bound(spark: SparkSessi
                "--conf", "spark.plugins=HeldTasks", "--conf", f"spark.heldTasks.while={hold}",
                "--conf", "spark.heldTasks.groups=REWRITE-DATA-FILES"]
     command = [f"{c},{held_tasks}" if c.startswith("spark.jars=") else c for c in command]
-    out, err = tmp_path / "out", tmp_path / "err"
-    with open(out, "wb") as stdout, open(err, "wb") as stderr:
-        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, cwd=tmp_path)
-    try:
-        deadline = time.monotonic() + 300
-        while not (tmp_path / "hold.held").exists():
-            assert process.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
-            time.sleep(0.2)
-        signalled = time.monotonic()
-        process.send_signal(signal.SIGTERM)
-        seconds = _stopped(process, signalled)
-    finally:
-        hold.unlink(missing_ok=True)
-        if process.poll() is None:
-            process.kill()
-    print(f"\n[stop] {how}, during data compaction: SIGTERM to exit {seconds:.1f} s")
-    assert process.returncode == 0, err.read_text()[-3000:]
-    assert seconds <= STOP_SECONDS, f"{seconds:.1f} s from SIGTERM to exit"
-    [round_] = _rounds_of(out)
+    [round_] = _terminated_while_held(command, hold, tmp_path, f"{how}, during data compaction")
     assert round_["stopped_at"] == "compacting the data files past the dead-row share", round_
     assert round_["snapshot_id"] is not None and round_["data_files_compacted"] == 0, round_
     # The resolve's commit stands; the rewrite committed nothing and left no file behind.
