@@ -209,11 +209,11 @@ final class KeptLiveIndex private (files: StateFiles, snapshotEvery: Int, privat
   /** Drops the index and every saved version of its table's indexes of its key, its own and others': none is restored. */
   def dropAll(session: SparkSession): Unit = { drop(session); files.deleteAll() }
 
-  /** Lets go of the index here, its checkpoints kept: a later round restores it from its last saved version. */
+  /**
+   * Drops the executors' copies of the stores, their checkpoints kept: a task loads its store
+   * again, and a driver that lets go of the index restores it from its last saved version.
+   */
   def release(session: SparkSession): Unit = index.stores.release(session.sparkContext)
-
-  /** The executors' copies of the stores dropped behind the driver's back (tests: as a lost executor loses them). */
-  def loseLocalStores(session: SparkSession): Unit = index.stores.release(session.sparkContext)
 
   /** Bytes its steps and saves wrote to durable storage. */
   def bytesWritten: Long = index.stores.written

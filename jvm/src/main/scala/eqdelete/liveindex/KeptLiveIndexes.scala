@@ -209,7 +209,7 @@ object KeptLiveIndexes extends Logging {
    * For tests: deletes the executors' copies of `tableName`'s kept indexes behind the driver's
    * back, as an executor lost with them would: the next round's tasks load them from their checkpoints.
    */
-  def loseStores(session: SparkSession, tableName: String): Unit = indexesOf(tableName).foreach(_.loseLocalStores(session))
+  def loseStores(session: SparkSession, tableName: String): Unit = indexesOf(tableName).foreach(_.release(session))
 
   /**
    * Lets go of the kept indexes of `tableName` in this driver, once no round of it is under way,
