@@ -63,8 +63,8 @@ object ChangesPlan {
   def of(session: SparkSession, tableName: String, options: ChangesOptions): DataFrame = {
     val table = IcebergSparkTables.current(session, tableName)
     val range = ChangeRange.of(table, options)
-    // Every snapshot's rows in the schema of the range's end, columns matched by field id: a
-    // column renamed since keeps its values, one added since is NULL before.
+    // Every snapshot's rows in the schema of the range's end, matched by field id at every depth
+    // (ByFieldId): a field renamed or moved since keeps its values, one added since is NULL before.
     val target = range.snapshots.lastOption.map(schemaOf(table, _)).getOrElse(table.schema())
     requireComparable(table, target)
     val name = quotedName(session, tableName)
@@ -89,8 +89,8 @@ object ChangesPlan {
 
   /**
    * Fails in one line when a column of `target` has the name of a column the changes add (Spark
-   * matches names case-insensitively), or holds a MAP or a VARIANT: dropping carry-over rows
-   * compares whole rows.
+   * matches names case-insensitively), or holds a VARIANT: dropping carry-over rows compares whole
+   * rows.
    */
   def requireComparable(table: Table, target: Schema): Unit = {
     val added = Set(ChangeType, ChangeOrdinal, CommitSnapshotId)
@@ -100,8 +100,7 @@ object ChangesPlan {
     }
     IcebergSparkTables.sparkSchema(target).fields.find(f => incomparable(f.dataType)).foreach { column =>
       throw new IllegalArgumentException(s"eqdelete: cannot read the changes of ${table.name()}: column ${column.name} " +
-        s"holds a ${column.dataType.simpleString.toUpperCase(java.util.Locale.ROOT).takeWhile(_ != '<')} (or one inside it), " +
-        "and dropping carry-over rows compares whole rows, which Spark cannot do for maps and variants")
+        s"holds a VARIANT (or one inside it), and dropping carry-over rows compares whole rows, which Spark cannot do for variants")
     }
   }
 
@@ -167,13 +166,13 @@ object ChangesPlan {
       (w, p, parentSchema, SnapshotDeleteKeys.of(session, table, w, parentSchema))
     })
     def readAligned(snapshotId: Long, files: Set[String], schema: Schema, whole: Boolean) =
-      aligned(liveRows(session, name, snapshotId, files, whole), schema, target, positions)
+      ByFieldId.aligned(liveRows(session, name, snapshotId, files, whole), schema, target, positions)
     val exact = keyed.collect { case (w, _, _, Some(k)) if k.exact => (w, k) }
     // Snapshots whose deletes are their keys' rows: looked up in kept row images, when the session keeps them.
     val fromImages = KeptRowImages.deleted(session, table, name, exact, stateRoot)
     val imaged = fromImages.fold(Set.empty[Int])(_.ordinals)
     val deletedByImages = fromImages.map { found =>
-      aligned(found.rows, found.schema, target, Seq(KeptRowImages.At))
+      ByFieldId.aligned(found.rows, found.schema, target, Seq(KeptRowImages.At))
         .withColumn(ChangeOrdinal, F.col(KeptRowImages.At))
         .withColumn(CommitSnapshotId, commitSnapshotIdAt(work.filter(w => imaged(w.ordinal)), F.col(KeptRowImages.At)))
         .drop(KeptRowImages.At)
@@ -185,7 +184,7 @@ object ChangesPlan {
     val touched = keyed.filterNot(k => foundByKeys(k._1.ordinal)).map { case (w, parentId, parentSchema, keys) =>
       def read(snapshotId: Long, schema: Schema, whole: Boolean) =
         keys.foldLeft(liveRows(session, name, snapshotId, w.touched, whole))((rows, k) => k.candidates(schema, rows))
-      val before = tagged(aligned(read(parentId, parentSchema, w.readsWholeParent), parentSchema, target, positions),
+      val before = tagged(ByFieldId.aligned(read(parentId, parentSchema, w.readsWholeParent), parentSchema, target, positions),
         w.ordinal, w.snapshot)
       // The rows live before and not after, unless the candidates are exactly those.
       val after = if (keys.exists(_.exact)) None else Some(read(w.snapshot.snapshotId(), schemaOf(table, w.snapshot), whole = false)
@@ -201,7 +200,7 @@ object ChangesPlan {
     val deleted = ((deletedByPosition.toSeq ++ byKeysAlone.map(_._1)).map(_.drop(positions: _*)) ++ deletedByKeys)
       .map(_.withColumn(ChangeType, F.lit(Delete)))
     val inserted = work.filter(_.added.nonEmpty).map { w =>
-      tagged(aligned(liveRows(session, name, w.snapshot.snapshotId(), w.added), schemaOf(table, w.snapshot), target),
+      tagged(ByFieldId.aligned(liveRows(session, name, w.snapshot.snapshotId(), w.added), schemaOf(table, w.snapshot), target),
         w.ordinal, w.snapshot).withColumn(ChangeType, F.lit(Insert))
     }
     val columns = target.columns().asScala.toSeq.map(_.name())
@@ -235,7 +234,7 @@ object ChangesPlan {
   /** The rows of `files` live at `snapshot`, each an INSERT tagged with `ordinal`: how a stream starts from a snapshot whose parent expired. */
   def liveInserts(session: SparkSession, name: String, table: Table, target: Schema, snapshot: Snapshot, ordinal: Int,
       files: Set[String]): DataFrame =
-    inChangeColumns(tagged(aligned(liveRows(session, name, snapshot.snapshotId(), files), schemaOf(table, snapshot), target),
+    inChangeColumns(tagged(ByFieldId.aligned(liveRows(session, name, snapshot.snapshotId(), files), schemaOf(table, snapshot), target),
       ordinal, snapshot).withColumn(ChangeType, F.lit(Insert)), target)
 
   private def tagged(df: DataFrame, ordinal: Int, snapshot: Snapshot): DataFrame =
@@ -245,21 +244,8 @@ object ChangesPlan {
   private def inChangeColumns(df: DataFrame, target: Schema): DataFrame =
     df.select((target.columns().asScala.toSeq.map(f => column(f.name())) ++ changeColumns): _*)
 
-  /**
-   * `df`, read in schema `read`, as the columns of `target`, matched by field id (NULL where `read`
-   * has none), then `keep` as they are.
-   */
-  private def aligned(df: DataFrame, read: Schema, target: Schema, keep: Seq[String] = Nil): DataFrame = {
-    val targetType = IcebergSparkTables.sparkSchema(target)
-    df.select(target.columns().asScala.toSeq.map { field =>
-      val sparkType = targetType(field.name()).dataType
-      read.columns().asScala.find(_.fieldId() == field.fieldId())
-        .map(f => column(f.name()).cast(sparkType)).getOrElse(F.lit(null).cast(sparkType)).as(field.name())
-    } ++ keep.map(F.col): _*)
-  }
-
   private def incomparable(dataType: DataType): Boolean = dataType match {
-    case _: MapType => true
+    case m: MapType => incomparable(m.keyType) || incomparable(m.valueType)
     case other if other.typeName == "variant" => true  // Spark 4.x's VariantType, which 3.5 lacks
     case s: StructType => s.fields.exists(f => incomparable(f.dataType))
     case a: ArrayType => incomparable(a.elementType)

@@ -46,6 +46,11 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
   // A snapshot's files, for what a batch's read makes of them (SnapshotChangeFiles.byKeys, everyParentFile).
   private val filesCache = scala.collection.concurrent.TrieMap.empty[Long, SnapshotChangeFiles]
   private lazy val startPosition: StreamPosition = log.startOrKeep(initial())
+  // The snapshots committed before this query started, which it reads in `target`, the schema of
+  // its columns, as a batch read ending there would. A snapshot committed since in a schema that
+  // changes those columns stops the stream there (see latestOffset).
+  private val startedAt: Option[Snapshot] = Option(table.currentSnapshot())
+  private lazy val beforeStart: Set[Long] = startedAt.fold(Set.empty[Long])(s => ChangeRange.ancestors(table, s).map(_.snapshotId()).toSet)
 
   /** A step's units: those kept when it was split, else from metadata. */
   private def unitsOf(step: ChangesSource.Step): IndexedSeq[StreamUnit] =
@@ -62,6 +67,7 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
     else ChangesSource.PerTrigger(options.maxFilesPerTrigger, options.maxSnapshotsPerTrigger)
 
   override def prepareForTriggerAvailableNow(): Unit = {
+    startPosition  // where it starts first, then where it ends: a commit between them is read, not refused
     fresh()
     availableNowEnd = Some(Option(table.currentSnapshot()).map(_.snapshotId()))
   }
@@ -83,7 +89,12 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
       val step = pending.next()
       val units = unitsOf(step)
       val left = math.max(0, units.size - step.first)
-      if (left > 0 && snapshots >= maxSnapshots) full = true
+      val changed = if (left > 0) schemaChanges(step.snapshot) else Nil
+      if (changed.nonEmpty) {
+        // The batches so far end before it; the first to reach it fails, naming the change.
+        if (reached == position) throw schemaChanged(step.snapshot, changed)
+        full = true
+      } else if (left > 0 && snapshots >= maxSnapshots) full = true
       else {
         val take = math.min(left, maxFiles - files)
         if (take < left) {
@@ -138,17 +149,42 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
   override def deserializeOffset(json: String): OffsetV2 = ChangesOffset.fromJson(json)
 
   /**
-   * Forgets what no later batch reads: the units and files of the snapshots committed before
-   * `end`'s (by commit time; those after it, which the next batch may already have counted, stay).
+   * Forgets what no later batch reads: the units and files of the snapshots `end` has read whole
+   * (its snapshot once done, and the ancestors of it). Spark commits a batch's end after the next
+   * batch's offset is written, so the snapshot that offset split stays kept until a batch that
+   * finishes it is committed.
    */
   override def commit(end: Offset): Unit = {
-    val at = ChangesOffset.fromJson(end.json()).position.snapshotId
-    val committedAt = Option(table.snapshot(at)).map(_.timestampMillis())
-    def done(id: Long) = id != at && Option(table.snapshot(id)).forall(s => committedAt.forall(s.timestampMillis() < _))
+    val at = ChangesOffset.fromJson(end.json()).position
+    val kept = (unitsCache.keys.map(_._1) ++ filesCache.keys ++ log.splitSnapshots()).toSet
+    val done = readWhole(at, kept)
     unitsCache.keys.filter(k => done(k._1)).foreach(unitsCache.remove)
     filesCache.keys.filter(done).foreach(filesCache.remove)
-    log.forgetSplitUnitsExcept(at)
+    log.forgetSplitUnits(kept.filter(done))
   }
+
+  /** Which of `ids` a stream at `at` has read whole: `at`'s snapshot when done, its ancestors, and snapshots expired. */
+  private def readWhole(at: StreamPosition, ids: Set[Long]): Set[Long] = {
+    val expired = ids.filter(table.snapshot(_) == null)
+    val ancestors = Option(table.snapshot(at.snapshotId)).toSeq.flatMap { s =>
+      val wanted = ids -- expired
+      ChangeRange.ancestors(table, s).drop(1).map(_.snapshotId()).filter(wanted).take(wanted.size).toSeq
+    }
+    expired ++ ancestors ++ Some(at.snapshotId).filter(id => at.done && ids(id))
+  }
+
+  /**
+   * How `snapshot`'s schema changes the stream's columns (ByFieldId.changes), when it was
+   * committed after the stream started: a stream's columns are fixed when it starts.
+   */
+  private def schemaChanges(snapshot: Snapshot): Seq[String] =
+    if (beforeStart(snapshot.snapshotId()) || startedAt.exists(_.snapshotId() == snapshot.snapshotId())) Nil
+    else ByFieldId.changes(target, ChangesPlan.schemaOf(table, snapshot))
+
+  private def schemaChanged(snapshot: Snapshot, changes: Seq[String]): IllegalStateException =
+    new IllegalStateException(s"eqdelete-changes: snapshot ${snapshot.snapshotId()} of ${table.name()} was written in a " +
+      s"schema that changes the stream's columns (${changes.mkString("; ")}), which are fixed when it starts: every " +
+      "change before it is read and committed; restart the query from its checkpoint to read on, in the new schema")
 
   override def stop(): Unit = ()
 

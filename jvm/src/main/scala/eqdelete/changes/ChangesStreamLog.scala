@@ -53,17 +53,22 @@ final class ChangesStreamLog(metadataPath: String, hadoopConf: Configuration) {
       keep(unitsFile(snapshotId, full), mapper.writeValueAsString(node))
     }
 
-  /** Forgets the units of split snapshots other than `snapshotId`: a committed batch never reads them again. */
-  def forgetSplitUnitsExcept(snapshotId: Long): Unit = {
+  /** The snapshots whose units are kept. */
+  def splitSnapshots(): Seq[Long] = {
     val dir = new Path(metadataPath)
-    if (fs.exists(dir)) {
-      fs.listStatus(dir).map(_.getPath).filter { p =>
-        p.getName.startsWith(UnitsPrefix) && !p.getName.startsWith(s"$UnitsPrefix$snapshotId-")
-      }.foreach(fs.delete(_, false))
-    }
+    if (!fs.exists(dir)) Nil
+    else fs.listStatus(dir).map(_.getPath.getName).toSeq.collect { case UnitsName(id) => id.toLong }.distinct
   }
 
+  /** Forgets the units of split snapshots `ids`, which no batch reads again. */
+  def forgetSplitUnits(ids: Set[Long]): Unit =
+    for (id <- ids; full <- Seq(true, false)) {
+      val file = unitsFile(id, full)
+      if (fs.exists(file)) fs.delete(file, false)
+    }
+
   private val UnitsPrefix = "eqdelete-changes-units-"
+  private val UnitsName = s"$UnitsPrefix(-?\\d+)-(?:rows|changes)\\.json".r
 
   private def unitsFile(snapshotId: Long, full: Boolean): Path =
     new Path(metadataPath, s"$UnitsPrefix$snapshotId-${if (full) "rows" else "changes"}.json")

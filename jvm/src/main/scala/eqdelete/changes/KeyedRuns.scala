@@ -68,7 +68,10 @@ private[changes] object KeyedRuns {
     val deletes = run.map { case (w, k) =>
       k.deleteKeys.select(targetType.fields.toSeq.map { f =>
         val i = keyNames.indexOf(f.name)
-        (if (i >= 0) F.col(s"_eqdelete_key_$i") else F.lit(null)).cast(f.dataType).as(f.name)
+        // A key column promoted since (int to long) widens; nothing narrows.
+        (if (i < 0) F.lit(null).cast(f.dataType)
+        else ByFieldId.widened(F.col(s"_eqdelete_key_$i"), k.deleteKeys.schema(s"_eqdelete_key_$i").dataType, f.dataType,
+          s"key column ${f.name} of snapshot ${w.snapshot.snapshotId()}")).as(f.name)
       } ++ Seq(F.lit(null).cast("string").as("_file"), F.lit(null).cast("long").as("_pos"), F.lit(w.ordinal).as(At),
         F.lit(true).as(IsDelete)): _*)
     }

@@ -35,11 +35,10 @@ final class RecordConverter(schema: Schema) extends Serializable {
 
 object RecordConverter {
   private def checkWritable(name: String, icebergType: Type): Unit =
-    if (icebergType.isStructType) {
-      icebergType.asStructType().fields().asScala.foreach(f => checkWritable(s"$name.${f.name}", f.`type`()))
+    if (icebergType.isNestedType) {
+      icebergType.asNestedType().fields().asScala.foreach(f => checkWritable(s"$name.${f.name}", f.`type`()))
     } else {
-      require(icebergType.isPrimitiveType,
-        s"column '$name' has type $icebergType: only primitive columns and structs of them can be written here")
+      require(icebergType.isPrimitiveType, s"column '$name' has type $icebergType, which cannot be written here")
     }
 
   def convert(icebergType: Type, value: Any): Any = (icebergType.typeId(), value) match {
@@ -49,6 +48,11 @@ object RecordConverter {
       val record = IcebergWriters.newRecord(struct)
       struct.fields().asScala.zipWithIndex.foreach { case (f, i) => record.set(i, convert(f.`type`(), row.getAs[Any](f.name))) }
       record
+    case (Type.TypeID.LIST, elements: scala.collection.Seq[_]) =>
+      elements.map(convert(icebergType.asListType().elementType(), _)).asJava
+    case (Type.TypeID.MAP, entries: scala.collection.Map[_, _]) =>
+      val map = icebergType.asMapType()
+      entries.map { case (k, v) => convert(map.keyType(), k) -> convert(map.valueType(), v) }.asJava
     case (Type.TypeID.INTEGER, n: Number) => n.intValue()
     case (Type.TypeID.LONG, n: Number) => n.longValue()
     case (Type.TypeID.FLOAT, n: Number) => n.floatValue()
