@@ -22,6 +22,7 @@ from eqdelete.errors import CommitOutcomeUnknownError, ExtensionNotLoadedError, 
 from eqdelete.maintain import MaintainRound, MaintainSummary, maintain, maintain_round
 from eqdelete.resolve import ResolveResult, resolve_equality_deletes
 from eqdelete.service import ServiceEvent, ServiceSummary, maintain_tables
+from eqdelete.sink import AppliedChanges, apply_changes, apply_changes_from
 from eqdelete.status import TableStatus, status
 from eqdelete.summary import TableSummary, summarize
 from eqdelete.toggles import get_strategy, set_enabled, set_strategy, use_conf, use_strategy
@@ -33,6 +34,7 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 
 __all__ = [
     "STRATEGIES",
+    "AppliedChanges",
     "Commit",
     "CommitOutcomeUnknownError",
     "Comparison",
@@ -51,6 +53,8 @@ __all__ = [
     "TableStatus",
     "TableSummary",
     "__version__",
+    "apply_changes",
+    "apply_changes_from",
     "changes",
     "changes_stream",
     "compare",

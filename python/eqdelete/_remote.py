@@ -77,15 +77,17 @@ def has_extension(spark: SparkSession) -> bool:
     return True
 
 
-def _argument(value: str | bool | Sequence[str]) -> str:
+def _argument(value: str | bool | int | Sequence[str]) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value}L"
     if isinstance(value, str):
         return literal(value)
     return f"array({', '.join(literal(v) for v in value)})"
 
 
-def call(spark: SparkSession, procedure: str, **arguments: str | bool | Sequence[str] | None) -> dict[str, Any]:
+def call(spark: SparkSession, procedure: str, **arguments: str | bool | int | Sequence[str] | None) -> dict[str, Any]:
     """``CALL procedure(name => value, ...)`` of a procedure returning one row; None arguments
     are left out (the procedure's default)."""
     named = ", ".join(f"{name} => {_argument(value)}" for name, value in arguments.items() if value is not None)

@@ -16,7 +16,7 @@ import org.apache.spark.sql.types.{DataType, DecimalType, DoubleType, FloatType,
  * widened by a promotion Iceberg allows (int to long, float to double, a wider decimal), never
  * cast into another field or a narrower type. Spark's own casts match structs by position.
  */
-private[changes] object ByFieldId {
+private[eqdelete] object ByFieldId {
 
   /** `df`, read in schema `read`, as the columns of `target`, then `keep` as they are. */
   def aligned(df: DataFrame, read: Schema, target: Schema, keep: Seq[String] = Nil): DataFrame =

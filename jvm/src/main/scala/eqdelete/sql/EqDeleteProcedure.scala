@@ -5,6 +5,7 @@ import scala.jdk.CollectionConverters._
 import eqdelete.changes.{ChangesOptions, ChangesPlan}
 import eqdelete.maintain.{MaintainRound, RoundResult}
 import eqdelete.resolve.ResolveEqualityDeletes
+import eqdelete.sink.ApplyChanges
 import eqdelete.write.EqualityDeleteWriter
 
 import org.apache.spark.sql.SparkSession
@@ -32,7 +33,7 @@ private[eqdelete] sealed trait EqDeleteProcedure {
 private[eqdelete] object EqDeleteProcedure {
   val namespace: Seq[String] = Seq("system")
   val all: Seq[EqDeleteProcedure] =
-    Seq(ResolveProcedure, MaintainProcedure, WriteEqualityDeletesProcedure, CreateChangelogViewProcedure)
+    Seq(ResolveProcedure, MaintainProcedure, WriteEqualityDeletesProcedure, CreateChangelogViewProcedure, ApplyChangesProcedure)
 
   def named(name: String): Option[EqDeleteProcedure] = all.find(_.name.equalsIgnoreCase(name))
 
@@ -115,6 +116,47 @@ private[eqdelete] object WriteEqualityDeletesProcedure extends EqDeleteProcedure
     val result = EqualityDeleteWriter.commit(session, table, keys.asJava, deletes.orNull, inserts.orNull,
       arguments.boolean("global_deletes", default = false))
     Seq(rows.row(Map("snapshot_id" -> result.snapshotId, "data_files" -> result.dataFiles, "delete_files" -> result.deleteFiles)))
+  }
+}
+
+/**
+ * `apply_changes(table, source, changes, keys, writer_id, batch_id)`: applies a table's changes to
+ * a copy, exactly and once (`ApplyChanges`): those of `source` since the copy was last brought up
+ * to it, or the rows of the query `changes` (the changes of a table, as `eqdelete_changes` gives
+ * them), marked with `writer_id` and `batch_id` when given. One row: what it did.
+ */
+private[eqdelete] object ApplyChangesProcedure extends EqDeleteProcedure {
+  override val name = "apply_changes"
+  override val description =
+    "applies a table's changes to a copy in one commit, rows matched whole and counted, once: those of source since " +
+      "the copy's last, or the rows of the query changes, marked with writer_id and batch_id"
+  override val parameters = Seq(
+    ProcedureParameter("table", StringType, required = true),
+    ProcedureParameter("source", StringType, required = false),
+    ProcedureParameter("changes", StringType, required = false),
+    ProcedureParameter("keys", ArrayType(StringType, containsNull = true), required = false),
+    ProcedureParameter("writer_id", StringType, required = false),
+    ProcedureParameter("batch_id", LongType, required = false))
+
+  val rows: SqlRows = SqlRows(ApplyChanges.Applied.Fields, nullable = ApplyChanges.Applied.Nullable)
+  override def output: StructType = rows.schema
+
+  override def call(session: SparkSession, arguments: ProcedureArguments): Seq[InternalRow] = {
+    val table = arguments.requiredString("table")
+    val keys = arguments.strings("keys")
+    val applied = (arguments.string("source"), arguments.string("changes")) match {
+      case (Some(source), None) =>
+        if (arguments.string("writer_id").isDefined || arguments.long("batch_id").isDefined) {
+          throw new IllegalArgumentException(s"eqdelete: $name with source marks the source's snapshot itself: " +
+            "give writer_id and batch_id only with changes")
+        }
+        ApplyChanges.fromSource(session, source, table, keys)
+      case (None, Some(query)) =>
+        ApplyChanges.batch(session, session.sql(query), table, keys, arguments.string("writer_id"), arguments.long("batch_id"))
+      case _ => throw new IllegalArgumentException(s"eqdelete: $name needs source (a table whose changes to apply) " +
+        "or changes (a query giving them), one of the two")
+    }
+    Seq(rows.row(applied.asMap))
   }
 }
 

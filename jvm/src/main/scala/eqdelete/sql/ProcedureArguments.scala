@@ -32,6 +32,11 @@ private[eqdelete] final class ProcedureArguments(procedure: String, parameters: 
     if (row.isNullAt(i)) None else Some(row.getInt(i))
   }
 
+  def long(name: String): Option[Long] = {
+    val i = index(name)
+    if (row.isNullAt(i)) None else Some(row.getLong(i))
+  }
+
   /** A map of strings; a NULL value is kept as null, a NULL map is empty. */
   def stringMap(name: String): Map[String, String] = {
     val i = index(name)

@@ -68,10 +68,7 @@ object EqualityDeleteWriter {
         writeDeletes(serializableTable, deleteSpec.specId(), deleteSchema, ids, it).iterator
       }.collect().toSeq
     }
-    val dataFiles: Seq[DataFile] = Option(inserts).toSeq.flatMap { frame =>
-      val rows = frame.select(columnsOf(schema, frame, "inserts"): _*)
-      rows.rdd.mapPartitions(it => writeData(serializableTable, it).iterator).collect().toSeq
-    }
+    val dataFiles: Seq[DataFile] = Option(inserts).toSeq.flatMap(dataFilesOf(table, _))
     require(deleteFiles.nonEmpty || dataFiles.nonEmpty,
       s"nothing to commit to $tableName: both the deletes and the inserts are empty")
 
@@ -94,6 +91,16 @@ object EqualityDeleteWriter {
           s"snapshot for $SummaryKey = ${marker._2} before writing them again.", -1L, failure)
       case CommitOutcome.NothingToCommit => throw new IllegalStateException(s"eqdelete: nothing was committed to $tableName")
     }
+  }
+
+  /**
+   * Data files of `table` (uncommitted) holding the rows of `frame`, which has every column of the
+   * table (by name), written by Spark tasks through Iceberg's writers.
+   */
+  def dataFilesOf(table: Table, frame: DataFrame): Seq[DataFile] = {
+    val serializableTable = IcebergWriters.serializable(table)
+    frame.select(columnsOf(table.schema(), frame, "inserts"): _*).rdd
+      .mapPartitions(it => writeData(serializableTable, it).iterator).collect().toSeq
   }
 
   /** The snapshot summary property marking a commit of this writer. */

@@ -1,0 +1,318 @@
+package eqdelete.sink
+
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import eqdelete.changes.{ByFieldId, ChangesOptions, ChangesPlan, ExactRows}
+import eqdelete.commit.{CommitOutcome, CommitOutcomeUnknownException, Failures, GuardedCommit}
+import eqdelete.resolve.{PositionDeleteWriting, TargetFile, WrittenDeletes}
+import eqdelete.write.EqualityDeleteWriter
+
+import org.apache.iceberg.{DataFile, FileContent, Table}
+import org.apache.spark.internal.Logging
+import org.apache.spark.sql.{functions => F, Column, DataFrame, SparkSession}
+import org.apache.spark.sql.eqdelete.compat.{IcebergInternals, IcebergSparkTables}
+import org.apache.spark.sql.expressions.Window
+import org.apache.spark.sql.types.{ArrayType, DataType, DecimalType, DoubleType, FloatType, IntegerType, LongType, MapType,
+  StructType}
+
+/**
+ * Applies a table's changes (rows in the columns `eqdelete.changes` gives) to a copy, an Iceberg
+ * table, exactly and once, as Delta's `APPLY CHANGES INTO` does for its tables:
+ *
+ *  - Rows are matched whole, not by key, and counted: an INSERT or UPDATE_AFTER adds one copy of
+ *    its row, a DELETE or UPDATE_BEFORE removes one. So NULL keys, a key live twice (two appends)
+ *    and updates whose two images tie in order all come out as the source's rows, and the order
+ *    of the rows within the changes does not matter. Rows are compared exactly (ExactRows: -0.0
+ *    is not 0.0). `keys`, when given, only narrow the copy's read to the rows of those keys.
+ *  - One commit: the rows removed as position deletes (deletion vectors in format v3) of the rows
+ *    found in the copy, the rows added as new data files, and a mark of what was applied in the
+ *    snapshot's summary. A stream's batch is marked by its writer id and batch id, as Delta's
+ *    `txnAppId`/`txnVersion`; `fromSource` by the source's last snapshot applied. A batch already
+ *    marked on the copy's lineage is skipped, so a batch replayed after a crash changes nothing.
+ *  - A DELETE of a row the copy does not hold fails, naming the row: the copy was not the source
+ *    where the changes start, and nothing is written.
+ *  - The commit is validated from the snapshot read (no data file added or removed since, no
+ *    delete on the rows found): a concurrent writer makes it try again, from the mark on.
+ */
+object ApplyChanges extends Logging {
+
+  /** The snapshot summary key prefix of the marks: `eqdelete.applied.<writer id>` holds the last batch id. */
+  val MarkPrefix = "eqdelete.applied."
+
+  /** What one application did: the snapshot it committed, or why it committed none. */
+  final case class Applied(snapshotId: Option[Long], rowsDeleted: Long, rowsInserted: Long, skipped: Option[String]) {
+    def asMap: Map[String, Any] =
+      Map("snapshot_id" -> snapshotId, "rows_deleted" -> rowsDeleted, "rows_inserted" -> rowsInserted, "skipped" -> skipped)
+  }
+
+  object Applied {
+    val Fields: Seq[(String, DataType)] = Seq("snapshot_id" -> LongType, "rows_deleted" -> LongType,
+      "rows_inserted" -> LongType, "skipped" -> org.apache.spark.sql.types.StringType)
+    val Nullable: Set[String] = Set("snapshot_id", "skipped")
+  }
+
+  private val Tries = 3
+
+  /**
+   * Applies `changes` (a micro-batch of `eqdelete.changes_stream`, or any read of `eqdelete.changes`)
+   * to `tableName`. With `writerId` and `batchId`, once: a batch id at or below the last one marked
+   * for the writer on the copy's lineage is skipped.
+   */
+  def batch(session: SparkSession, changes: DataFrame, tableName: String, keys: Seq[String], writerId: Option[String],
+      batchId: Option[Long]): Applied = {
+    require(writerId.isDefined == batchId.isDefined, "eqdelete: apply_changes takes writer_id and batch_id together (a " +
+      "stream's query name and foreachBatch's batch id), or neither")
+    writerId.filter(_.trim.isEmpty).foreach(_ => throw new IllegalArgumentException("eqdelete: writer_id must not be blank"))
+    val mark = for (w <- writerId; b <- batchId) yield (MarkPrefix + w.trim, b)
+    applying(session, tableName) { table =>
+      mark.flatMap { case (key, id) =>
+        lastMark(table, key).map(_.toLong).filter(_ >= id).map(last => s"batch $id of writer ${writerId.get} is applied (batch $last is)")
+      }.map(Left(_)).getOrElse(Right((changes, mark.map { case (k, id) => k -> id.toString })))
+    } (keys)
+  }
+
+  /**
+   * Brings `tableName` up to `source`'s current snapshot: the changes since the source snapshot
+   * marked on it last (all of the source's history the first time, for an empty copy) applied as
+   * one commit, marked with the snapshot reached. Up to date, nothing.
+   */
+  def fromSource(session: SparkSession, source: String, tableName: String, keys: Seq[String]): Applied = {
+    val sourceTable = IcebergSparkTables.current(session, source)
+    val key = MarkPrefix + "source." + sourceTable.uuid()
+    applying(session, tableName) { table =>
+      val from = lastMark(table, key).map(_.toLong)
+      if (from.isEmpty && !session.table(tableName).isEmpty) {
+        throw new IllegalArgumentException(s"eqdelete: $tableName holds rows and no mark of $source ($key): the first " +
+          s"apply_changes from a source needs an empty copy, which it fills with all of the source's changes")
+      }
+      Option(sourceTable.currentSnapshot()).map(_.snapshotId()) match {
+        case None => Left(s"$source has no snapshot")
+        case Some(end) if from.contains(end) => Left(s"the copy is at snapshot $end of $source, its current one")
+        case Some(end) =>
+          Right((ChangesPlan.of(session, source, ChangesOptions(startSnapshotId = from, endSnapshotId = Some(end))),
+            Some(key -> end.toString)))
+      }
+    } (keys)
+  }
+
+  /**
+   * Reads the copy, asks `plan` what to apply (or why nothing), writes and commits it; again from
+   * the start when the commit conflicts with another writer's.
+   */
+  private def applying(session: SparkSession, tableName: String)(plan: Table => Either[String, (DataFrame, Option[(String, String)])])(
+      keys: Seq[String]): Applied = {
+    var attempt = 1
+    var result: Option[Applied] = None
+    while (result.isEmpty) {
+      val table = IcebergSparkTables.current(session, tableName)
+      result = plan(table) match {
+        case Left(why) => Some(Applied(None, 0, 0, Some(why)))
+        case Right((changes, mark)) =>
+          try Some(once(session, tableName, table, changes, keys, mark)) catch {
+            case conflict: ApplyConflictException if attempt < Tries =>
+              logInfo(s"eqdelete: applying changes to $tableName conflicted with another commit (${conflict.getMessage}); " +
+                s"again, try ${attempt + 1} of $Tries")
+              attempt += 1
+              None
+          }
+      }
+    }
+    result.get
+  }
+
+  private def once(session: SparkSession, tableName: String, table: Table, changes: DataFrame, keys: Seq[String],
+      mark: Option[(String, String)]): Applied = {
+    val columns = dataColumns(changes, tableName)
+    val copyColumns = table.schema().columns().asScala.map(_.name()).toSeq
+    checkColumns(session, table, tableName, changes, columns, copyColumns, keys)
+    // Each row's net count: added less removed.
+    val sign = F.when(F.col(ChangesPlan.ChangeType).isin(ChangesPlan.Insert, ChangesPlan.UpdateAfter), 1)
+      .when(F.col(ChangesPlan.ChangeType).isin(ChangesPlan.Delete, ChangesPlan.UpdateBefore), -1)
+      .otherwise(F.raise_error(F.concat(F.lit("eqdelete: apply_changes cannot apply a change of type "),
+        F.coalesce(F.col(ChangesPlan.ChangeType), F.lit("NULL")))).cast(IntegerType))
+    val net = changes.groupBy(ExactRows.rowKey(changes, columns).as(Key))
+      .agg(F.first(F.struct(columns.map(quoted): _*)).as(Row), F.sum(sign).as(Net))
+      .where(F.col(Net) =!= 0).cache()
+    try {
+      val snapshot = Option(table.currentSnapshot()).map(_.snapshotId())
+      val removed = net.where(F.col(Net) < 0)
+      val wanted = removed.agg(F.coalesce(F.sum(-F.col(Net)), F.lit(0L))).head().getLong(0)
+      val positions = if (wanted == 0) None else Some(found(session, tableName, table, snapshot, removed, columns, keys, wanted))
+      val added = net.where(F.col(Net) > 0)
+        .select(F.col(Row), F.explode(F.array_repeat(F.lit(true), F.col(Net).cast(IntegerType))).as("_copy"))
+        .select(copyColumns.map(c => columns.find(_.equalsIgnoreCase(c)).map(d => F.col(s"$Row.${quote(d)}"))
+          .getOrElse(F.lit(null)).as(c)): _*)
+      val dataFiles = EqualityDeleteWriter.dataFilesOf(table, added)
+      val written = positions.toSeq.flatMap { case (rows, files) =>
+        PositionDeleteWriting.write(table, IcebergInternals.formatVersion(table), targets(table, snapshot.get, files), rows)
+      }
+      positions.foreach(_._1.unpersist())
+      val inserted = dataFiles.map(_.recordCount()).sum
+      if (dataFiles.isEmpty && written.isEmpty) Applied(None, 0, 0, Some("the changes cancel out"))
+      else commit(tableName, table, snapshot, dataFiles, written, mark, wanted, inserted)
+    } finally net.unpersist()
+  }
+
+  /**
+   * The positions in the copy (at `snapshot`) of the rows `removed` takes away, as many of each as
+   * its count (cached), and the data files they are in; fails naming a row the copy holds too few of.
+   */
+  private def found(session: SparkSession, tableName: String, table: Table, snapshot: Option[Long], removed: DataFrame,
+      columns: Seq[String], keys: Seq[String], wanted: Long): (DataFrame, Set[String]) = {
+    // The copy's rows at the snapshot read, in its schema now (a column added since is NULL in them).
+    val read = snapshot.map(s => ByFieldId.aligned(session.sql(s"SELECT *, _file, _pos FROM " +
+      s"${ChangesPlan.quotedName(session, tableName)} VERSION AS OF $s"), ChangesPlan.schemaOf(table, table.snapshot(s)),
+      table.schema(), Seq("_file", "_pos"))).getOrElse(session.emptyDataFrame)
+    val copy = if (snapshot.isEmpty) None else Some(narrowed(read, removed, keys))
+    val matched = copy.map { rows =>
+      val keyed = rows.withColumn(Key, ExactRows.rowKey(rows, columns))
+      val nth = Window.partitionBy(F.col(Key)).orderBy(F.col("_file"), F.col("_pos"))
+      keyed.join(F.broadcast(removed.select(F.col(Key), (-F.col(Net)).as(Net))), Seq(Key))
+        .withColumn("_nth", F.row_number().over(nth)).where(F.col("_nth") <= F.col(Net)).select("_file", "_pos").cache()
+    }
+    val count = matched.map(_.count()).getOrElse(0L)
+    if (count < wanted) {
+      matched.foreach(_.unpersist())
+      val held = copy.map(rows => rows.groupBy(ExactRows.rowKey(rows, columns).as(Key)).agg(F.count(F.lit(1)).as("_held")))
+      val short = held.fold(removed.withColumn("_held", F.lit(0L)))(h => removed.join(h, Seq(Key), "left"))
+        .where(F.coalesce(F.col("_held"), F.lit(0L)) < -F.col(Net)).select(Row).head().getStruct(0)
+      throw new IllegalStateException(s"eqdelete: the changes delete ${wanted - count} row(s) that $tableName does not " +
+        s"hold, such as ${short.mkString("(", ", ", ")")}: it is not a copy of the source where these changes start " +
+        "(seed it with the source's rows at that snapshot, or apply the changes from the start); nothing was written")
+    }
+    val rows = matched.get
+    (rows, rows.select("_file").distinct().collect().map(_.getString(0)).toSet)
+  }
+
+  /** The copy's rows, kept to those whose `keys` one of `removed` has, when the keys are few (Iceberg prunes files by them). */
+  private def narrowed(read: DataFrame, removed: DataFrame, keys: Seq[String]): DataFrame =
+    if (keys.isEmpty) read
+    else {
+      val values = removed.select(keys.map(k => F.col(s"$Row.${quote(k)}").as(k)): _*).distinct().limit(MaxKeys + 1).collect()
+      if (values.length > MaxKeys) read
+      else keys.zipWithIndex.foldLeft(read) { case (df, (k, i)) =>
+        val (nulls, present) = values.map(_.get(i)).distinct.partition(_ == null)
+        val in = if (present.isEmpty) F.lit(false) else F.col(quote(k)).isin(present.toSeq: _*)
+        df.where(if (nulls.nonEmpty) in || F.col(quote(k)).isNull else in)
+      }
+    }
+
+  private val MaxKeys = 10000
+
+  /** The data files `files` of the copy at `snapshot`, for the position delete writers. */
+  private def targets(table: Table, snapshot: Long, files: Set[String]): Map[String, TargetFile] =
+    scala.util.Using.resource(table.newScan().useSnapshot(snapshot).planFiles())(_.asScala.toVector)
+      .filter(task => files(task.file().location())).map { task =>
+        task.file().location() -> TargetFile(task.spec().specId(), task.file().partition(),
+          task.deletes().asScala.filter(_.content() == FileContent.POSITION_DELETES).toVector)
+      }.toMap
+
+  private def commit(tableName: String, table: Table, snapshot: Option[Long], dataFiles: Seq[DataFile],
+      written: Seq[WrittenDeletes], mark: Option[(String, String)], deleted: Long, inserted: Long): Applied = {
+    val marker = SummaryKey -> java.util.UUID.randomUUID().toString
+    val outcome = GuardedCommit.run(table, marker) { guarded =>
+      val delta = guarded.newRowDelta()
+      dataFiles.foreach(delta.addRows)
+      written.flatMap(_.files).foreach(delta.addDeletes)
+      written.flatMap(_.replaced).distinct.foreach(delta.removeDeletes)
+      delta.set(marker._1, marker._2)
+      mark.foreach { case (k, v) => delta.set(k, v) }
+      snapshot.foreach(s => delta.validateFromSnapshot(s))
+      delta.validateDataFilesExist(written.flatMap(_.referenced).distinct.map(p => p: CharSequence).asJava)
+        .validateDeletedFiles()
+        .validateNoConflictingDataFiles()
+        .validateNoConflictingDeleteFiles()
+        .commit()
+    }
+    def discard(): Unit = {
+      WrittenDeletes.discard(table.io(), written, "apply_changes")
+      dataFiles.foreach(f => try table.io().deleteFile(f.location()) catch { case NonFatal(_) => })
+    }
+    outcome match {
+      case CommitOutcome.Committed(id, _) =>
+        table.refresh()  // the catalog's cached instance, which the session's next read of the copy uses
+        Applied(Some(id), deleted, inserted, None)
+      case CommitOutcome.NotCommitted(failure) =>
+        discard()
+        if (Failures.isConflict(failure)) throw new ApplyConflictException(Failures.describe(failure), failure)
+        throw new IllegalStateException(s"eqdelete: applying changes to $tableName failed: ${Failures.describe(failure)}. " +
+          "Nothing was committed and the files written were deleted; apply them again.", failure)
+      case CommitOutcome.Unknown(failure, why) =>
+        throw new CommitOutcomeUnknownException(s"eqdelete: the commit applying changes to $tableName has an unknown " +
+          s"outcome: ${Failures.describe(failure)}; $why. Nothing was deleted; apply the same changes again: if the " +
+          "commit landed, its mark makes that a no-op for a writer's batch or a source.", -1L, failure)
+      case CommitOutcome.NothingToCommit => throw new IllegalStateException(s"eqdelete: nothing was committed to $tableName")
+    }
+  }
+
+  /** The snapshot summary property marking one commit of apply_changes. */
+  val SummaryKey = "eqdelete.apply-id"
+
+  /** The newest value of summary key `key` on the lineage of `table`'s current snapshot. */
+  private def lastMark(table: Table, key: String): Option[String] =
+    Iterator.iterate(table.currentSnapshot())(s => Option(s.parentId()).map(p => table.snapshot(p.longValue())).orNull)
+      .takeWhile(_ != null).flatMap(s => Option(s.summary()).flatMap(m => Option(m.get(key)))).toSeq.headOption
+
+  /** The changes' own columns (the table's), without the change columns; fails when it lacks `_change_type`. */
+  private def dataColumns(changes: DataFrame, tableName: String): Seq[String] = {
+    val changeColumns = Set(ChangesPlan.ChangeType, ChangesPlan.ChangeOrdinal, ChangesPlan.CommitSnapshotId)
+    if (!changes.columns.contains(ChangesPlan.ChangeType)) {
+      throw new IllegalArgumentException(s"eqdelete: apply_changes to $tableName needs the changes of a table, with " +
+        s"their ${ChangesPlan.ChangeType} column (eqdelete.changes, changes_stream); these have ${changes.columns.mkString(", ")}")
+    }
+    changes.columns.toSeq.filterNot(changeColumns)
+  }
+
+  /**
+   * Fails in one line when the copy lacks a column of the changes, has a required column they lack,
+   * or a column whose type would not hold theirs (only the promotions Iceberg allows widen; a
+   * narrower column would wrap values); or when a key is not a column of the changes.
+   */
+  private def checkColumns(session: SparkSession, table: Table, tableName: String, changes: DataFrame, columns: Seq[String],
+      copyColumns: Seq[String], keys: Seq[String]): Unit = {
+    val sparkSchema = IcebergSparkTables.sparkSchema(table.schema())
+    def copyColumn(name: String) = sparkSchema.fields.find(_.name.equalsIgnoreCase(name))
+    columns.foreach { c =>
+      val given = changes.schema(c).dataType
+      copyColumn(c) match {
+        case None => throw new IllegalArgumentException(s"eqdelete: the changes have column $c, which $tableName lacks " +
+          s"(${copyColumns.mkString(", ")}): add it to the copy first")
+        case Some(f) if !holds(f.dataType, given) => throw new IllegalArgumentException(s"eqdelete: column $c of " +
+          s"$tableName is ${f.dataType.simpleString} and the changes' is ${given.simpleString}: change the copy's column to " +
+          "the changes' type first (a value is never narrowed)")
+        case _ =>
+      }
+    }
+    table.schema().columns().asScala.filter(f => f.isRequired && !columns.exists(_.equalsIgnoreCase(f.name()))).foreach { f =>
+      throw new IllegalArgumentException(s"eqdelete: column ${f.name()} of $tableName is required and the changes lack it")
+    }
+    keys.filterNot(k => columns.contains(k)).foreach { k =>
+      throw new IllegalArgumentException(s"eqdelete: key $k is not a column of the changes (${columns.mkString(", ")})")
+    }
+    columns.groupBy(_.toLowerCase(java.util.Locale.ROOT)).values.find(_.size > 1).foreach { same =>
+      throw new IllegalArgumentException(s"eqdelete: the changes have columns ${same.mkString(" and ")}, which differ " +
+        "only in case")
+    }
+  }
+
+  /** Whether a column of type `copy` holds every value of type `given`: the same type, or one Iceberg promotes it to. */
+  private def holds(copy: DataType, given: DataType): Boolean = (copy, given) match {
+    case (a: StructType, b: StructType) =>
+      a.fields.length == b.fields.length && a.fields.zip(b.fields).forall { case (x, y) => x.name == y.name && holds(x.dataType, y.dataType) }
+    case (a: ArrayType, b: ArrayType) => holds(a.elementType, b.elementType)
+    case (a: MapType, b: MapType) => holds(a.keyType, b.keyType) && holds(a.valueType, b.valueType)
+    case (LongType, IntegerType) | (DoubleType, FloatType) => true
+    case (a: DecimalType, b: DecimalType) => a.scale == b.scale && a.precision >= b.precision
+    case (a, b) => a == b
+  }
+
+  private val Key = "_eqdelete_row_key"
+  private val Row = "_eqdelete_row"
+  private val Net = "_eqdelete_net"
+  private def quote(name: String) = "`" + name.replace("`", "``") + "`"
+  private def quoted(name: String): Column = F.col(quote(name))
+}
+
+/** Applying changes lost to another writer's commit: tried again from the start. */
+final class ApplyConflictException(message: String, cause: Throwable) extends RuntimeException(message, cause)

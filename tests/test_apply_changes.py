@@ -1,0 +1,125 @@
+"""``eqdelete.apply_changes`` and ``apply_changes_from`` (``CALL eqdelete.system.apply_changes``): a
+copy fed a table's changes ends with exactly the table's rows, also for NULL keys, a key live twice,
+updates paired by ``compute_updates``, -0.0 and a column promoted; replaying a marked batch or
+bringing an up-to-date copy forward changes nothing; a copy that is not the source's, a narrower
+column or bad arguments fail in one line and write nothing."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from fixtures import MOR
+from pyspark.sql import SparkSession
+
+import eqdelete
+from eqdelete import write_equality_deletes
+
+
+def rows(spark: SparkSession, table: str) -> Counter:
+    # foreachBatch's session commits the copy; this session's catalog caches its own instance.
+    spark.sql(f"REFRESH TABLE {table}")
+    return Counter(tuple(r) for r in spark.table(table).collect())
+
+
+def _source(spark: SparkSession, table: str) -> None:
+    spark.sql(f"CREATE TABLE {table} (id INT, x DOUBLE, v STRING) USING iceberg TBLPROPERTIES ({MOR.format(v=2)})")
+    # A key live twice, a NULL key, -0.0.
+    spark.sql(f"INSERT INTO {table} VALUES (1, 0.5, 'a'), (2, -0.0, 'b'), (NULL, 1.0, 'n')")
+    spark.sql(f"INSERT INTO {table} VALUES (1, 0.5, 'a'), (3, 2.0, 'c')")
+
+
+def _evolve(spark: SparkSession, table: str) -> None:
+    """Upserts by key (the NULL key and the key live twice too), a Spark update and delete."""
+    write_equality_deletes(spark, table, ["id"], [(1,), (None,), (4,)],
+                           inserts=[(1, 0.0, "a2"), (None, 3.0, "n2"), (4, 4.0, "d")])
+    spark.sql(f"UPDATE {table} SET v = 'b2' WHERE id = 2")
+    spark.sql(f"DELETE FROM {table} WHERE id = 3")
+
+
+def _copy_of(spark: SparkSession, source: str, copy: str) -> None:
+    spark.sql(f"CREATE TABLE {copy} USING iceberg TBLPROPERTIES ({MOR.format(v=3)}) AS SELECT * FROM {source} LIMIT 0")
+
+
+def test_a_streamed_copy_is_exact_and_a_replayed_batch_changes_nothing(spark: SparkSession, table_name: str,
+                                                                      tmp_path) -> None:
+    source, copy = table_name, table_name + "_copy"
+    _source(spark, source)
+    _copy_of(spark, source, copy)
+    applied = []
+
+    def sink(df, batch_id: int) -> None:
+        applied.append(eqdelete.apply_changes(df, copy, keys=["id"], writer_id="test-copy", batch_id=batch_id))
+
+    def run() -> None:
+        (eqdelete.changes_stream(spark, source, compute_updates=True, identifier_columns=["id"], max_snapshots_per_trigger=1)
+         .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "checkpoint"))
+         .trigger(availableNow=True).start().awaitTermination())
+
+    run()
+    assert rows(spark, copy) == rows(spark, source)
+    _evolve(spark, source)
+    run()
+    assert rows(spark, copy) == rows(spark, source), applied
+    assert any(a.rows_deleted and a.rows_inserted for a in applied), applied
+    # The last batch again, as a restart would replay it: skipped by its mark.
+    again = eqdelete.apply_changes(eqdelete.changes(spark, source), copy, writer_id="test-copy", batch_id=len(applied) - 1)
+    assert again.snapshot_id is None and "is applied" in again.skipped
+    assert rows(spark, copy) == rows(spark, source)
+
+
+def test_a_copy_brought_forward_from_its_source(spark: SparkSession, table_name: str) -> None:
+    source, copy = table_name, table_name + "_copy"
+    _source(spark, source)
+    _copy_of(spark, source, copy)
+    first = eqdelete.apply_changes_from(spark, source, copy)
+    assert first.rows_inserted == 5 and rows(spark, copy) == rows(spark, source)
+    assert "its current one" in eqdelete.apply_changes_from(spark, source, copy).skipped
+    _evolve(spark, source)
+    for table in (source, copy):  # the copy migrated as its source
+        spark.sql(f"ALTER TABLE {table} ALTER COLUMN id TYPE BIGINT")
+        spark.sql(f"ALTER TABLE {table} ADD COLUMN w INT")
+    spark.sql(f"INSERT INTO {source} VALUES (9, 9.0, 'z', 7)")
+    # SQL, as the Python-less call it.
+    done = spark.sql(f"CALL eqdelete.system.apply_changes(table => '{copy}', source => '{source}', keys => array('id'))").first()
+    assert done.snapshot_id is not None and done.skipped is None
+    assert rows(spark, copy) == rows(spark, source)
+
+
+def test_what_apply_changes_refuses(spark: SparkSession, table_name: str) -> None:
+    source, copy = table_name, table_name + "_copy"
+    _source(spark, source)
+    _copy_of(spark, source, copy)
+    eqdelete.apply_changes_from(spark, source, copy)
+    before = rows(spark, copy)
+    # A copy that is not the source where the changes start: the DELETE finds no row.
+    spark.sql(f"DELETE FROM {copy} WHERE id = 3")
+    spark.sql(f"DELETE FROM {source} WHERE id = 3")
+    last = eqdelete._jvm.current_snapshot_id(spark, source)
+    parent = spark.sql(f"SELECT parent_id FROM {source}.snapshots WHERE snapshot_id = {last}").first()[0]
+    with pytest.raises(Exception, match=r"the changes delete 1 row\(s\) that .* does not hold, such as \(3, 2\.0, c\): "
+                                        r"it is not a copy of the source"):
+        eqdelete.apply_changes(eqdelete.changes(spark, source, start_snapshot_id=parent), copy)
+    assert rows(spark, copy) == before - Counter({(3, 2.0, "c"): 1})
+    # Never narrowed: a copy whose column is narrower than the changes'.
+    narrow = table_name + "_narrow"
+    spark.sql(f"CREATE TABLE {narrow} (id INT, x FLOAT, v STRING) USING iceberg")
+    with pytest.raises(Exception, match=r"column x of .* is float and the changes' is double: change the copy's column"):
+        eqdelete.apply_changes(eqdelete.changes(spark, source), narrow)
+    with pytest.raises(Exception, match=r"holds rows and no mark of .*: the first apply_changes from a source needs an empty copy"):
+        eqdelete.apply_changes_from(spark, source, _nonempty(spark, table_name))
+    with pytest.raises(Exception, match=r"needs the changes of a table, with their _change_type column"):
+        eqdelete.apply_changes(spark.table(source), copy)
+    with pytest.raises(ValueError, match="give writer_id and batch_id together"):
+        eqdelete.apply_changes(eqdelete.changes(spark, source), copy, writer_id="w")
+    with pytest.raises(ValueError, match="batch_id must be foreachBatch's batch id"):
+        eqdelete.apply_changes(eqdelete.changes(spark, source), copy, writer_id="w", batch_id=-1)
+    with pytest.raises(Exception, match="needs source .* or changes .*, one of the two"):
+        spark.sql(f"CALL eqdelete.system.apply_changes(table => '{copy}')").collect()
+
+
+def _nonempty(spark: SparkSession, table_name: str) -> str:
+    other = table_name + "_other"
+    spark.sql(f"CREATE TABLE {other} (id INT, x DOUBLE, v STRING) USING iceberg")
+    spark.sql(f"INSERT INTO {other} VALUES (1, 1.0, 'x')")
+    return other
