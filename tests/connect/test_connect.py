@@ -146,6 +146,26 @@ def test_changes_stream_over_connect(spark: SparkSession, generated: str, classi
     assert changes_fingerprint(spark.table("connect_changes")) == classic["changes"]
 
 
+def test_apply_changes_over_connect(spark: SparkSession, generated: str) -> None:
+    # A copy brought up to its source, then a second copy fed a DataFrame of the changes under a mark.
+    def same(copy: str) -> bool:
+        spark.sql(f"REFRESH TABLE {copy}")
+        left, right = spark.table(copy), spark.table(generated)
+        return left.exceptAll(right).isEmpty() and right.exceptAll(left).isEmpty()
+
+    for copy in ("local.db.connect_copy", "local.db.connect_copy_2"):
+        spark.sql(f"CREATE TABLE {copy} USING iceberg AS SELECT * FROM {generated} LIMIT 0")
+    first = eqdelete.apply_changes_from(spark, generated, "local.db.connect_copy")
+    assert first.snapshot_id is not None and first.rows_inserted > 0 and same("local.db.connect_copy")
+    assert "its current one" in eqdelete.apply_changes_from(spark, generated, "local.db.connect_copy").skipped
+    applied = eqdelete.apply_changes(eqdelete.changes(spark, generated), "local.db.connect_copy_2", writer_id="connect",
+                                     batch_id=0)
+    assert applied.rows_inserted == first.rows_inserted and same("local.db.connect_copy_2")
+    again = eqdelete.apply_changes(eqdelete.changes(spark, generated), "local.db.connect_copy_2", writer_id="connect",
+                                   batch_id=0)
+    assert again.snapshot_id is None and "is applied" in again.skipped
+
+
 def test_write_and_resolve_over_connect(spark: SparkSession) -> None:
     table = "local.db.connect_writes"
     generate(spark, CdcSpec(table, rows=500, commits=1), progress=None)
