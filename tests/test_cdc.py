@@ -85,3 +85,13 @@ def test_nonsense_parameters_are_refused(changes: dict, message: str) -> None:
     spec = CdcSpec(**{"table": "local.t.x", **changes})
     with pytest.raises(ValueError, match=message):
         spec.validate()
+
+
+def test_the_demo_ends_with_the_changes_of_its_last_commits(tmp_path) -> None:
+    from processes import eqdelete_cli
+
+    done = eqdelete_cli(tmp_path, "demo", "--rows", "2000", "--commits", "2", "--runs", "1",
+                        "--warehouse", str(tmp_path / "warehouse"), timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    tail = done.stdout.split("The changes of the last 2 commits of local.demo.cdc", 1)[1]
+    assert tail.count("  snapshot ") == 2 and "UPDATE_BEFORE" in tail and "UPDATE_AFTER" in tail, tail

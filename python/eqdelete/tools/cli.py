@@ -163,7 +163,35 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     for template in DEMO_QUERIES:
         print()
         print(compare(spark, template.format(t=spec.table), runs=args.runs, warmup=1).render())
+    print()
+    _print_last_changes(spark, spec.table, spec.key_columns)
     return 0
+
+
+def _print_last_changes(spark: Any, table: str, keys: list[str], commits: int = 2, sample: int = 6) -> None:
+    """The changes of the table's last ``commits`` commits (docs/changes.md): each one's counts, and a few
+    rows of the last, its deletes and inserts of one key paired as updates."""
+    from eqdelete.changes import changes
+
+    chain = [r[0] for r in spark.sql(f"SELECT snapshot_id FROM {table}.history WHERE is_current_ancestor "
+                                     "ORDER BY made_current_at").collect()]
+    if len(chain) < 2:
+        return
+    start = chain[max(0, len(chain) - commits - 1)]
+    rows = changes(spark, table, start_snapshot_id=start, compute_updates=True, identifier_columns=keys)
+    counts = rows.groupBy("_commit_snapshot_id", "_change_ordinal", "_change_type").count().collect()
+    print(f"The changes of the last {len(chain) - chain.index(start) - 1} commits of {table} "
+          "(eqdelete.changes, with compute_updates; docs/changes.md):")
+    for snapshot, ordinal in sorted({(r[0], r[1]) for r in counts}, key=lambda s: s[1]):
+        kinds = {r[2]: r[3] for r in counts if r[0] == snapshot}
+        print(f"  snapshot {snapshot}: " + ", ".join(f"{kinds[k]:,} {k}" for k in
+                                                        ("INSERT", "DELETE", "UPDATE_BEFORE", "UPDATE_AFTER") if k in kinds))
+    last = max((r[1] for r in counts), default=None)
+    if last is not None:
+        print(f"  a few rows of the last (ordered by {', '.join(keys)}):")
+        # UPDATE_BEFORE, then UPDATE_AFTER, of each key.
+        updated = rows.where(f"_change_ordinal = {last}").orderBy(*keys, rows["_change_type"].desc()).limit(sample)
+        updated.show(sample, truncate=24)
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
