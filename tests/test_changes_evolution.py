@@ -30,7 +30,7 @@ import eqdelete
 from eqdelete import use_strategy, write_equality_deletes
 from eqdelete.changes import CHANGE_COLUMNS
 
-HISTORIES = int(os.environ.get("EQDELETE_EVOLUTION_HISTORIES", "3"))
+HISTORIES = int(os.environ.get("EQDELETE_EVOLUTION_HISTORIES", "2"))
 
 
 # -- the oracle: rows projected by field id, from the table's metadata ---------------------------

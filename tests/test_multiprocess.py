@@ -166,13 +166,22 @@ if phase == "first":
     assert "built from the table" in built.live_index_note, built.render()
     # One executor held by another job's long task: the tasks of the stores it holds run on the other
     # after the locality wait, which loads them from their checkpoints.
-    holding = threading.Thread(target=lambda: sc.parallelize([0], 1).map(lambda x: time.sleep(45) or x).collect())
+    # The task holds its executor until the checks beside it are done (a file says so), 45 s at most.
+    released = os.path.join(os.path.dirname({warehouse!r}), "released")
+    def held(x):
+        for _ in range(450):
+            if os.path.exists(released):
+                break
+            time.sleep(0.1)
+        return x
+    holding = threading.Thread(target=lambda: sc.parallelize([0], 1).map(held).collect())
     holding.start()
     time.sleep(3)
     upsert("c", 11)
     changes_checked("changes beside a busy executor")
     busy = round_checked("a round beside a busy executor")
     assert busy.live_index_note is None, busy.render()
+    open(released, "w").close()
     holding.join()
     print("LOADS AFTER BUSY", len(loads_logged()))
     # An executor JVM killed with kill -9 in the middle of a round and of a changes read: their

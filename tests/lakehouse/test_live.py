@@ -108,9 +108,9 @@ def read_while_running(spark: SparkSession, spec: dict[str, Any], table: str, ru
 
 
 def live_spec(name: str, *, format_version: int, partitions: int) -> dict[str, Any]:
-    # About 60 checkpoints of 1.5 s: tens of commits, each upserting ~150 keys of 1,500, for 90 s:
-    # long enough for maintain's own JVM to start (~40 s on two busy cores) and run rounds beside it.
-    return fw.streaming_upsert_spec(name, rows=9000, keys=1500, checkpoints=60, partitions=partitions,
+    # About 45 checkpoints of 1.5 s: tens of commits, each upserting ~150 keys of 1,500, for 67 s,
+    # beside maintain's rounds (its JVM is up and has run a round before the job starts).
+    return fw.streaming_upsert_spec(name, rows=6750, keys=1500, checkpoints=45, partitions=partitions,
                                     checkpoint_interval_ms=1500, format_version=format_version)
 
 
@@ -200,7 +200,7 @@ def test_maintain_beside_a_live_flink_job_and_a_compacting_writer(spark: SparkSe
     out, err = tmp_path / "maintain.out", tmp_path / "maintain.err"  # files: a pipe nobody reads fills up
     try:
         # maintain first, as a service already running on the table when the job starts: its JVM's
-        # start and first rounds (~40-50 s on two busy cores) would otherwise eat the job's 90 s.
+        # start and first rounds (~40-50 s on two busy cores) would otherwise eat the job's 67 s.
         # The catalog by --conf, as in spark-defaults.conf; a short wait between attempts.
         conf = {**lakehouse.spark_options(lake), "spark.jars": ",".join(spark_jars(_iceberg_release(spark))),
                 "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
