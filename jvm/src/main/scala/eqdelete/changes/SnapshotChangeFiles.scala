@@ -18,8 +18,9 @@ import org.apache.spark.sql.eqdelete.compat.IcebergInternals
  *                  apply to (same spec and partition, any for a global delete: every file of the
  *                  parent is older than the snapshot's deletes)
  * @param unchanged why the snapshot changes no row, when it is one that only rearranges rows: a
- *                  `replace` (Iceberg's or maintain's compactions) or eqdelete's resolve, which
- *                  restates deletes already applied; its files are then not read at all
+ *                  `replace` (Iceberg's or maintain's compactions) with no delete committed while it
+ *                  ran, or eqdelete's resolve, which restates deletes already applied; its files
+ *                  are then not read at all
  * @param byKeys    when only its equality deletes, all on the same key columns, can change rows
  *                  of `touched` (no data file removed, no position delete or deletion vector on
  *                  one): those deletes, so its deleted rows are among the rows of those keys
@@ -40,7 +41,7 @@ final case class SnapshotEqualityDeletes(equalityIds: Seq[Int], files: Seq[Delet
 
 object SnapshotChangeFiles {
 
-  def of(table: Table, snapshot: Snapshot): SnapshotChangeFiles = unchangedBecause(snapshot) match {
+  def of(table: Table, snapshot: Snapshot): SnapshotChangeFiles = unchangedBecause(table, snapshot) match {
     case Some(why) => SnapshotChangeFiles(snapshot, Set.empty, Set.empty, Some(why))
     case None =>
       val io = table.io()
@@ -85,11 +86,36 @@ object SnapshotChangeFiles {
     }
   }
 
-  private def unchangedBecause(snapshot: Snapshot): Option[String] =
-    if (snapshot.operation() == DataOperations.REPLACE) Some("a replace (a compaction) changes no row")
-    else if (Option(snapshot.summary()).exists(_.containsKey(ResolveEqualityDeletes.SummaryKey))) {
+  private def unchangedBecause(table: Table, snapshot: Snapshot): Option[String] =
+    if (snapshot.operation() == DataOperations.REPLACE) {
+      if (deletesSinceItStarted(table, snapshot)) None else Some("a replace (a compaction) changes no row")
+    } else if (Option(snapshot.summary()).exists(_.containsKey(ResolveEqualityDeletes.SummaryKey))) {
       Some("eqdelete's resolve restates rows already deleted")
     } else None
+
+  /**
+   * Whether deletes were committed while the rewrite `snapshot` ran, when it gave its files the data
+   * sequence number of the snapshot it started from (Iceberg's `use-starting-sequence-number`, the
+   * default): those deletes apply to the rewritten rows by their sequence number, and may apply to
+   * them otherwise than to the originals (a partition-scoped delete in another spec than the
+   * originals'), so the rewrite can remove or restore a row, and is then read as any snapshot is.
+   * Without such deletes its rows are its originals' rows exactly: what it read at its start, with
+   * every delete older than its files' sequence number, which no longer applies. From snapshot
+   * summaries (a summary without the counts counts as deletes).
+   */
+  private def deletesSinceItStarted(table: Table, snapshot: Snapshot): Boolean = {
+    val started = snapshot.addedDataFiles(table.io()).asScala.flatMap(f => Option(f.dataSequenceNumber())).map(_.longValue)
+    started.reduceOption(_ min _).exists { start =>
+      start < snapshot.sequenceNumber() &&
+        ChangeRange.ancestors(table, snapshot).drop(1).takeWhile(_.sequenceNumber() > start).exists(addedDeletes)
+    }
+  }
+
+  private def addedDeletes(snapshot: Snapshot): Boolean = Option(snapshot.summary()) match {
+    case Some(summary) if summary.containsKey("added-delete-files") || summary.containsKey("total-delete-files") =>
+      Seq("added-delete-files", "added-dvs").exists(k => Option(summary.get(k)).exists(v => scala.util.Try(v.toLong).getOrElse(1L) > 0))
+    case _ => true
+  }
 
   /** Whether `delete` applies to `file` by partition: the same spec and partition, or any file for a global delete. */
   private def appliesTo(table: Table, delete: DeleteFile, file: DataFile): Boolean = {

@@ -59,6 +59,43 @@ class SnapshotChangeFilesSuite extends AnyFunSuite {
     assert(load(name).snapshots().asScala.size == 4)
   }
 
+  test("a rewrite that kept its start's sequence number, racing a partition-scoped upsert across a spec change, is read") {
+    import spark.implicits._
+    // Rows written unpartitioned; then partitioned by p. A rewrite starts (it reads the rows and
+    // writes them under the new spec), an upsert of key 1 commits its delete under the new spec,
+    // and the rewrite commits with its start's sequence number: the upsert's delete missed the
+    // original (another spec) but applies to the rewritten row, so the rewrite deletes it.
+    val name = tables.create()
+    tables.insert(name, Seq((1L, "a", 0), (2L, "a", 0)))
+    spark.sql(s"ALTER TABLE $name ADD PARTITION FIELD p")
+    val start = load(name).currentSnapshot()
+    val original = start.addedDataFiles(load(name).io()).asScala.toSeq
+    val rewritten = eqdelete.write.EqualityDeleteWriter.dataFilesOf(load(name),
+      spark.sql(s"SELECT * FROM $name VERSION AS OF ${start.snapshotId()}"))
+    eqdelete.write.EqualityDeleteWriter.commit(spark, name, Seq("k").asJava, Seq((1L, 0)).toDF("k", "p"),
+      Seq((1L, "b", 0)).toDF("k", "v", "p"), false)
+    val upserted = load(name).currentSnapshot().snapshotId()
+    val rewrite = load(name).newRewrite().validateFromSnapshot(start.snapshotId()).dataSequenceNumber(start.sequenceNumber())
+    original.foreach(rewrite.deleteFile)
+    rewritten.foreach(rewrite.addFile)
+    rewrite.commit()
+    val replaced = load(name).currentSnapshot()
+    assert(replaced.operation() == "replace")
+    def rows(snapshot: Long) = spark.sql(s"SELECT k, v FROM $name VERSION AS OF $snapshot").as[(Long, String)].collect().sorted.toSeq
+    assert(rows(upserted) == Seq((1L, "a"), (1L, "b"), (2L, "a")), "the upsert's delete, in the new spec, missed the original")
+    assert(rows(replaced.snapshotId()) == Seq((1L, "b"), (2L, "a")), "and applies to the rewritten row")
+
+    val files = SnapshotChangeFiles.of(load(name), replaced)
+    assert(files.unchanged.isEmpty && files.touched == original.map(_.location()).toSet, files)
+    val changes = ChangesPlan.of(spark, name, ChangesOptions(startSnapshotId = Some(upserted)))
+      .select("k", "v", ChangesPlan.ChangeType).as[(Long, String, String)].collect().toSeq
+    assert(changes == Seq((1L, "a", ChangesPlan.Delete)), changes)
+
+    // A rewrite with no delete committed while it ran changes nothing, and is not read.
+    spark.sql(s"CALL cat.system.rewrite_data_files(table => '${name.stripPrefix("cat.")}', options => map('rewrite-all', 'true'))")
+    assert(SnapshotChangeFiles.of(load(name), load(name).currentSnapshot()).unchanged.exists(_.contains("replace")))
+  }
+
   test("a snapshot whose equality deletes alone change its parent's files names them; a position delete on one does not") {
     val name = tables.create()
     tables.insert(name, (0L until 10L).map(k => (k, s"a$k", 0)))
