@@ -150,10 +150,10 @@ for entry in "${pairs[@]}"; do
   fi
   # The lakehouse's reads (REST catalog, object store) on Spark 3.5 with its newest Iceberg too;
   # Flink's tables, the live test and the benchmark on the primary pair only (CI time). There too
-  # the changes across schema changes and their sink, on the line whose ANSI mode is off by default
-  # (a narrowing cast would wrap there, not fail).
+  # the changes across schema changes, on the line whose ANSI mode is off by default (a narrowing
+  # cast would wrap there, not fail).
   if [ "$line" = "$oldest_line" ] && [ "$iceberg" = "${releases[${#releases[@]}-1]}" ]; then
-    tests+=(tests/lakehouse/test_object_store.py tests/test_changes_evolution.py tests/test_apply_changes.py)
+    tests+=(tests/lakehouse/test_object_store.py tests/test_changes_evolution.py)
     kind="$kind, the lakehouse's reads, the changes across schema changes"
   fi
   list=queued
@@ -170,9 +170,10 @@ if [ -z "$only" ]; then
     venv=.venv
     [ "$line" = "$primary_line" ] || venv="build/venvs/spark-$line"
     # The command line over Connect (a Python client process per command, the same on every
-    # line) on the primary line only (CI time); the rest of the tier on each 4.x line.
+    # line) and apply_changes (a procedure call, the same JVM code) on the primary line only (CI
+    # time); the rest of the tier on each 4.x line.
     connect_args=()
-    [ "$line" = "$primary_line" ] || connect_args=(-k "not test_cli_over_connect")
+    [ "$line" = "$primary_line" ] || connect_args=(-k "not test_cli_over_connect and not test_apply_changes_over_connect")
     queue queued "Spark $line: Connect tier" "$venv/bin/python" -m pytest tests/connect "${connect_args[@]}"
   done <<< "$rows"
 fi

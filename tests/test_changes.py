@@ -24,7 +24,7 @@ from eqdelete import _jvm, use_strategy, write_equality_deletes
 from eqdelete.toggles import use_conf
 from eqdelete.changes import CHANGE_COLUMNS
 
-HISTORIES = int(os.environ.get("EQDELETE_CHANGES_HISTORIES", "6"))
+HISTORIES = int(os.environ.get("EQDELETE_CHANGES_HISTORIES", "4"))
 FIRST_SEED = int(os.environ.get("EQDELETE_CHANGES_SEED", "2000"))
 FIGURES = {"histories": 0, "snapshots": 0, "rows": 0, "narrowed": 0, "exact": 0, "in runs": 0, "from row images": 0}
 ROW_IMAGES = "spark.eqdelete.changes.rowImages"
