@@ -360,7 +360,7 @@ RESTART_JOB = """
         if batch_id == kill_at:
             os.killpg(0, signal.SIGKILL)
 
-    (eqdelete.changes_stream(spark, source, max_files_per_trigger=10).writeStream.foreachBatch(merge)
+    (eqdelete.changes_stream(spark, source, max_files_per_trigger=16).writeStream.foreachBatch(merge)
         .option("checkpointLocation", checkpoint).trigger(availableNow=True).start().awaitTermination())
     spark.sql(f"REFRESH TABLE {copy}")
     rows = lambda t: sorted(map(list, spark.table(t).collect()), key=repr)
