@@ -211,6 +211,7 @@ class EvolvingHistory:
         if not change:
             self.pending.pop(0)
         self.spark.sql(statement)
+        self.spark.sql(f"REFRESH TABLE {self.table}")  # the session's catalog may hold the table as it was
         if "RENAME COLUMN k TO key" in statement.replace(self.table, ""):
             self.key = "key"
         return statement
@@ -304,6 +305,7 @@ def test_a_nested_field_added_or_moved_keeps_every_value_in_its_field(spark: Spa
     _struct_table(spark, table_name)
     spark.sql(f"ALTER TABLE {table_name} ADD COLUMN s.c INT")
     spark.sql(f"ALTER TABLE {table_name} ALTER COLUMN s.b FIRST")
+    spark.sql(f"REFRESH TABLE {table_name}")
     spark.sql(f"UPDATE {table_name} SET v = 'y' WHERE k = 1")
     rows = eqdelete.changes(spark, table_name).orderBy("_change_ordinal", "_change_type").collect()
     assert [(r.s.asDict(), r.v, r._change_type) for r in rows] == [

@@ -349,6 +349,7 @@ RESTART_JOB = """
         for table in (source, copy):
             spark.sql(f"ALTER TABLE {table} ALTER COLUMN n TYPE BIGINT")
             spark.sql(f"ALTER TABLE {table} ADD COLUMN w STRING")
+            spark.sql(f"REFRESH TABLE {table}")
         upserts(2)
 
     def merge(batch, batch_id):
