@@ -35,7 +35,7 @@ object ChangeRange {
     ancestors(table, from).find(_.timestampMillis() <= millis).map(_.snapshotId())
 
   /** `from` (null: none) and its ancestors, newest first, up to the first whose parent has expired. */
-  private[changes] def ancestors(table: Table, from: Snapshot): Iterator[Snapshot] =
+  private[eqdelete] def ancestors(table: Table, from: Snapshot): Iterator[Snapshot] =
     Iterator.iterate(from)(s => Option(s.parentId()).map(id => table.snapshot(id.longValue())).orNull).takeWhile(_ != null)
 
   /**

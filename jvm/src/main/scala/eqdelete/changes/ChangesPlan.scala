@@ -274,5 +274,5 @@ object ChangesPlan {
     session.sessionState.sqlParser.parseMultipartIdentifier(tableName).map(quote).mkString(".")
 
   /** A column name or a name part as SQL reads it, quoted. */
-  private[changes] def quote(part: String): String = "`" + part.replace("`", "``") + "`"
+  private[eqdelete] def quote(part: String): String = "`" + part.replace("`", "``") + "`"
 }

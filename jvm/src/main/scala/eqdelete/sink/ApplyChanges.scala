@@ -3,7 +3,7 @@ package eqdelete.sink
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import eqdelete.changes.{ByFieldId, ChangesOptions, ChangesPlan, ExactRows}
+import eqdelete.changes.{ByFieldId, ChangeRange, ChangesOptions, ChangesPlan, ExactRows}
 import eqdelete.commit.{CommitOutcome, CommitOutcomeUnknownException, Failures, GuardedCommit}
 import eqdelete.resolve.{PositionDeleteWriting, TargetFile, WrittenDeletes}
 import eqdelete.write.EqualityDeleteWriter
@@ -251,8 +251,8 @@ object ApplyChanges extends Logging {
 
   /** The newest value of summary key `key` on the lineage of `table`'s current snapshot. */
   private def lastMark(table: Table, key: String): Option[String] =
-    Iterator.iterate(table.currentSnapshot())(s => Option(s.parentId()).map(p => table.snapshot(p.longValue())).orNull)
-      .takeWhile(_ != null).flatMap(s => Option(s.summary()).flatMap(m => Option(m.get(key)))).toSeq.headOption
+    Option(table.currentSnapshot()).iterator.flatMap(ChangeRange.ancestors(table, _))
+      .flatMap(s => Option(s.summary()).flatMap(m => Option(m.get(key)))).toSeq.headOption
 
   /** The changes' own columns (the table's), without the change columns; fails when it lacks `_change_type`. */
   private def dataColumns(changes: DataFrame, tableName: String): Seq[String] = {
@@ -310,7 +310,7 @@ object ApplyChanges extends Logging {
   private val Key = "_eqdelete_row_key"
   private val Row = "_eqdelete_row"
   private val Net = "_eqdelete_net"
-  private def quote(name: String) = "`" + name.replace("`", "``") + "`"
+  private def quote(name: String) = ChangesPlan.quote(name)
   private def quoted(name: String): Column = F.col(quote(name))
 }
 
