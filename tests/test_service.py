@@ -22,6 +22,7 @@ from conftest import CATALOG
 from pyspark.sql import SparkSession
 
 import eqdelete
+from eqdelete import _jvm
 from eqdelete.service import ServiceEvent, maintain_tables
 from eqdelete.status import TableStatus, render, status
 
@@ -49,6 +50,18 @@ def create(spark: SparkSession, table: str, version: int, rows: int = 100, files
 def rows_of(spark: SparkSession, table: str, strategy: str = "native") -> dict[int, str]:
     with eqdelete.use_strategy(spark, strategy):
         return {r.k: r.v for r in spark.table(table).collect()}
+
+
+#: Rounds through a kept index of the live rows, whatever the table's size, of as many stores in
+#: each driver (one built with other stores is built again, not restored).
+KEPT = [("spark.eqdelete.maintain.liveIndex", "always"), ("spark.eqdelete.maintain.liveIndexStores", "2")]
+
+
+def until(check: Callable[[], bool], what: str, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"not {what} in {seconds:.0f} s"
+        time.sleep(0.5)
 
 
 def by_table(statuses: list[TableStatus]) -> dict[str, TableStatus]:
@@ -226,7 +239,8 @@ def test_the_command_line_shows_status_and_serves_a_namespace(spark: SparkSessio
     models = {a: create(spark, a, 2), b: create(spark, b, 3)}
     for table in models:
         eqdelete.write_equality_deletes(spark, table, ["k"], [(k,) for k in range(7)])
-    common = ["--warehouse", str(warehouse), "--master", "local[1]", "--driver-memory", "1g", "--conf", "spark.ui.enabled=false"]
+    common = ["--warehouse", str(warehouse), "--master", "local[1]", "--driver-memory", "1g", "--conf", "spark.ui.enabled=false",
+              *[arg for setting in KEPT for arg in ("--conf", "=".join(setting))]]
     shown = subprocess.run([sys.executable, "-m", "eqdelete", "status", "--tables", f"{namespace}.*", "--json", *common],
                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert shown.returncode == 0, shown.stderr[-3000:]
@@ -259,6 +273,16 @@ def test_the_command_line_shows_status_and_serves_a_namespace(spark: SparkSessio
         assert not any(json.loads(line)["table"] == a and json.loads(line)["rows_resolved"] for line in out.lines[mark:])
         spark.sql(f"ALTER TABLE {a} SET TBLPROPERTIES ('{interval}'='1')")
         out.wait_for(resolved(a, 2), after=mark)
+        # Two drivers keep a's index at once: this session's beside the service's, each committing
+        # rounds and bringing its index forward over the other's commits.
+        with eqdelete.use_conf(spark, KEPT):
+            for i in range(4):
+                eqdelete.write_equality_deletes(spark, a, ["k"], [(k,) for k in range(20 + 3 * i, 23 + 3 * i)])
+                mine = eqdelete.maintain_round(spark, a, keep_index=True)
+                note = mine.live_index_note or ""
+                assert note == "" or "built from the table" in note or "restored from version" in note, mine.render()
+                assert "built again" not in note, mine.render()
+        until(lambda: [s.equality_delete_files for s in status(spark, a)] == [0], "a's deletes resolved")
         # enabled=false: the service lets the table be from its next round on.
         spark.sql(f"ALTER TABLE {b} SET TBLPROPERTIES ('eqdelete.maintain.enabled'='false')")
         mark = len(out.lines)
@@ -280,7 +304,20 @@ def test_the_command_line_shows_status_and_serves_a_namespace(spark: SparkSessio
     assert failed and all("cannot read equality delete file" in line for line in failed), failed
     traces = [line for line in err.lines if line.lstrip().startswith(("at ", "Caused by:")) or " ERROR " in line]
     assert not traces, traces[:20]
-    assert rows_of(spark, a) == {k: "v0" for k in range(9, 100)}
+    expected_a = {k: "v0" for k in range(9, 100) if not 20 <= k < 32}
+    assert rows_of(spark, a) == expected_a and rows_of(spark, a, "auto") == expected_a
+    # Each driver saved its index in a directory of its own; started again, a driver restores the
+    # newest version saved (the service's or this session's) and brings it forward.
+    location = spark.sql(f"DESCRIBE TABLE EXTENDED {a}").filter("col_name = 'Location'").first().data_type
+    saved = {p.parent.name for p in Path(location.removeprefix("file:")).glob("_eqdelete_state/*/live-index/*/*/v*.json")}
+    assert len(saved) >= 2, saved
+    _jvm.forget_kept_indexes(spark, a)
+    eqdelete.write_equality_deletes(spark, a, ["k"], [(40,), (41,)])
+    with eqdelete.use_conf(spark, KEPT):
+        restarted = eqdelete.maintain_round(spark, a, keep_index=True)
+    assert "restored from version" in (restarted.live_index_note or "") and restarted.rows_resolved == 2, restarted.render()
+    _jvm.forget_kept_indexes(spark, a)
+    assert rows_of(spark, a) == {k: v for k, v in expected_a.items() if k not in (40, 41)}
     assert rows_of(spark, b) == {k: "v0" for k in range(8, 100)}
     assert [s.equality_delete_files for s in status(spark, b)] == [1]  # let be
     for table in (a, b, lost):

@@ -6,6 +6,7 @@ index of it was kept from an earlier query (checked through the FileIO, not a lo
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 from lakehouse.conftest import CATALOG
@@ -143,3 +144,40 @@ def test_kept_state_is_checkpointed_on_the_store_and_restored(spark: SparkSessio
             assert images.restored() - restored_images == 1 and images.built() == built_images
         finally:
             _jvm.forget_kept_indexes(spark, table)
+
+
+def test_a_streams_row_images_are_checkpointed_on_the_store(spark: SparkSession, lakehouse: Lakehouse, table: str,
+                                                            tmp_path: Path) -> None:
+    """A changes stream with ``spark.eqdelete.state.location`` on the object store (its own checkpoint
+    on local disk): its kept row images checkpoint there, through the table's FileIO, and a restart
+    (the driver's images forgotten) restores them from there and brings them forward instead of
+    building them from a full read. Replayed, the batches give every snapshot's rows."""
+    from pyarrow import fs
+    from test_changes import lineage, rows_at
+    from test_changes_stream import replay, stream_batches
+
+    spark.sql(f"CREATE TABLE {table} (k BIGINT, v STRING) USING iceberg "
+              "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')")
+    spark.createDataFrame([(k, f"a{k}") for k in range(40)], "k BIGINT, v STRING").repartition(2).writeTo(table).append()
+    upserts = iter((("b", [1, 2, 3]), ("c", [2, 3, 25]), ("d", [3, 25, 7]), ("e", [1, 7, 8]), ("f", [8, 9])))
+
+    def upsert(n: int) -> None:
+        for _, (tag, keys) in zip(range(n), upserts):
+            eqdelete.write_equality_deletes(spark, table, ["k"], [(k,) for k in keys], inserts=[(k, f"{tag}{k}") for k in keys])
+
+    images = spark.sparkContext._jvm.eqdelete.changes.KeptRowImages
+    state, checkpoint = f"{lakehouse.warehouse}/stream-state-{tmp_path.name}", tmp_path / "checkpoint"
+    upsert(3)
+    built, restored = images.built(), images.restored()
+    with eqdelete.use_conf(spark, [("spark.eqdelete.changes.rowImages", "true"), ("spark.eqdelete.state.location", state)]):
+        batches = stream_batches(spark, table, checkpoint, max_snapshots_per_trigger=1)
+        assert images.built() - built == 1
+        stored = [f.path for f in lakehouse.s3_filesystem().get_file_info(fs.FileSelector(lakehouse.object_key(state), recursive=True))
+                  if f.type == fs.FileType.File]
+        assert any("/row-images/" in n and n.endswith(".json") for n in stored), stored
+        assert not list(checkpoint.rglob("*.sst")), "row images beside the checkpoint, not on the store"
+        images.forgetAll(spark._jsparkSession)
+        upsert(2)
+        batches += stream_batches(spark, table, checkpoint, max_snapshots_per_trigger=1)
+    assert images.restored() - restored == 1 and images.built() - built == 1, "built again instead of restored"
+    assert replay(spark, table, batches) == rows_at(spark, table, lineage(spark, table)[-1])

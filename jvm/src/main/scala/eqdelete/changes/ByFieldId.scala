@@ -33,11 +33,21 @@ private[eqdelete] object ByFieldId {
    * `column`, of Spark type `from`, as Spark type `to`: as it is when they are equal, widened by a
    * promotion Iceberg allows, and otherwise refused (`what` names it).
    */
-  def widened(column: Column, from: DataType, to: DataType, what: => String): Column = (from, to) match {
-    case (a, b) if a == b => column
-    case (IntegerType, LongType) | (FloatType, DoubleType) => column.cast(to)
-    case (a: DecimalType, b: DecimalType) if a.scale == b.scale && b.precision >= a.precision => column.cast(to)
-    case _ => throw refused(what, from.simpleString, to.simpleString)
+  def widened(column: Column, from: DataType, to: DataType, what: => String): Column =
+    if (from == to) column
+    else if (promotes(from, to)) column.cast(to)
+    else throw refused(what, from.simpleString, to.simpleString)
+
+  /**
+   * Whether a value of Spark type `from` goes into type `to` by a promotion Iceberg allows
+   * (`TypeUtil.isPromotionAllowed`, on Spark's types): int to long, float to double, a decimal to
+   * one of its scale and more precision. A type promotes to itself.
+   */
+  def promotes(from: DataType, to: DataType): Boolean = (from, to) match {
+    case (a, b) if a == b => true
+    case (IntegerType, LongType) | (FloatType, DoubleType) => true
+    case (a: DecimalType, b: DecimalType) => a.scale == b.scale && b.precision >= a.precision
+    case _ => false
   }
 
   private def fields(read: Types.StructType, target: Types.StructType, get: String => Column, path: String): Seq[Column] =

@@ -6,7 +6,7 @@ import scala.jdk.CollectionConverters._
 import eqdelete.planning.{EqualityDeleteSet, ScanDeletes}
 import eqdelete.resolve.ResolveWork
 import eqdelete.scan.{FileSelection, StrippedScan}
-import eqdelete.state.{KeptStores, StateFiles, StateLocation}
+import eqdelete.state.{KeptStores, StateFiles, StateLocation, StoreState}
 
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.SparkSession
@@ -101,7 +101,13 @@ final class KeptLiveIndex private (files: StateFiles, snapshotEvery: Int, privat
       outOfUse.clear()
       outOfUseRecords = 0
     }
-    if (toRead.nonEmpty) entryCount += index.add(IndexedDeletedPositions.entries(session, scan, set, ids.filter { case (p, _) => toRead(p) }.toMap))
+    if (toRead.nonEmpty) {
+      val entries = IndexedDeletedPositions.entries(session, scan, set, ids.filter { case (p, _) => toRead(p) }.toMap)
+      // Stores never written (a build): Spark sorts each one's entries and it takes them in as
+      // sorted files, past RocksDB's memtables, compactions and the version's delta, which would
+      // hold every entry; the version is a snapshot of those files.
+      entryCount += (if (index.stores.current.forall(_.version == StoreState.EmptyVersion)) index.load(entries) else index.add(entries))
+    }
     reflects = Some(work.snapshotId)
     ownCommit = None
     lastFilesRead = toRead.size

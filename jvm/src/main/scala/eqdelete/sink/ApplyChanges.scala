@@ -13,7 +13,7 @@ import org.apache.spark.internal.Logging
 import org.apache.spark.sql.{functions => F, Column, DataFrame, SparkSession}
 import org.apache.spark.sql.eqdelete.compat.{IcebergInternals, IcebergSparkTables}
 import org.apache.spark.sql.expressions.Window
-import org.apache.spark.sql.types.{ArrayType, DataType, DecimalType, DoubleType, FloatType, IntegerType, LongType, MapType,
+import org.apache.spark.sql.types.{ArrayType, DataType, IntegerType, LongType, MapType,
   StructType}
 
 /**
@@ -274,12 +274,12 @@ object ApplyChanges extends Logging {
     val sparkSchema = IcebergSparkTables.sparkSchema(table.schema())
     def copyColumn(name: String) = sparkSchema.fields.find(_.name.equalsIgnoreCase(name))
     columns.foreach { c =>
-      val given = changes.schema(c).dataType
+      val theirs = changes.schema(c).dataType
       copyColumn(c) match {
         case None => throw new IllegalArgumentException(s"eqdelete: the changes have column $c, which $tableName lacks " +
           s"(${copyColumns.mkString(", ")}): add it to the copy first")
-        case Some(f) if !holds(f.dataType, given) => throw new IllegalArgumentException(s"eqdelete: column $c of " +
-          s"$tableName is ${f.dataType.simpleString} and the changes' is ${given.simpleString}: change the copy's column to " +
+        case Some(f) if !holds(f.dataType, theirs) => throw new IllegalArgumentException(s"eqdelete: column $c of " +
+          s"$tableName is ${f.dataType.simpleString} and the changes' is ${theirs.simpleString}: change the copy's column to " +
           "the changes' type first (a value is never narrowed)")
         case _ =>
       }
@@ -296,15 +296,13 @@ object ApplyChanges extends Logging {
     }
   }
 
-  /** Whether a column of type `copy` holds every value of type `given`: the same type, or one Iceberg promotes it to. */
-  private def holds(copy: DataType, given: DataType): Boolean = (copy, given) match {
+  /** Whether a column of type `copy` holds every value of type `theirs`: the same type, or one Iceberg promotes it to. */
+  private def holds(copy: DataType, theirs: DataType): Boolean = (copy, theirs) match {
     case (a: StructType, b: StructType) =>
       a.fields.length == b.fields.length && a.fields.zip(b.fields).forall { case (x, y) => x.name == y.name && holds(x.dataType, y.dataType) }
     case (a: ArrayType, b: ArrayType) => holds(a.elementType, b.elementType)
     case (a: MapType, b: MapType) => holds(a.keyType, b.keyType) && holds(a.valueType, b.valueType)
-    case (LongType, IntegerType) | (DoubleType, FloatType) => true
-    case (a: DecimalType, b: DecimalType) => a.scale == b.scale && a.precision >= b.precision
-    case (a, b) => a == b
+    case (a, b) => ByFieldId.promotes(b, a)
   }
 
   private val Key = "_eqdelete_row_key"

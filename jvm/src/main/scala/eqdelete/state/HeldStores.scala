@@ -133,7 +133,7 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
         h.uploaded.get(name).filter(_.size == f.length()).getOrElse {
           val rel = if (name.endsWith(".sst")) s"$index/p$partition/sst/${name.stripSuffix(".sst")}-${UUID.randomUUID()}.sst"
             else s"$index/p$partition/${to.number}-${to.id}/$name"
-          StoredFile(rel, name, files.upload(f, rel))
+          StoredFile(rel, name, files.upload(f, rel, immutable = name.endsWith(".sst")))
         }
       }
       h.uploaded = stored.filter(_.local.endsWith(".sst")).map(f => f.local -> f).toMap
@@ -146,7 +146,7 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
     val started = System.nanoTime()
     val dir = RocksStore.freshDirectory(new File(SparkFiles.getRootDirectory(), s"eqdelete-$kind-$index"), s"p$partition-")
     val store = try try {
-      state.snapshot.foreach(_.files.foreach(f => files.download(f.rel, new File(dir, f.local), f.size)))
+      state.snapshot.foreach(_.files.foreach(f => files.download(f.rel, new File(dir, f.local), f.size, immutable = f.local.endsWith(".sst"))))
       val store = open(dir)
       try {
         state.snapshot.foreach(s => store.restore(s.properties))

@@ -37,6 +37,9 @@ final class KeptStores[S <: RocksStore] private (held: HeldStores[S], val files:
   private val homes = new Array[String](partitions)
   private var number = states.map(_.version.number).max
   private var bytesWritten = 0L
+  /** The manifests this index saved that are kept, oldest first, each with the files it needs: never read back. */
+  private val saved = scala.collection.mutable.Queue.empty[(String, Set[String])]
+  private var saves = 0L
 
   /** The state of each store at the current version. */
   def current: Seq[StoreState] = states.toSeq
@@ -101,28 +104,40 @@ final class KeptStores[S <: RocksStore] private (held: HeldStores[S], val files:
     val stores = manifest.putArray("stores")
     states.foreach(s => stores.add(StoreState.toJson(s)))
     manifest.set[JsonNode]("driver", driver)
-    val bytes = files.write(s"$id/v$number.json", Mapper.writeValueAsString(manifest))
+    val rel = s"$id/v$number.json"
+    val bytes = files.write(rel, Mapper.writeValueAsString(manifest))
     bytesWritten += bytes
+    saved.enqueue(rel -> states.toSeq.flatMap(_.files.map(_.rel)).toSet)
+    saves += 1
     try purge() catch {
       case NonFatal(e) => logWarning(s"eqdelete: purging old versions of kept state in ${files.root}: ${e.getMessage}")
     }
     bytes
   }
 
+  /**
+   * Deletes what no kept manifest needs. Each save deletes the files of the manifest it drops, from
+   * what this index remembers (no listing, no manifest read: a round on an object store pays for
+   * neither). Every [[ListEvery]] saves, and at the first, it lists the directory instead: files of
+   * steps no manifest saved (a driver stopped between them), and the directories of other indexes
+   * of the table no driver saved to for long (their driver is gone, or it builds anew).
+   */
   private def purge(): Unit = {
+    val dropped = Vector.newBuilder[(String, Set[String])]
+    while (saved.size > KeptManifests) dropped += saved.dequeue()
+    val needed = saved.flatMap { case (rel, its) => its + rel }.toSet
+    if (saves % ListEvery != 1) {
+      // Only this index's own files: one restored from another's manifest reads that one's files
+      // where they are, and another driver may still need them.
+      files.delete(dropped.result().flatMap { case (rel, its) => its + rel }.distinct.filter(_.startsWith(s"$id/")).filterNot(needed))
+      return
+    }
     val listed = files.list()
-    val ours = listed.filter(_.rel.startsWith(s"$id/"))
-    val manifests = ours.flatMap(f => manifestNumber(f.rel).map(_ -> f.rel)).sortBy(_._1)
-    val kept = manifests.takeRight(KeptManifests)
-    val needed = (states.toSeq ++ kept.flatMap { case (_, rel) => Try(readManifest(files, rel).states).getOrElse(Nil) })
-      .flatMap(_.files.map(_.rel)).toSet ++ kept.map(_._2)
-    files.delete(ours.map(_.rel).filterNot(needed))
-    // Other indexes' directories no driver saved to for long: their driver is gone, or it builds anew.
-    val mine = states.toSeq.flatMap(_.files.map(_.rel)).toSet
+    files.delete(listed.map(_.rel).filter(_.startsWith(s"$id/")).filterNot(needed))
     val now = System.currentTimeMillis()
     listed.filterNot(_.rel.startsWith(s"$id/")).groupBy(_.rel.takeWhile(_ != '/')).foreach { case (other, its) =>
       val lastSaved = its.filter(f => manifestNumber(f.rel).isDefined).map(_.createdAtMillis)
-      if (lastSaved.forall(_ < now - StaleAfterMillis) && !its.exists(f => mine(f.rel))) {
+      if (lastSaved.forall(_ < now - StaleAfterMillis) && !its.exists(f => needed(f.rel))) {
         logInfo(s"eqdelete: deleting the kept state of index $other in ${files.root}, unused since ${if (lastSaved.isEmpty) 0L else lastSaved.max}")
         files.delete(its.map(_.rel))
       }
@@ -149,6 +164,8 @@ object KeptStores {
   private val Format = 1
   /** Manifests an index keeps (with the files they need): a plan made on an older version can still load it. */
   private val KeptManifests = 3
+  /** Saves between two purges that list the state's directory. */
+  private val ListEvery = 20
   /** How long an index's directory may go unsaved before another driver of its table deletes it. */
   private val StaleAfterMillis = 24L * 3600 * 1000
 

@@ -2,6 +2,7 @@ package eqdelete.state
 
 import java.io.{File, FileInputStream, FileOutputStream, InputStream, OutputStream}
 import java.nio.charset.StandardCharsets
+import java.nio.file.{Files, Path, Paths}
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
@@ -39,19 +40,41 @@ final class StateFiles(io: FileIO, val root: String) extends Serializable {
 
   def open(rel: String): InputStream = io.newInputFile(location(rel)).newStream()
 
-  /** Copies a local file to `rel`; its bytes. */
-  def upload(local: File, rel: String): Long = create(rel) { out =>
-    val in = new FileInputStream(local)
-    try in.transferTo(out) finally in.close()
+  /**
+   * Copies a local file to `rel`; its bytes. A file that never changes (`immutable`: RocksDB's
+   * sorted files) is linked instead where the root is on a local file system (`file:`) and the
+   * same one: a second copy of the stores would only take their pages' place in the page cache.
+   */
+  def upload(local: File, rel: String, immutable: Boolean = false): Long = {
+    val linked = immutable && localPath(rel).exists { to =>
+      StateFiles.linked { Files.createDirectories(to.getParent); Files.deleteIfExists(to); Files.createLink(to, local.toPath) }
+    }
+    if (linked) local.length()
+    else create(rel) { out =>
+      val in = new FileInputStream(local)
+      try in.transferTo(out) finally in.close()
+    }
   }
 
-  /** Copies `rel` to a local file, which must come out `size` bytes long (a file cut short is no state). */
-  def download(rel: String, local: File, size: Long): Unit = {
-    val in = open(rel)
-    val out = new FileOutputStream(local)
-    val copied = try in.transferTo(out) finally { in.close(); out.close() }
+  /**
+   * Copies `rel` to a local file, which must come out `size` bytes long (a file cut short is no
+   * state); linked, as [[upload]] links, when `immutable` and on the same local file system.
+   */
+  def download(rel: String, local: File, size: Long, immutable: Boolean = false): Unit = {
+    val linked = immutable && localPath(rel).exists(from => StateFiles.linked(Files.createLink(local.toPath, from)))
+    // An empty file (a RocksDB checkpoint's empty log) is made, not read: an object store may
+    // refuse a read of no bytes (HTTP 416).
+    val copied = if (linked) local.length() else if (size == 0) { Files.write(local.toPath, Array.emptyByteArray); 0L } else {
+      val in = open(rel)
+      val out = new FileOutputStream(local)
+      try in.transferTo(out) finally { in.close(); out.close() }
+    }
     if (copied != size) throw new IllegalStateException(s"eqdelete: kept state file ${location(rel)} holds $copied bytes, not $size")
   }
+
+  /** `rel` as a local path, when the root is a `file:` location. */
+  private def localPath(rel: String): Option[Path] =
+    if (!root.startsWith("file:")) None else try Some(Paths.get(new java.net.URI(location(rel)))) catch { case NonFatal(_) => None }
 
   /** Every file under the root (relative to it): none when the root does not exist yet. */
   def list(): Seq[StateFiles.Listed] = io match {
@@ -91,6 +114,10 @@ final class StateFiles(io: FileIO, val root: String) extends Serializable {
 }
 
 object StateFiles {
+  /** Whether `link` made a hard link: not across file systems, nor where links are not supported (then a copy is made). */
+  private def linked(link: => Unit): Boolean =
+    try { link; true } catch { case _: java.io.IOException | _: UnsupportedOperationException => false }
+
   /** A file found under the root: its path relative to it, its bytes, when it was written. */
   final case class Listed(rel: String, size: Long, createdAtMillis: Long)
 

@@ -79,6 +79,28 @@ class LiveKeyIndexSuite extends AnyFunSuite {
       "a dropped index's lookup fails as lost")
   }
 
+  test("each save keeps what its last three versions need and deletes the rest, without reading a manifest back") {
+    val sc = TestSpark.session.sparkContext
+    val index = LiveKeyIndex.create(TestSpark.stateFiles(), 2, snapshotEvery = 3)
+    val driver = new com.fasterxml.jackson.databind.ObjectMapper().createObjectNode()
+    try {
+      index.load(sc.parallelize((0L until 400L).map(k => LiveKeyEntry(packed(k), 0, k)), 2))
+      var needs = Vector.empty[Set[String]]
+      (1 to 24).foreach { i =>
+        assert(index.add(sc.parallelize(Seq(LiveKeyEntry(packed(1000L + i), 1, i.toLong)), 2)) == 1)
+        index.stores.save(driver)
+        needs :+= index.stores.current.flatMap(_.files.map(_.rel)).toSet
+        val (manifests, stored) = index.stores.files.list().map(_.rel).partition(_.endsWith(".json"))
+        assert(manifests.size == math.min(i, 3), s"save $i: $manifests")
+        assert(stored.toSet == needs.takeRight(3).flatten.toSet, s"save $i")
+      }
+      val restored = LiveKeyIndex.restored(index.stores.files, eqdelete.state.KeptStores.latest(index.stores.files)(_ => true).get, 3)
+      val asked = (1001L to 1024L) :+ 5L
+      assert(restored.lookup(sc.parallelize(asked.map(k => (packed(k), k)), 2)).collect().map(_._1).sorted.toSeq == asked.sorted)
+      restored.drop(sc)
+    } finally index.drop(sc)
+  }
+
   test("entries a lookup found are removed where they were found, each once though found twice") {
     val sc = TestSpark.session.sparkContext
     val random = new Random(5)
