@@ -147,11 +147,38 @@ def pytest_xdist_make_scheduler(config, log):  # noqa: ANN001, ANN201
     from xdist.scheduler import LoadScopeScheduling
 
     class ModulesAndTheLakehouse(LoadScopeScheduling):
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             return "tests/lakehouse" if path.startswith("tests/lakehouse/") else path
 
+        def _assign_work_unit(self, node) -> None:  # noqa: ANN001
+            if not self.ordered:  # the longest scopes first (LONGEST_FIRST), then by their tests' count
+                rank = {scope: i for i, scope in enumerate(LONGEST_FIRST)}
+                ordered = sorted(self.workqueue.items(), key=lambda item: (rank.get(item[0], len(rank)), -len(item[1])))
+                self.workqueue.clear()
+                self.workqueue.update(ordered)
+                self.ordered = True
+            super()._assign_work_unit(node)
+
     return ModulesAndTheLakehouse(config, log)
+
+
+#: The scopes of the full suite that take longest, longest first (from ``pytest --durations=0`` of
+#: a CI run, summed by scope): started first, so that no long one is left for the end, one worker
+#: running it while the other idles (pytest-xdist orders scopes by their tests' count alone).
+LONGEST_FIRST = [
+    "tests/lakehouse",
+    "tests/test_compare.py",
+    "tests/test_changes_stream.py",
+    "tests/test_changes_evolution.py",
+    "tests/test_service.py",
+    "tests/test_wheel.py",
+    "tests/test_cdc.py",
+    "tests/test_maintain.py",
+    "tests/test_faults.py",
+]
 
 
 def pytest_ignore_collect(collection_path: Path, config) -> bool | None:  # noqa: ANN001
