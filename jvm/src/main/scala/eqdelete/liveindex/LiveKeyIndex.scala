@@ -95,7 +95,7 @@ final class LiveKeyIndex private (val stores: KeptStores[LiveKeyStore]) {
     stores.step(sc.parallelize(0 until partitions, partitions))((store, _, _) => store.purge(gone)).sum
 
   /** Bytes the stores hold, on the executors' disks and in RocksDB's memtables. */
-  def bytes(sc: SparkContext): Long = stores.eachStore(sc)(_.bytes).sum
+  def bytes(sc: SparkContext): Long = stores.storeBytes.getOrElse(stores.eachStore(sc)(_.bytes).sum)
 
   /** The executors that last held the stores. */
   def executors: Int = stores.executors

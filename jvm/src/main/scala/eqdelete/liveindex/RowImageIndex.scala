@@ -61,7 +61,7 @@ final class RowImageIndex private (val stores: KeptStores[RowImageStore]) {
     stores.step(sc.parallelize(0 until partitions, partitions))((store, _, _) => store.purge(version)).sum
 
   /** Bytes the stores hold. */
-  def bytes(sc: SparkContext): Long = stores.eachStore(sc)(_.bytes).sum
+  def bytes(sc: SparkContext): Long = stores.storeBytes.getOrElse(stores.eachStore(sc)(_.bytes).sum)
 
   /** Closes and deletes the stores, on the executors that hold them, and their checkpoints. */
   def drop(sc: SparkContext): Unit = stores.drop(sc)

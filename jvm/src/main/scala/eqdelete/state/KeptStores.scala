@@ -37,6 +37,7 @@ final class KeptStores[S <: RocksStore] private (held: HeldStores[S], val files:
   private val homes = new Array[String](partitions)
   private var number = states.map(_.version.number).max
   private var bytesWritten = 0L
+  private val sizes = Array.fill(partitions)(-1L)
   /** The manifests this index saved that are kept, oldest first, each with the files it needs: never read back. */
   private val saved = scala.collection.mutable.Queue.empty[(String, Set[String])]
   private var saves = 0L
@@ -64,16 +65,27 @@ final class KeptStores[S <: RocksStore] private (held: HeldStores[S], val files:
     val (from, index, kept, stores) = (states.clone(), id, files, held.ref)
     val due = states.map(_.deltas.size + 1 >= snapshotEvery)
     val results = new AtStoreRDD(input, homes.clone()).mapPartitionsWithIndex { (p, rows) =>
-      val (result, state) = stores.get.step(index, kept, p, from(p), to, due(p))(store => body(store, p, rows))
-      Iterator((p, result, state, SparkInternals.executorLocation))
+      val ((result, size), state) = stores.get.step(index, kept, p, from(p), to, due(p)) { store =>
+        val result = body(store, p, rows)
+        store.flush()  // what the step wrote counted
+        (result, store.bytes)
+      }
+      Iterator((p, result, size, state, SparkInternals.executorLocation))
     }.collect()
-    results.foreach { case (p, _, state, home) =>
+    results.foreach { case (p, _, size, state, home) =>
       bytesWritten += (state.files.toSet -- from(p).files).toSeq.map(_.size).sum
       states(p) = state
       homes(p) = home
+      sizes(p) = size
     }
     results.sortBy(_._1).map(_._2)
   }
+
+  /**
+   * The bytes the stores hold on the executors, as each step's task found them (None before every
+   * store was stepped here): a round's report needs no job of its own.
+   */
+  def storeBytes: Option[Long] = if (sizes.contains(-1L)) None else Some(sizes.sum)
 
   /**
    * Task `p` runs `body` on store `p` at the current version (or, `later`, one after it) with
