@@ -24,6 +24,7 @@ if [ ! -d build/sbt-target ] && [ -d "$kept" ]; then
   echo "[sbt] sbt's compiled output from $kept (only what changed since is compiled)" >&2
   mkdir -p build/sbt-target
   for dir in "$kept"/*/; do
+    [ -d "$dir" ] || continue  # none saved yet (an interrupted first save leaves only a hidden part)
     name=$(basename "$dir")
     if [ "$name" = project ]; then [ -d project/target ] || cp -a "$dir" project/target
     else cp -a "$dir" "build/sbt-target/$name"; fi
