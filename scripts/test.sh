@@ -3,8 +3,8 @@
 # (python/eqdelete/matrix.txt): on the primary pair (the newest Spark line with its newest
 # Iceberg release) the Scala unit tests (jvm/src/test, through sbt) and the full pytest suite,
 # then the smoke suite (tests/test_smoke.py) on every other pair, each in its Spark line's own
-# virtualenv, with the query shapes (tests/test_query_shapes.py) once on every Spark line and
-# every Iceberg release (below); the oldest pair also runs the multi-process test (only
+# virtualenv, with the query shapes (tests/test_query_shapes.py) once more on the oldest line
+# (below); the oldest pair also runs the multi-process test (only
 # there) and the fault tier (tests/lakehouse/test_commit_faults.py), and the oldest line's default
 # pair the lakehouse's reads (tests/lakehouse/test_object_store.py: s3proxy and Iceberg's REST
 # catalog on loopback; the primary pair runs tests/lakehouse whole, Flink writing); then, on each
@@ -81,23 +81,18 @@ while read -r line scala icebergs; do
   done
 done <<< "$rows"
 
-# The query shapes run on every Spark line and every Iceberg release, each once where one run
-# covers both (CI time, 2 cores): the primary pair's full suite has them, and each other line on
-# the first release of its row no pair has them on yet (its first, once all have). Today: 3.5 on
-# 1.10.1, 4.0 on 1.11.0, 4.1 on 1.12.0; the other pairs run the smoke suite, whose reads go
-# through the same rule and the same Iceberg scan API of their release.
+# The query shapes run on every shim of the extension (jvm/src/main: a Spark one per 3.5 and 4.x,
+# an Iceberg one per 3.5-4.0 and 4.1) and on two Iceberg releases, once each (CI time, 2 cores):
+# the primary pair's full suite has them (Spark 4.x's and Iceberg 4.1's shims, the newest
+# release), and the oldest line on its newest release before the primary's (Spark 3.5's and
+# Iceberg 3.5-4.0's shims). Today: 4.1 on 1.12.0, 3.5 on 1.11.0. Spark 4.0 shares its shims with
+# those two; it and the other pairs run the smoke suite, whose reads go through the same rule and
+# the same Iceberg scan API of their release.
 shapes_pairs=""
-covered=" $primary_iceberg "
-while read -r line scala icebergs; do
-  [ "$line" != "$primary_line" ] || continue
-  pick=
-  for iceberg in $icebergs; do
-    case "$covered" in *" $iceberg "*) ;; *) pick=$iceberg; break ;; esac
-  done
-  [ -n "$pick" ] || pick=${icebergs%% *}
-  shapes_pairs+=" $line:$pick"
-  covered+="$pick "
-done <<< "$rows"
+read -r -a oldest_releases <<< "$(echo "$rows" | head -1 | awk '{$1 = $2 = ""; print}')"
+for iceberg in "${oldest_releases[@]}"; do
+  [ "$iceberg" = "$primary_iceberg" ] || shapes_pairs="$oldest_line:$iceberg"
+done
 
 # The stages after set-up run side by side, LANES at a time (2 cores: every test JVM compiles with
 # C1 only, tests/conftest.py, so two lanes gain where two C2 compilers fought over the cores): the
