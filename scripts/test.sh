@@ -4,12 +4,12 @@
 # Iceberg release) the Scala unit tests (jvm/src/test, through sbt) and the full pytest suite,
 # then the smoke suite (tests/test_smoke.py) on every other pair, each in its Spark line's own
 # virtualenv, with the query shapes (tests/test_query_shapes.py) once more on the oldest line
-# (below); the oldest pair also runs the multi-process test (only
-# there) and the fault tier (tests/lakehouse/test_commit_faults.py), and the oldest line's default
-# pair the lakehouse's reads (tests/lakehouse/test_object_store.py: s3proxy and Iceberg's REST
-# catalog on loopback; the primary pair runs tests/lakehouse whole, Flink writing); then, on each
-# Spark 4.x line, the Connect tier (tests/connect) against a real Spark Connect server (its
-# command-line cases on the primary line only).
+# (below); the oldest pair also runs the multi-process test (only there) and the fault tier
+# (tests/lakehouse/test_commit_faults.py), and the oldest line's default pair the lakehouse's reads
+# (tests/lakehouse/test_object_store.py: s3proxy and Iceberg's REST catalog on loopback; the
+# primary pair runs tests/lakehouse whole, Flink writing); then, on each Spark 4.x line, the
+# Connect tier (tests/connect) against a real Spark Connect server (its command-line cases on the
+# primary line only).
 #
 #   ./scripts/test.sh                    every pair and the Connect tier (what CI runs)
 #   ./scripts/test.sh --pair 3.5:1.11    one pair: the full suite for the primary, else the smoke suite (+ shapes)
@@ -81,16 +81,16 @@ while read -r line scala icebergs; do
   done
 done <<< "$rows"
 
-# The query shapes run on every shim of the extension (jvm/src/main: a Spark one per 3.5 and 4.x,
-# an Iceberg one per 3.5-4.0 and 4.1) and on two Iceberg releases, once each (CI time, 2 cores):
-# the primary pair's full suite has them (Spark 4.x's and Iceberg 4.1's shims, the newest
-# release), and the oldest line on its newest release before the primary's (Spark 3.5's and
-# Iceberg 3.5-4.0's shims). Today: 4.1 on 1.12.0, 3.5 on 1.11.0. Spark 4.0 shares its shims with
-# those two; it and the other pairs run the smoke suite, whose reads go through the same rule and
-# the same Iceberg scan API of their release.
+# The query shapes run through every shim of the extension (jvm/src/main: a Spark one for 3.5 and
+# one for 4.x, an Iceberg one for Spark 3.5-4.0 and one for 4.1) and on two Iceberg releases, once
+# each (CI time, 2 cores): the primary pair's full suite has them (the 4.x and 4.1 shims, the
+# newest release), and the oldest line on its newest release before the primary's (the 3.5 and
+# 3.5-4.0 shims). Today: 4.1 on 1.12.0, 3.5 on 1.11.0. Spark 4.0 shares its shims with those two;
+# it and the other pairs run the smoke suite, whose reads go through the same rule and the same
+# Iceberg scan API of their release.
 shapes_pairs=""
-read -r -a oldest_releases <<< "$(echo "$rows" | head -1 | awk '{$1 = $2 = ""; print}')"
-for iceberg in "${oldest_releases[@]}"; do
+read -r _ _ oldest_releases <<< "$(echo "$rows" | head -1)"
+for iceberg in $oldest_releases; do
   [ "$iceberg" = "$primary_iceberg" ] || shapes_pairs="$oldest_line:$iceberg"
 done
 
