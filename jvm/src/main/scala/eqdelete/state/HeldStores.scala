@@ -39,6 +39,8 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
     private var users = 0
     private var retired = false
     def acquire(): Unit = synchronized(users += 1)
+    /** Acquires the store unless it is retired (closed, or closing once its tasks complete). */
+    def tryAcquire(): Boolean = synchronized { if (retired) false else { users += 1; true } }
     def release(): Unit = synchronized { users -= 1; if (retired && users == 0) store.close() }
     /** Closes the store once no task uses it. */
     def retire(): Unit = synchronized { retired = true; if (users == 0) store.close() }
@@ -103,6 +105,7 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
               }
             h.version = to
             h.passed = h.passed + to.id
+            if (bulk) warmLater(index, partition, h)
             lastStep.put(key, (to.id, result, state))
             (result, state)
           } catch {
@@ -165,6 +168,7 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
       state.snapshot.toSeq.flatMap(_.files).filter(_.local.endsWith(".sst")).map(f => f.local -> f).toMap)
     Option(held.put((index, partition), h)).foreach(_.retire())
     loads.incrementAndGet()
+    warmLater(index, partition, h)
     if (state.version != StoreState.EmptyVersion) {
       logInfo(s"eqdelete: loaded partition $partition of the $kind $index at version ${state.version.number} from " +
         s"${files.root} (${state.files.size} files, ${state.files.map(_.size).sum} bytes) in " +
@@ -172,6 +176,33 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
     }
     h
   }
+
+  /**
+   * Reads `h`'s sorted files into the page cache ([[RocksStore.warm]]), in the background: a
+   * store loaded in bulk or downloaded is otherwise cold, and its first rounds' lookups are random
+   * reads from the disk. Only while every store held here fits in half the page cache's room
+   * ([[PageCache]]): stores larger than the memory would only push each other out.
+   */
+  private def warmLater(index: String, partition: Int, h: Held): Unit = HeldStores.warmer.execute { () =>
+    if (h.tryAcquire()) try {
+      val all = held.values().asScala.toVector.map(o => if (o eq h) h.store.bytes else withStore(o)(_.bytes).getOrElse(0L)).sum
+      val room = PageCache.room.getOrElse(0L)
+      if (all <= room / 2) {
+        val started = System.nanoTime()
+        val read = h.store.warm()
+        logInfo(s"eqdelete: read partition $partition of the $kind $index into the page cache ($read bytes) in " +
+          s"${(System.nanoTime() - started) / 1000000} ms")
+      } else {
+        logInfo(s"eqdelete: partition $partition of the $kind $index left out of the page cache: the stores held here " +
+          s"take $all bytes, more than half of the page cache's room ($room bytes)")
+      }
+    } catch {
+      case NonFatal(e) => logWarning(s"eqdelete: partition $partition of the $kind $index could not be read into the page cache", e)
+    } finally h.release()
+  }
+
+  private def withStore[A](h: Held)(body: S => A): Option[A] =
+    if (h.tryAcquire()) try Some(body(h.store)) finally h.release() else None
 
   private def drop(key: (String, Int)): Unit = {
     lastStep.remove(key)
@@ -183,6 +214,13 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
 }
 
 object HeldStores {
+  /** One thread a JVM reads stores into the page cache on ([[HeldStores.warmLater]]): one disk, read in turn. */
+  private val warmer = java.util.concurrent.Executors.newSingleThreadExecutor { (r: Runnable) =>
+    val t = new Thread(r, "eqdelete-state-warmer")
+    t.setDaemon(true)
+    t
+  }
+
   /** A registry of stores, named by its `object`'s class: serializable, and the same registry in every JVM. */
   final case class Ref[S <: RocksStore](objectClass: String) {
     @transient private lazy val resolved: HeldStores[S] =

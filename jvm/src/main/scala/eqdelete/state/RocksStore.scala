@@ -1,7 +1,10 @@
 package eqdelete.state
 
 import java.io.File
-import java.nio.file.Files
+import java.nio.channels.FileChannel
+import java.nio.file.{Files, NoSuchFileException, Paths, StandardOpenOption}
+
+import scala.jdk.CollectionConverters._
 
 import org.rocksdb.{Checkpoint, CompressionType, EnvOptions, FlushOptions, IngestExternalFileOptions, Options, RocksDB,
   SstFileWriter, WriteBatch, WriteOptions}
@@ -105,6 +108,27 @@ abstract class RocksStore(val directory: File) extends AutoCloseable {
   /** Bytes the store holds on disk (its sorted files) and in its memtables. */
   final def bytes: Long =
     db.getLongProperty("rocksdb.total-sst-files-size") + db.getLongProperty("rocksdb.cur-size-all-mem-tables")
+
+  /**
+   * Reads each of the store's sorted files once, start to end, so that the page cache holds them:
+   * the bytes read. A bulk load leaves them out of it (RocksDB's `SstFileWriter` drops the pages
+   * it writes, so that a load pushes nothing else out), as may a download; a lookup in a cold store
+   * is then a random read from the disk, which at 10^8 entries costs a round more than the lookups
+   * do (PERFORMANCE.md). A file compacted away meanwhile is passed over.
+   */
+  final def warm(): Long = {
+    val buffer = java.nio.ByteBuffer.allocateDirect(1 << 20)
+    db.getLiveFilesMetaData.asScala.map(f => Paths.get(f.path(), f.fileName())).map { file =>
+      try {
+        val channel = FileChannel.open(file, StandardOpenOption.READ)
+        try {
+          var (read, n) = (0L, 0)
+          while ({ n = channel.read(buffer); n >= 0 }) { read += n; buffer.clear() }
+          read
+        } finally channel.close()
+      } catch { case _: NoSuchFileException => 0L }
+    }.sum
+  }
 
   /** Merges the store's sorted files into one level. */
   final def compact(): Unit = { flush(); db.compactRange() }

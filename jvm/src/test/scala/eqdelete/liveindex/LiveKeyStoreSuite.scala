@@ -89,4 +89,26 @@ class LiveKeyStoreSuite extends AnyFunSuite {
       }
     }
   }
+
+  test("warming reads every sorted file of the store once, and leaves its entries as they were") {
+    withStore { store =>
+      val loaded = (0 until 20000).map { i =>
+        val b = packed(Some(s"w$i")); LiveKeyStore.entry(b, b.length, i % 5, i.toLong)
+      }.sorted(LiveKeyStore.EntryOrdering)
+      store.ingestSorted(loaded.iterator)
+      val k = packed(Some("w1"))
+      store.add(k, k.length, 7, 7L)
+      store.compact()
+      val sorted = Option(store.directory.listFiles()).toSeq.flatten.filter(_.getName.endsWith(".sst"))
+      assert(sorted.nonEmpty && store.warm() == sorted.map(_.length()).sum)
+      assert(found(store, k) == Set((1, 1L), (7, 7L)))
+    }
+  }
+
+  test("the page cache's room is known on Linux, and no more than the machine's memory") {
+    assume(System.getProperty("os.name").startsWith("Linux"))
+    val room = eqdelete.state.PageCache.room
+    assert(room.exists(r => r > 0 && r <= java.lang.management.ManagementFactory.getOperatingSystemMXBean
+      .asInstanceOf[com.sun.management.OperatingSystemMXBean].getTotalMemorySize), room)
+  }
 }
