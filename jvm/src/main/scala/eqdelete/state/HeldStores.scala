@@ -168,11 +168,11 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
       state.snapshot.toSeq.flatMap(_.files).filter(_.local.endsWith(".sst")).map(f => f.local -> f).toMap)
     Option(held.put((index, partition), h)).foreach(_.retire())
     loads.incrementAndGet()
-    warmLater(index, partition, h)
     if (state.version != StoreState.EmptyVersion) {
       logInfo(s"eqdelete: loaded partition $partition of the $kind $index at version ${state.version.number} from " +
         s"${files.root} (${state.files.size} files, ${state.files.map(_.size).sum} bytes) in " +
         s"${(System.nanoTime() - started) / 1000000} ms")
+      warmLater(index, partition, h)
     }
     h
   }
@@ -185,7 +185,7 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
    */
   private def warmLater(index: String, partition: Int, h: Held): Unit = HeldStores.warmer.execute { () =>
     if (h.tryAcquire()) try {
-      val all = held.values().asScala.toVector.map(o => if (o eq h) h.store.bytes else withStore(o)(_.bytes).getOrElse(0L)).sum
+      val all = held.values().asScala.toVector.flatMap(withStore(_)(_.bytes)).sum
       val room = PageCache.room.getOrElse(0L)
       if (all <= room / 2) {
         val started = System.nanoTime()
