@@ -178,9 +178,9 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
   }
 
   /**
-   * Reads `h`'s sorted files into the page cache ([[RocksStore.warm]]), in the background: a
-   * store loaded in bulk or downloaded is otherwise cold, and its first rounds' lookups are random
-   * reads from the disk. Only while every store held here fits in half the page cache's room
+   * Reads `h`'s sorted files into the page cache ([[RocksStore.warm]]: those not cached already),
+   * in the background: a store loaded in bulk or from a cold disk is otherwise cold, and its first
+   * rounds' lookups are random reads from the disk. Only while every store held here fits in half the page cache's room
    * ([[PageCache]]): stores larger than the memory would only push each other out.
    */
   private def warmLater(index: String, partition: Int, h: Held): Unit = HeldStores.warmer.execute { () =>
@@ -189,9 +189,9 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
       val room = PageCache.room.getOrElse(0L)
       if (all <= room / 2) {
         val started = System.nanoTime()
-        val read = h.store.warm()
-        logInfo(s"eqdelete: read partition $partition of the $kind $index into the page cache ($read bytes) in " +
-          s"${(System.nanoTime() - started) / 1000000} ms")
+        val warmed = h.store.warm()
+        logInfo(s"eqdelete: read partition $partition of the $kind $index into the page cache (${warmed.read} of its " +
+          s"${warmed.bytes} bytes, the rest cached already) in ${(System.nanoTime() - started) / 1000000} ms")
       } else {
         logInfo(s"eqdelete: partition $partition of the $kind $index left out of the page cache: the stores held here " +
           s"take $all bytes, more than half of the page cache's room ($room bytes)")

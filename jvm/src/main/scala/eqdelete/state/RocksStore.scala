@@ -110,25 +110,17 @@ abstract class RocksStore(val directory: File) extends AutoCloseable {
     db.getLongProperty("rocksdb.total-sst-files-size") + db.getLongProperty("rocksdb.cur-size-all-mem-tables")
 
   /**
-   * Reads each of the store's sorted files once, start to end, so that the page cache holds them:
-   * the bytes read. A bulk load leaves them out of it (RocksDB's `SstFileWriter` drops the pages
-   * it writes, so that a load pushes nothing else out), as may a download; a lookup in a cold store
-   * is then a random read from the disk, which at 10^8 entries costs a round more than the lookups
-   * do (PERFORMANCE.md). A file compacted away meanwhile is passed over.
+   * Reads into the page cache each of the store's sorted files that is not all there already, start
+   * to end: a bulk load leaves them out of it (RocksDB's `SstFileWriter` drops the pages it writes,
+   * so that a load pushes nothing else out), as may a reboot; a lookup in a cold store is then a
+   * random read from the disk, which at 10^8 entries costs a round more than the lookups do
+   * (PERFORMANCE.md). Whether a file is cached is asked of the kernel (`mincore`, through
+   * [[java.nio.MappedByteBuffer.isLoaded]]; the mapping is never touched), so that a store
+   * linked or downloaded while its files were in the cache costs no copy of them. A file
+   * compacted away meanwhile is passed over.
    */
-  final def warm(): Long = {
-    val buffer = java.nio.ByteBuffer.allocateDirect(1 << 20)
-    db.getLiveFilesMetaData.asScala.map(f => Paths.get(f.path(), f.fileName())).map { file =>
-      try {
-        val channel = FileChannel.open(file, StandardOpenOption.READ)
-        try {
-          var (read, n) = (0L, 0)
-          while ({ n = channel.read(buffer); n >= 0 }) { read += n; buffer.clear() }
-          read
-        } finally channel.close()
-      } catch { case _: NoSuchFileException => 0L }
-    }.sum
-  }
+  final def warm(): RocksStore.Warmed =
+    RocksStore.warm(db.getLiveFilesMetaData.asScala.toSeq.map(f => Paths.get(f.path(), f.fileName())))
 
   /** Merges the store's sorted files into one level. */
   final def compact(): Unit = { flush(); db.compactRange() }
@@ -168,6 +160,36 @@ abstract class RocksStore(val directory: File) extends AutoCloseable {
 }
 
 object RocksStore {
+  /** What [[RocksStore.warm]] did: the sorted files' bytes, and how many of them it read (the rest were cached). */
+  final case class Warmed(bytes: Long, read: Long) {
+    def plus(fileBytes: Long, fileRead: Long): Warmed = Warmed(bytes + fileBytes, read + fileRead)
+  }
+
+  /** Reads into the page cache those of `files` not all there already ([[RocksStore#warm]]); a file gone is passed over. */
+  private[eqdelete] def warm(files: Seq[java.nio.file.Path]): Warmed = files.foldLeft(Warmed(0L, 0L)) { (sum, file) =>
+    try {
+      val channel = FileChannel.open(file, StandardOpenOption.READ)
+      try {
+        val size = channel.size()
+        sum.plus(size, if (cached(channel, size)) 0L else readThrough(channel))
+      } finally channel.close()
+    } catch { case _: NoSuchFileException => sum }
+  }
+
+  /** Whether all of the file's `size` bytes are in the page cache, asked through mappings of at most 1 GiB that are never touched. */
+  private def cached(channel: FileChannel, size: Long): Boolean = {
+    val piece = 1L << 30
+    (0L until size by piece).forall(at => channel.map(FileChannel.MapMode.READ_ONLY, at, math.min(piece, size - at)).isLoaded)
+  }
+
+  /** Reads the file start to end in 1 MiB reads: the bytes read. */
+  private def readThrough(channel: FileChannel): Long = {
+    val buffer = java.nio.ByteBuffer.allocateDirect(1 << 20)
+    var (read, n) = (0L, 0)
+    while ({ n = channel.read(buffer); n >= 0 }) { read += n; buffer.clear() }
+    read
+  }
+
   RocksDB.loadLibrary()
 
   private val BatchEntries = 10000

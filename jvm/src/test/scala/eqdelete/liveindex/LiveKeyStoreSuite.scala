@@ -6,6 +6,7 @@ import scala.collection.mutable
 import scala.util.Random
 
 import eqdelete.deleteindex.KeyBytes
+import eqdelete.state.RocksStore
 
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
@@ -90,7 +91,26 @@ class LiveKeyStoreSuite extends AnyFunSuite {
     }
   }
 
-  test("warming reads every sorted file of the store once, and leaves its entries as they were") {
+  test("warming reads a file the page cache lacks, and passes over one it holds") {
+    val dir = Files.createTempDirectory("eqdelete-warm")
+    try {
+      assume(Files.getFileStore(dir).`type`() != "tmpfs", "the temporary directory is in memory: no file of it is out of the page cache")
+      // Written around the page cache (O_DIRECT, in whole aligned blocks), so that it starts out of it.
+      val file = dir.resolve("cold.sst")
+      val block = Files.getFileStore(dir).getBlockSize.toInt max 4096
+      val buffer = java.nio.ByteBuffer.allocateDirect(block * 65).alignedSlice(block)
+      buffer.limit(block * 64)
+      val channel = java.nio.channels.FileChannel.open(file, java.nio.file.StandardOpenOption.CREATE_NEW,
+        java.nio.file.StandardOpenOption.WRITE, com.sun.nio.file.ExtendedOpenOption.DIRECT)
+      try { while (buffer.hasRemaining) channel.write(buffer) } finally channel.close()
+      val size = block * 64L
+      assert(RocksStore.warm(Seq(file)) == RocksStore.Warmed(size, size))
+      assert(RocksStore.warm(Seq(file)) == RocksStore.Warmed(size, 0L), "read once, it is cached")
+      assert(RocksStore.warm(Seq(dir.resolve("gone.sst"))) == RocksStore.Warmed(0L, 0L))
+    } finally { Files.list(dir).forEach(f => Files.delete(f)); Files.delete(dir) }
+  }
+
+  test("warming passes over the sorted files the page cache holds, and leaves the entries as they were") {
     withStore { store =>
       val loaded = (0 until 20000).map { i =>
         val b = packed(Some(s"w$i")); LiveKeyStore.entry(b, b.length, i % 5, i.toLong)
@@ -99,8 +119,10 @@ class LiveKeyStoreSuite extends AnyFunSuite {
       val k = packed(Some("w1"))
       store.add(k, k.length, 7, 7L)
       store.compact()
-      val sorted = Option(store.directory.listFiles()).toSeq.flatten.filter(_.getName.endsWith(".sst"))
-      assert(sorted.nonEmpty && store.warm() == sorted.map(_.length()).sum)
+      val sorted = Option(store.directory.listFiles()).toSeq.flatten.filter(_.getName.endsWith(".sst")).map(_.length()).sum
+      val first = store.warm()
+      assert(sorted > 0 && first.bytes == sorted && first.read <= sorted)
+      assert(store.warm() == RocksStore.Warmed(sorted, 0L), "once read, the files are cached")
       assert(found(store, k) == Set((1, 1L), (7, 7L)))
     }
   }
