@@ -165,28 +165,40 @@ object RocksStore {
     def plus(fileBytes: Long, fileRead: Long): Warmed = Warmed(bytes + fileBytes, read + fileRead)
   }
 
-  /** Reads into the page cache those of `files` not all there already ([[RocksStore#warm]]); a file gone is passed over. */
-  private[eqdelete] def warm(files: Seq[java.nio.file.Path]): Warmed = files.foldLeft(Warmed(0L, 0L)) { (sum, file) =>
-    try {
-      val channel = FileChannel.open(file, StandardOpenOption.READ)
+  /** Reads into the page cache the pieces of `files` not all there already ([[RocksStore#warm]]); a file gone is passed over. */
+  private[eqdelete] def warm(files: Seq[java.nio.file.Path]): Warmed = {
+    val buffer = java.nio.ByteBuffer.allocateDirect(WarmReadBytes)
+    files.foldLeft(Warmed(0L, 0L)) { (sum, file) =>
       try {
-        val size = channel.size()
-        sum.plus(size, if (cached(channel, size)) 0L else readThrough(channel))
-      } finally channel.close()
-    } catch { case _: NoSuchFileException => sum }
+        val channel = FileChannel.open(file, StandardOpenOption.READ)
+        try {
+          val size = channel.size()
+          sum.plus(size, (0L until size by WarmPieceBytes).map { at =>
+            val length = math.min(WarmPieceBytes, size - at)
+            if (cached(channel, at, length)) 0L else readPiece(channel, at, length, buffer)
+          }.sum)
+        } finally channel.close()
+      } catch { case _: NoSuchFileException => sum }
+    }
   }
 
-  /** Whether all of the file's `size` bytes are in the page cache, asked through mappings of at most 1 GiB that are never touched. */
-  private def cached(channel: FileChannel, size: Long): Boolean = {
-    val piece = 1L << 30
-    (0L until size by piece).forall(at => channel.map(FileChannel.MapMode.READ_ONLY, at, math.min(piece, size - at)).isLoaded)
-  }
+  /**
+   * The piece warming asks about and reads as one: a file part evicted (the page cache's other
+   * users push out a page here and there) costs this much of a read, not the whole file's. Each
+   * piece is its own mapping until the collector unmaps it, so not much smaller.
+   */
+  private[eqdelete] val WarmPieceBytes = 8L << 20
+  private val WarmReadBytes = 1 << 20
 
-  /** Reads the file start to end in 1 MiB reads: the bytes read. */
-  private def readThrough(channel: FileChannel): Long = {
-    val buffer = java.nio.ByteBuffer.allocateDirect(1 << 20)
+  /** Whether the file's `length` bytes from `at` are all in the page cache: asked through a mapping that is never touched. */
+  private def cached(channel: FileChannel, at: Long, length: Long): Boolean =
+    channel.map(FileChannel.MapMode.READ_ONLY, at, length).isLoaded
+
+  /** Reads the file's `length` bytes from `at` (or to its end) through `buffer`: the bytes read. */
+  private def readPiece(channel: FileChannel, at: Long, length: Long, buffer: java.nio.ByteBuffer): Long = {
     var (read, n) = (0L, 0)
-    while ({ n = channel.read(buffer); n >= 0 }) { read += n; buffer.clear() }
+    while (read < length && { buffer.clear(); buffer.limit(math.min(buffer.capacity().toLong, length - read).toInt)
+        n = channel.read(buffer, at + read); n > 0 }) read += n
     read
   }
 

@@ -91,21 +91,26 @@ class LiveKeyStoreSuite extends AnyFunSuite {
     }
   }
 
-  test("warming reads a file the page cache lacks, and passes over one it holds") {
+  test("warming reads the pieces of a file the page cache lacks, and passes over those it holds") {
     val dir = Files.createTempDirectory("eqdelete-warm")
     try {
       assume(Files.getFileStore(dir).`type`() != "tmpfs", "the temporary directory is in memory: no file of it is out of the page cache")
-      // Written around the page cache (O_DIRECT, in whole aligned blocks), so that it starts out of it.
+      // Two pieces written around the page cache (O_DIRECT, in whole aligned blocks), so that they start out of it.
       val file = dir.resolve("cold.sst")
+      val piece = RocksStore.WarmPieceBytes
       val block = Files.getFileStore(dir).getBlockSize.toInt max 4096
-      val buffer = java.nio.ByteBuffer.allocateDirect(block * 65).alignedSlice(block)
-      buffer.limit(block * 64)
+      val buffer = java.nio.ByteBuffer.allocateDirect((1 << 20) + block).alignedSlice(block)
       val channel = java.nio.channels.FileChannel.open(file, java.nio.file.StandardOpenOption.CREATE_NEW,
-        java.nio.file.StandardOpenOption.WRITE, com.sun.nio.file.ExtendedOpenOption.DIRECT)
-      try { while (buffer.hasRemaining) channel.write(buffer) } finally channel.close()
-      val size = block * 64L
-      assert(RocksStore.warm(Seq(file)) == RocksStore.Warmed(size, size))
-      assert(RocksStore.warm(Seq(file)) == RocksStore.Warmed(size, 0L), "read once, it is cached")
+        java.nio.file.StandardOpenOption.READ, java.nio.file.StandardOpenOption.WRITE, com.sun.nio.file.ExtendedOpenOption.DIRECT)
+      try {
+        while (channel.size() < 2 * piece) { buffer.clear().limit(1 << 20); while (buffer.hasRemaining) channel.write(buffer) }
+      } finally channel.close()
+      // The second piece read as a lookup would (the disk's read-ahead runs forward, past the end: never into the first).
+      val reader = java.nio.channels.FileChannel.open(file)
+      try { buffer.clear(); var at = piece; while (at < 2 * piece) { buffer.clear(); at += reader.read(buffer, at) } }
+      finally reader.close()
+      assert(RocksStore.warm(Seq(file)) == RocksStore.Warmed(2 * piece, piece))
+      assert(RocksStore.warm(Seq(file)) == RocksStore.Warmed(2 * piece, 0L), "read once, it is cached")
       assert(RocksStore.warm(Seq(dir.resolve("gone.sst"))) == RocksStore.Warmed(0L, 0L))
     } finally { Files.list(dir).forEach(f => Files.delete(f)); Files.delete(dir) }
   }
