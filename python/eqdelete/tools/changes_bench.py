@@ -17,7 +17,8 @@ Both must give the same rows (as multisets), checked before timing. Then, with k
 (``spark.eqdelete.changes.rowImages``), what a long-running stream or session pays:
 
 - ``row_images_build``: the commit's changes read once with them, which builds them from a full
-  read at its parent first (once per table and application);
+  read at its parent first (once per table and application); on a reused table (``--reuse-tables``)
+  an earlier run's checkpointed images are restored instead, and this is ``row_images_resumed``;
 - ``row_images``: then, ``runs`` times, one more commit of as many upserts is written (not timed)
   and its changes read: the images brought forward by the commit and its deleted rows looked up
   in them (checked in the plan);
@@ -67,7 +68,8 @@ class ChangesBenchResult:
     upserts: int
     data_files: int
     changed_rows: int
-    # changes, except_all, parent_read, row_images_build, row_images, row_images_plain, row_images_restart (a
+    # changes, except_all, parent_read, row_images_build (or row_images_resumed, restored from an earlier run's
+    # checkpoints on a reused table), row_images, row_images_plain, row_images_restart (a
     # commit's changes after a restart: restoring and loading them); row_image_checkpoint_bytes (the median
     # bytes a commit's changes wrote to durable storage) and row_image_stored_bytes (their version there)
     medians: dict[str, float]
@@ -164,9 +166,14 @@ def _with_row_images(spark: SparkSession, spec: CdcSpec, columns: list[str], par
                                      f"{expected} ({sql})")
         return imaged, plain
 
+    images = spark.sparkContext._jvm.eqdelete.changes.KeptRowImages
     with use_strategy(spark, "auto"):
+        builds = images.built()
         build, _ = both(_changes_sql(spec.table, columns, parent, commit))
-        say(f"with kept row images: {build:.2f}s, building them")
+        # A reused table may hold an earlier run's checkpointed images: then they were restored, not built.
+        first = "row_images_build" if images.built() > builds else "row_images_resumed"
+        say(f"with kept row images: {build:.2f}s, " + ("building them" if first == "row_images_build" else
+                                                       "restoring an earlier run's and bringing them forward (no build)"))
         imaged, plain, written, previous = [], [], [], commit
         for n in range(runs):
             write_commit(spark, spec, snapshots + n)
@@ -181,7 +188,6 @@ def _with_row_images(spark: SparkSession, spec: CdcSpec, columns: list[str], par
                 f"{written[-1]:,} bytes checkpointed")
         stored = _checkpointed(spark)[1]
         # A restart: the images forgotten (as a new application has none); the next commit's read restores them.
-        images = spark.sparkContext._jvm.eqdelete.changes.KeptRowImages
         restored = images.restored()
         images.forgetAll(spark._jsparkSession)
         write_commit(spark, spec, snapshots + runs)
@@ -190,7 +196,7 @@ def _with_row_images(spark: SparkSession, spec: CdcSpec, columns: list[str], par
         if images.restored() != restored + 1:
             raise AssertionError(f"{spec.table}: the kept row images were not restored after a restart")
         say(f"after a restart: {restart:.2f}s with kept row images (restored, loaded)")
-    return {"row_images_build": build, "row_images": statistics.median(imaged), "row_images_plain": statistics.median(plain),
+    return {first: build, "row_images": statistics.median(imaged), "row_images_plain": statistics.median(plain),
             "row_images_restart": restart, "row_image_checkpoint_bytes": statistics.median(written),
             "row_image_stored_bytes": stored}
 
@@ -218,9 +224,11 @@ def markdown(results: list[ChangesBenchResult]) -> str:
         c, e, read = (r.medians.get(k) for k in ("changes", "except_all", "parent_read"))
         without = (f"{c:.2f} | {e:.2f} | {e / c:.1f} | " + (f"{read:.2f} | {c / read:.2f}" if read else "- | -") +
                    (f" | {c / first:.2f}" if first else " | -")) if c and e else "- | - | - | - | - | -"
-        imaged, build, plain = (r.medians.get(k) for k in ("row_images", "row_images_build", "row_images_plain"))
-        with_images = (f"{imaged:.2f} | {imaged / first_imaged:.2f} | {plain:.2f} | {build:.2f}"
-                       if imaged and first_imaged and build and plain else "- | - | - | -")
+        imaged, build, resumed, plain = (r.medians.get(k) for k in ("row_images", "row_images_build", "row_images_resumed",
+                                                                    "row_images_plain"))
+        built = f"{build:.2f}" if build else f"- (resumed: {resumed:.2f})" if resumed else "-"
+        with_images = (f"{imaged:.2f} | {imaged / first_imaged:.2f} | {plain:.2f} | {built}"
+                       if imaged and first_imaged and plain else "- | - | - | -")
         size = f"{r.row_image_bytes / 2**20:,.0f} MiB" if r.row_image_bytes else "-"
         restart, written, stored = (r.medians.get(k) for k in ("row_images_restart", "row_image_checkpoint_bytes",
                                                                "row_image_stored_bytes"))
