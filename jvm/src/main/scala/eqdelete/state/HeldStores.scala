@@ -180,8 +180,8 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
   /**
    * Reads `h`'s sorted files into the page cache ([[RocksStore.warm]]: those not cached already),
    * in the background: a store loaded in bulk or from a cold disk is otherwise cold, and its first
-   * rounds' lookups are random reads from the disk. Only while every store held here fits in half the page cache's room
-   * ([[PageCache]]): stores larger than the memory would only push each other out.
+   * rounds' lookups are random reads from the disk. Only while every store held here fits in half
+   * the page cache's room ([[PageCache]]): stores larger than the memory would only push each other out.
    */
   private def warmLater(index: String, partition: Int, h: Held): Unit = HeldStores.warmer.execute { () =>
     if (h.tryAcquire()) try {

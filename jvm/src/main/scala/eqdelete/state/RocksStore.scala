@@ -110,11 +110,11 @@ abstract class RocksStore(val directory: File) extends AutoCloseable {
     db.getLongProperty("rocksdb.total-sst-files-size") + db.getLongProperty("rocksdb.cur-size-all-mem-tables")
 
   /**
-   * Reads into the page cache each of the store's sorted files that is not all there already, start
-   * to end: a bulk load leaves them out of it (RocksDB's `SstFileWriter` drops the pages it writes,
+   * Reads into the page cache each piece (8 MiB) of the store's sorted files that is not all there
+   * already: a bulk load leaves them out of it (RocksDB's `SstFileWriter` drops the pages it writes,
    * so that a load pushes nothing else out), as may a reboot; a lookup in a cold store is then a
    * random read from the disk, which at 10^8 entries costs a round more than the lookups do
-   * (PERFORMANCE.md). Whether a file is cached is asked of the kernel (`mincore`, through
+   * (PERFORMANCE.md). Whether a piece is cached is asked of the kernel (`mincore`, through
    * [[java.nio.MappedByteBuffer.isLoaded]]; the mapping is never touched), so that a store
    * linked or downloaded while its files were in the cache costs no copy of them. A file
    * compacted away meanwhile is passed over.
