@@ -12,6 +12,7 @@ import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
 import org.apache.spark.SparkContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.rdd.RDD
+import org.apache.spark.util.CollectionAccumulator
 import org.apache.spark.sql.eqdelete.compat.SparkInternals
 
 /**
@@ -35,6 +36,12 @@ final class KeptStores[S <: RocksStore] private (held: HeldStores[S], val files:
   val partitions: Int = initial.length
   private val states = initial.clone()
   private val homes = new Array[String](partitions)
+  /**
+   * Where reads' tasks ran, store by store, folded into [[homes]] when the next job is planned
+   * ([[where]]): after a restore, or a store loaded elsewhere, its next step would otherwise prefer
+   * no executor (or the old one), and a task placed anywhere loads the store once more.
+   */
+  @volatile private var readAt: Option[CollectionAccumulator[(Int, String)]] = None
   private var number = states.map(_.version.number).max
   private var bytesWritten = 0L
   private val sizes = Array.fill(partitions)(-1L)
@@ -52,7 +59,7 @@ final class KeptStores[S <: RocksStore] private (held: HeldStores[S], val files:
   def stored: Long = states.toSeq.flatMap(_.files).distinct.map(_.size).sum
 
   /** The executors the stores were last used on. */
-  def executors: Int = homes.filter(_ != null).distinct.length
+  def executors: Int = where().filter(_ != null).distinct.length
 
   /**
    * One step of every store, a new version of each: task `p` runs `body` on store `p` with
@@ -64,7 +71,7 @@ final class KeptStores[S <: RocksStore] private (held: HeldStores[S], val files:
     val to = StoreVersion(number, UUID.randomUUID().toString.take(13))
     val (from, index, kept, stores) = (states.clone(), id, files, held.ref)
     val due = states.map(_.deltas.size + 1 >= snapshotEvery)
-    val results = new AtStoreRDD(input, homes.clone()).mapPartitionsWithIndex { (p, rows) =>
+    val results = new AtStoreRDD(input, where()).mapPartitionsWithIndex { (p, rows) =>
       val ((result, size), state) = stores.get.step(index, kept, p, from(p), to, due(p)) { store =>
         val result = body(store, p, rows)
         store.flush()  // what the step wrote counted
@@ -94,7 +101,24 @@ final class KeptStores[S <: RocksStore] private (held: HeldStores[S], val files:
   def read[T: ClassTag, U: ClassTag](input: RDD[T], later: Boolean)(body: (S, Int, Iterator[T]) => Iterator[U]): RDD[U] = {
     require(input.getNumPartitions == partitions, s"${input.getNumPartitions} partitions for $partitions stores")
     val (at, index, kept, stores) = (states.clone(), id, files, held.ref)
-    new AtStoreRDD(input, homes.clone()).mapPartitionsWithIndex((p, rows) => body(stores.get.at(index, kept, p, at(p), later), p, rows))
+    val ranAt = readAt.getOrElse(synchronized {
+      if (readAt.isEmpty) readAt = Some(new CollectionAccumulator[(Int, String)]).map { a => input.sparkContext.register(a); a }
+      readAt.get
+    })
+    new AtStoreRDD(input, where()).mapPartitionsWithIndex { (p, rows) =>
+      val store = stores.get.at(index, kept, p, at(p), later)
+      ranAt.add((p, SparkInternals.executorLocation))
+      body(store, p, rows)
+    }
+  }
+
+  /** Where each store was last used, as far as the driver knows: the last step, or a read's task since. */
+  private def where(): Array[String] = synchronized {
+    readAt.foreach { ranAt =>
+      ranAt.value.asScala.foreach { case (p, home) => homes(p) = home }
+      ranAt.reset()
+    }
+    homes.clone()
   }
 
   /** `body` on each store at the current version, one task each. */
@@ -159,7 +183,7 @@ final class KeptStores[S <: RocksStore] private (held: HeldStores[S], val files:
   /** Lets go of the stores on the executors that hold them (as far as a job reaches them); their checkpoints stay. */
   def release(sc: SparkContext): Unit = {
     val (index, stores) = (id, held.ref)
-    try new AtStoreRDD(sc.parallelize(0 until partitions, partitions), homes.clone()).foreach(_ => stores.get.drop(index))
+    try new AtStoreRDD(sc.parallelize(0 until partitions, partitions), where()).foreach(_ => stores.get.drop(index))
     catch { case NonFatal(e) => logWarning(s"eqdelete: dropping the stores of $index: ${e.getMessage}") }
   }
 

@@ -66,7 +66,10 @@ class LiveKeyIndexSuite extends AnyFunSuite {
       val manifest = eqdelete.state.KeptStores.latest(files)(_ => true).get
       val restored = LiveKeyIndex.restored(files, manifest, snapshotEvery = 3)
       assert(restored.id != index.id)
+      assert(restored.executors == 0, "restored: no store used here yet")
       assert(restored.lookup(sc.parallelize(asked.map(k => (packed(k), k)), 4)).collect().toSeq.sorted == afterPurge.sorted)
+      // Where the lookup's tasks loaded the stores is where its next step's tasks prefer to run.
+      assert(restored.executors == 1)
       // It goes on from there in its own directory, the first one's files untouched.
       assert(restored.add(entries(Seq((1L, 9, 1L)))) == 1)
       assert(index.lookup(sc.parallelize(Seq((packed(1L), 1L)), 4)).collect().forall(_._2 != 9))
