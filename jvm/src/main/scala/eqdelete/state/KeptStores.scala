@@ -12,7 +12,7 @@ import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
 import org.apache.spark.SparkContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.rdd.RDD
-import org.apache.spark.util.CollectionAccumulator
+import org.apache.spark.util.AccumulatorV2
 import org.apache.spark.sql.eqdelete.compat.SparkInternals
 
 /**
@@ -41,7 +41,7 @@ final class KeptStores[S <: RocksStore] private (held: HeldStores[S], val files:
    * ([[where]]): after a restore, or a store loaded elsewhere, its next step would otherwise prefer
    * no executor (or the old one), and a task placed anywhere loads the store once more.
    */
-  @volatile private var readAt: Option[CollectionAccumulator[(Int, String)]] = None
+  @volatile private var readAt: Option[HomesSeen] = None
   private var number = states.map(_.version.number).max
   private var bytesWritten = 0L
   private val sizes = Array.fill(partitions)(-1L)
@@ -79,11 +79,13 @@ final class KeptStores[S <: RocksStore] private (held: HeldStores[S], val files:
       }
       Iterator((p, result, size, state, SparkInternals.executorLocation))
     }.collect()
-    results.foreach { case (p, _, size, state, home) =>
-      bytesWritten += (state.files.toSet -- from(p).files).toSeq.map(_.size).sum
-      states(p) = state
-      homes(p) = home
-      sizes(p) = size
+    synchronized {
+      results.foreach { case (p, _, size, state, home) =>
+        bytesWritten += (state.files.toSet -- from(p).files).toSeq.map(_.size).sum
+        states(p) = state
+        homes(p) = home
+        sizes(p) = size
+      }
     }
     results.sortBy(_._1).map(_._2)
   }
@@ -102,7 +104,7 @@ final class KeptStores[S <: RocksStore] private (held: HeldStores[S], val files:
     require(input.getNumPartitions == partitions, s"${input.getNumPartitions} partitions for $partitions stores")
     val (at, index, kept, stores) = (states.clone(), id, files, held.ref)
     val ranAt = readAt.getOrElse(synchronized {
-      if (readAt.isEmpty) readAt = Some(new CollectionAccumulator[(Int, String)]).map { a => input.sparkContext.register(a); a }
+      if (readAt.isEmpty) readAt = Some(new HomesSeen).map { a => input.sparkContext.register(a); a }
       readAt.get
     })
     new AtStoreRDD(input, where()).mapPartitionsWithIndex { (p, rows) =>
@@ -114,10 +116,7 @@ final class KeptStores[S <: RocksStore] private (held: HeldStores[S], val files:
 
   /** Where each store was last used, as far as the driver knows: the last step, or a read's task since. */
   private def where(): Array[String] = synchronized {
-    readAt.foreach { ranAt =>
-      ranAt.value.asScala.foreach { case (p, home) => homes(p) = home }
-      ranAt.reset()
-    }
+    readAt.foreach(_.drain().foreach { case (p, home) => homes(p) = home })
     homes.clone()
   }
 
@@ -244,4 +243,20 @@ object KeptStores {
     case ManifestName(n) => Some(n.toLong)
     case _ => None
   }
+}
+
+/**
+ * The executor a read's task last ran on, by store: at most one entry a store however often the
+ * reads run, merged on the driver as tasks end and drained there when a job is planned.
+ */
+private final class HomesSeen extends AccumulatorV2[(Int, String), Map[Int, String]] {
+  private var seen = Map.empty[Int, String]
+  override def isZero: Boolean = synchronized(seen.isEmpty)
+  override def copy(): HomesSeen = synchronized { val c = new HomesSeen; c.seen = seen; c }
+  override def reset(): Unit = synchronized { seen = Map.empty }
+  override def add(v: (Int, String)): Unit = synchronized { seen += v }
+  override def merge(other: AccumulatorV2[(Int, String), Map[Int, String]]): Unit = synchronized { seen ++= other.value }
+  override def value: Map[Int, String] = synchronized(seen)
+  /** What was seen since the last drain, and nothing after it. */
+  def drain(): Map[Int, String] = synchronized { val v = seen; seen = Map.empty; v }
 }

@@ -159,7 +159,7 @@ abstract class RocksStore(val directory: File) extends AutoCloseable {
   }
 }
 
-object RocksStore {
+object RocksStore extends org.apache.spark.internal.Logging {
   /** What [[RocksStore.warm]] did: the sorted files' bytes, and how many of them it read (the rest were cached). */
   final case class Warmed(bytes: Long, read: Long) {
     def plus(fileBytes: Long, fileRead: Long): Warmed = Warmed(bytes + fileBytes, read + fileRead)
@@ -173,12 +173,21 @@ object RocksStore {
         val channel = FileChannel.open(file, StandardOpenOption.READ)
         try {
           val size = channel.size()
-          sum.plus(size, (0L until size by WarmPieceBytes).map { at =>
-            val length = math.min(WarmPieceBytes, size - at)
-            if (cached(channel, at, length)) 0L else readPiece(channel, at, length, buffer)
-          }.sum)
+          // The whole file asked first (one mapping of up to 1 GiB): a cached store maps each file once.
+          val read = if ((0L until size by (1L << 30)).forall(at => cached(channel, at, math.min(1L << 30, size - at)))) 0L
+            else (0L until size by WarmPieceBytes).map { at =>
+              val length = math.min(WarmPieceBytes, size - at)
+              if (cached(channel, at, length)) 0L else readPiece(channel, at, length, buffer)
+            }.sum
+          sum.plus(size, read)
         } finally channel.close()
-      } catch { case _: NoSuchFileException => sum }
+      } catch {
+        case _: NoSuchFileException => sum  // compacted away meanwhile
+        case e: java.io.IOException =>
+          // One file unreadable (truncated, its file system gone) is no reason to leave the others cold.
+          logWarning(s"eqdelete: $file could not be read into the page cache: ${e.getMessage}")
+          sum
+      }
     }
   }
 
@@ -191,7 +200,7 @@ object RocksStore {
   private val WarmReadBytes = 1 << 20
 
   /** Whether the file's `length` bytes from `at` are all in the page cache: asked through a mapping that is never touched. */
-  private def cached(channel: FileChannel, at: Long, length: Long): Boolean =
+  private[eqdelete] def cached(channel: FileChannel, at: Long, length: Long): Boolean =
     channel.map(FileChannel.MapMode.READ_ONLY, at, length).isLoaded
 
   /** Reads the file's `length` bytes from `at` (or to its end) through `buffer`: the bytes read. */
