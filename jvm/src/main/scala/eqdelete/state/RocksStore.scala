@@ -174,9 +174,8 @@ object RocksStore extends org.apache.spark.internal.Logging {
         try {
           val size = channel.size()
           // The whole file asked first (one mapping of up to 1 GiB): a cached store maps each file once.
-          val read = if ((0L until size by (1L << 30)).forall(at => cached(channel, at, math.min(1L << 30, size - at)))) 0L
-            else (0L until size by WarmPieceBytes).map { at =>
-              val length = math.min(WarmPieceBytes, size - at)
+          val read = if (pieces(size, 1L << 30).forall { case (at, length) => cached(channel, at, length) }) 0L
+            else pieces(size, WarmPieceBytes).map { case (at, length) =>
               if (cached(channel, at, length)) 0L else readPiece(channel, at, length, buffer)
             }.sum
           sum.plus(size, read)
@@ -198,6 +197,9 @@ object RocksStore extends org.apache.spark.internal.Logging {
    */
   private[eqdelete] val WarmPieceBytes = 8L << 20
   private val WarmReadBytes = 1 << 20
+
+  /** A file of `size` bytes cut into pieces of `piece` bytes (the last one shorter): each one's offset and length. */
+  private def pieces(size: Long, piece: Long): Seq[(Long, Long)] = (0L until size by piece).map(at => (at, math.min(piece, size - at)))
 
   /** Whether the file's `length` bytes from `at` are all in the page cache: asked through a mapping that is never touched. */
   private[eqdelete] def cached(channel: FileChannel, at: Long, length: Long): Boolean =
