@@ -71,6 +71,21 @@ def test_nested_and_floating_point_keys_against_written_rows(spark: SparkSession
             assert multiset(spark.table(floating).collect()) == multiset([(5.0, 2), (-0.0, 3)]), strategy
 
 
+def test_uuid_keys_against_written_rows(spark: SparkSession, table_name: str) -> None:
+    # Iceberg pairs uuid deletes with data files by bounds it compares signed
+    # (docs/known-iceberg-issues.md): on every pair, eqdelete applies them, and after a resolve
+    # Iceberg's own reader agrees. Whether Iceberg's reader misses them is recorded, not asserted, here.
+    from test_key_types import STRATEGIES as SETTINGS, multiset, uuid_case_table
+
+    live = uuid_case_table(spark, table_name, "straddling, middle deleted")
+    for strategy, settings in SETTINGS.items():
+        with eqdelete.use_conf(spark, settings):
+            assert multiset(spark.table(table_name).collect()) == multiset(live), strategy
+    eqdelete.resolve_equality_deletes(spark, table_name)
+    with eqdelete.use_strategy(spark, "native"):
+        assert multiset(spark.table(table_name).collect()) == multiset(live), "natively after resolving"
+
+
 @pytest.mark.parametrize("version", [2, 3])
 def test_resolving_equality_deletes(spark: SparkSession, table_name: str, version: int) -> None:
     # Iceberg's writers and RowDelta as this pair has them: position deletes (v2), deletion

@@ -23,6 +23,8 @@ class TableStatus:
     loads, over the live rows (rows and delete rows counted alike: it ranks debt, it is not a
     time). ``position_delete_files_per_data_file`` is the most a reader of one data file opens;
     ``dead_row_ratio`` the rows position deletes or deletion vectors remove over the data rows.
+    ``native_misreads`` says why Iceberg's own reader (and every other engine reading the equality
+    deletes) reads the table wrongly until it is resolved, if it does (docs/known-iceberg-issues.md).
     ``next`` says what the next round of ``maintain`` would do; ``error`` why the table could not
     be looked at (its other fields are then zero)."""
 
@@ -41,6 +43,7 @@ class TableStatus:
     native_over_floor: float
     maintain_enabled: bool
     interval_seconds: Optional[int]
+    native_misreads: Optional[str]
     next: str
     error: Optional[str]
 
@@ -92,7 +95,9 @@ def render(statuses: list[TableStatus]) -> str:
     def line(values: list[str]) -> str:
         return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric)).rstrip()
 
-    return "\n".join([line([t for t, _ in _COLUMNS]), line(["-" * w for w in widths]), *map(line, cells)])
+    misread = [f"{s.table}: {s.native_misreads}; resolving fixes it for every reader" for s in statuses if s.native_misreads]
+    notes = ["", "Iceberg's own reader reads these wrongly (eqdelete reads them right):", *misread] if misread else []
+    return "\n".join([line([t for t, _ in _COLUMNS]), line(["-" * w for w in widths]), *map(line, cells), *notes])
 
 
 def as_json(statuses: list[TableStatus]) -> str:

@@ -7,7 +7,7 @@ import scala.util.control.NonFatal
 
 import eqdelete.commit.Failures
 import eqdelete.cost.NativeReadEstimate
-import eqdelete.planning.LiveDeleteFiles
+import eqdelete.planning.{KnownMisreads, LiveDeleteFiles}
 
 import org.apache.iceberg.{FileContent, Table}
 import org.apache.spark.sql.SparkSession
@@ -26,6 +26,8 @@ import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, IntegerTyp
  *                               opens (`PositionDeletePileUp`; deletion vectors aside)
  * @param deadRowRatio           rows deleted by position deletes or deletion vectors over data rows
  *                               (rows equality deletes remove are counted once resolved)
+ * @param nativeMisreads         why Iceberg's own reader (and so every reader of the equality deletes) reads
+ *                               the table wrongly until it is resolved, if it does (`KnownMisreads`)
  * @param next                   what the next round would do, in words
  * @param error                  why the table could not be looked at; its other fields are then zero
  */
@@ -45,12 +47,13 @@ final case class TableStatus(
     nativeOverFloor: Double,
     maintainEnabled: Boolean,
     intervalSeconds: Option[Long],
+    nativeMisreads: Option[String],
     next: String,
     error: Option[String]) {
 
   def values: Seq[Any] = Seq(table, snapshotId.map(Long.box).orNull, formatVersion, dataFiles, dataRows, equalityDeleteFiles,
     equalityDeleteRows, lagSeconds, positionDeleteFiles, positionDeletedRows, positionDeleteFilesPerDataFile, deadRowRatio,
-    nativeOverFloor, maintainEnabled, intervalSeconds.map(Long.box).orNull, next, error.orNull)
+    nativeOverFloor, maintainEnabled, intervalSeconds.map(Long.box).orNull, nativeMisreads.orNull, next, error.orNull)
 
   def asMap: Map[String, Any] = TableStatus.Fields.map(_._1).zip(values).toMap
 }
@@ -63,8 +66,8 @@ object TableStatus {
     "lag_seconds" -> DoubleType, "position_delete_files" -> IntegerType, "position_deleted_rows" -> LongType,
     "position_delete_files_per_data_file" -> IntegerType, "dead_row_ratio" -> DoubleType,
     "native_over_floor" -> DoubleType, "maintain_enabled" -> BooleanType, "interval_seconds" -> LongType,
-    "next" -> StringType, "error" -> StringType)
-  val Nullable: Set[String] = Set("snapshot_id", "interval_seconds", "error")
+    "native_misreads" -> StringType, "next" -> StringType, "error" -> StringType)
+  val Nullable: Set[String] = Set("snapshot_id", "interval_seconds", "native_misreads", "error")
 
   /** The status of every table `patterns` names (`TablePattern`); a table that cannot be read gets a row with its error. */
   def of(session: SparkSession, patterns: String): Seq[TableStatus] =
@@ -83,7 +86,7 @@ object TableStatus {
     Option(table.currentSnapshot()) match {
       case None =>
         TableStatus(table.name(), None, version, 0, 0, 0, 0, 0.0, 0, 0, 0, 0.0, 1.0, settings.enabled,
-          settings.intervalSeconds, "nothing (no snapshot)", None)
+          settings.intervalSeconds, None, "nothing (no snapshot)", None)
       case Some(snapshot) =>
         val id = snapshot.snapshotId()
         val equality = LiveDeleteFiles.equalityDeletes(table, id)
@@ -106,6 +109,7 @@ object TableStatus {
           deadRowRatio = if (planned.dataRows == 0) 0.0 else math.min(1.0, dead.toDouble / planned.dataRows),
           nativeOverFloor = NativeReadEstimate.overFloor(planned.dataRows, dead, planned.deleteRowsLoadedByTasks),
           maintainEnabled = settings.enabled, intervalSeconds = settings.intervalSeconds,
+          nativeMisreads = KnownMisreads.of(table.schema(), equality),
           next = if (settings.enabled) next.describe(equality.size, equalityRows, pileUp) + data
           else s"nothing under maintain --tables (eqdelete.maintain.enabled=false); by name: ${next.describe(equality.size, equalityRows, pileUp)}$data",
           error = None)
@@ -114,7 +118,7 @@ object TableStatus {
 
   /** A row for a table that could not be looked at: the error in one line. */
   def failed(name: String, e: Throwable): TableStatus =
-    TableStatus(name, None, 0, 0, 0, 0, 0, 0.0, 0, 0, 0, 0.0, 0.0, maintainEnabled = false, None, "nothing (see error)",
+    TableStatus(name, None, 0, 0, 0, 0, 0, 0.0, 0, 0, 0, 0.0, 0.0, maintainEnabled = false, None, None, "nothing (see error)",
       Some(Failures.describe(e)))
 
   private final case class PlannedRead(dataFiles: Long, dataRows: Long, deleteRowsLoadedByTasks: Long)

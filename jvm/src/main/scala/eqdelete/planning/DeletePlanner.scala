@@ -40,10 +40,12 @@ object DeletePlanner {
     val deletesByPath = mutable.LinkedHashMap.empty[String, EqualityDeleteRef]
     val planned = Vector.newBuilder[FileScanTask]
 
-    // Float and double columns keep their NaN counts in the planned files: see `overlookedNaNDeletes`.
+    // Float and double columns keep their NaN counts in the planned files: see `overlookedDeletes`.
     val floating = TypeUtil.indexById(readSchema.asStruct()).asScala.collect {
       case (id, f) if f.`type`().typeId() == Type.TypeID.FLOAT || f.`type`().typeId() == Type.TypeID.DOUBLE => id.intValue
     }.toVector
+    // uuid columns: see `overlookedDeletes`.
+    val uuids = KnownMisreads.uuidFields(readSchema)
     // Iceberg's report of this planning (it reaches the table's own reporter too), for the scans served its tasks.
     val reports = new java.util.concurrent.CopyOnWriteArrayList[MetricsReport]()
     val unfiltered = table.newScan().useSnapshot(snapshotId).caseSensitive(caseSensitive).filter(filter)
@@ -77,9 +79,9 @@ object DeletePlanner {
         }
       }
     }
-    // Deletes Iceberg may have left out of every task (see `mayHoldNaN`), applied by the rule instead.
+    // Deletes Iceberg may have left out of every task (see `overlookedDeletes`), applied by the rule instead.
     val dataScopes = files.values.map(_._2).toSet
-    val overlooked = (if (dataMayHoldNaN) overlookedNaNDeletes(table, snapshotId, readSchema) else Nil)
+    val overlooked = overlookedDeletes(table, snapshotId, readSchema, dataMayHoldNaN, uuids)
       .filterNot(d => deletesByPath.contains(d.location()))
       .map { delete =>
         val spec = table.specs().get(delete.specId())
@@ -99,8 +101,31 @@ object DeletePlanner {
       scanned, deleteSets.find(set => set.files.exists(ref => mayHoldNaN(ref.file, readSchema))).map { set =>
         s"delete files on ${set.describeKeys} may hold NaN, which Iceberg's pairing of delete and data files by " +
           "their bounds overlooks"
-      }))
+      }.orElse(deleteSets.find(_.equalityIds.exists(uuids.contains)).map(set => KnownMisreads.uuidKey(set.describeKeys)))))
   }
+
+  /**
+   * The snapshot's live equality delete files Iceberg's pairing may have left out of a task, from
+   * its delete manifests (metadata only, read only when one of these can occur):
+   *  - those that may hold NaN keys, when a planned data file may hold NaN (see `mayHoldNaN`);
+   *  - every one on a `uuid` key (`uuids`, the read schema's uuid columns). Parquet orders a UUID by
+   *    its unsigned bytes and writes every file's bounds so; Iceberg compares them as
+   *    `java.util.UUID`s, signed (Iceberg #14216). A data file whose keys straddle `0x80…` then
+   *    looks disjoint from a delete file whose keys it holds, and `DeleteFileIndex` leaves the
+   *    delete out of its task.
+   */
+  private def overlookedDeletes(table: Table, snapshotId: Long, readSchema: Schema, dataMayHoldNaN: Boolean,
+      uuids: Set[Int]): Seq[DeleteFile] = {
+    if (!dataMayHoldNaN && (uuids.isEmpty || !mayHoldEqualityDeletes(table, snapshotId))) return Nil
+    LiveDeleteFiles.equalityDeletes(table, snapshotId).filter { delete =>
+      (dataMayHoldNaN && mayHoldNaN(delete, readSchema)) || delete.equalityFieldIds().asScala.exists(id => uuids(id.intValue))
+    }
+  }
+
+  /** Whether the snapshot may hold equality delete files: its summary's count says so, or is missing. */
+  private def mayHoldEqualityDeletes(table: Table, snapshotId: Long): Boolean =
+    Option(table.snapshot(snapshotId)).flatMap(s => Option(s.summary())).flatMap(s => Option(s.get("total-equality-deletes")))
+      .forall(count => scala.util.Try(count.toLong).getOrElse(1L) > 0)
 
   /**
    * Iceberg pairs an equality delete file with a data file only when their key bounds overlap,
@@ -121,14 +146,6 @@ object DeletePlanner {
       count == null || count.longValue() > 0
     }
   }
-
-  /**
-   * The snapshot's live equality delete files that may hold NaN keys, from its delete manifests
-   * (metadata only; read only when a planned data file may hold NaN, the only case where
-   * Iceberg's pairing can leave such a delete out).
-   */
-  private def overlookedNaNDeletes(table: Table, snapshotId: Long, readSchema: Schema): Seq[DeleteFile] =
-    LiveDeleteFiles.equalityDeletes(table, snapshotId).filter(mayHoldNaN(_, readSchema))
 
   /** The rewrite's rule must cover every delete Iceberg assigned, or it could resurrect rows. */
   private def checkIcebergAgrees(task: FileScanTask, ref: EqualityDeleteRef, dataSeq: Long, dataScope: Int): Unit = {
