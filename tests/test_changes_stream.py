@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import random
 from collections import Counter
 from pathlib import Path
 
@@ -177,6 +179,45 @@ def test_a_restarted_stream_restores_its_row_images_from_its_checkpoint(spark: S
         batches += stream_batches(spark, table_name, checkpoint, max_snapshots_per_trigger=1)
     assert images.restored() - restored == 1 and images.built() - built == 1, "built again instead of restored"
     assert images.snapshotsAnswered() - answered == 6
+    assert replay(spark, table_name, batches) == rows_at(spark, table_name, lineage(spark, table_name)[-1])
+
+
+@pytest.mark.parametrize("damage", ["overwritten", "truncated", "deleted"])
+def test_a_restarted_stream_never_trusts_row_images_damaged_where_they_are_saved(
+        spark: SparkSession, table_name: str, tmp_path: Path, damage: str) -> None:
+    # The saved version's largest sorted file overwritten in the middle (same size), cut short, or
+    # gone, while the stream is stopped: the restart cannot verify the images, so its batches read
+    # the data files, the saved versions are dropped and the next read builds them again; every
+    # batch's rows stay right (never a damaged block read as "no row of this key").
+    spark.sql(f"CREATE TABLE {table_name} (k BIGINT, v STRING) USING iceberg TBLPROPERTIES ({MOR.format(v=2)})")
+    spark.createDataFrame([(k, f"a{k}") for k in range(5000)], "k BIGINT, v STRING").repartition(2) \
+        .writeTo(table_name).append()
+    tags = iter("bcdefghijk")
+
+    def upsert(n: int) -> None:
+        for _ in range(n):
+            tag, keys = next(tags), list(range(len(table_name) % 7, 5000, 97))
+            write_equality_deletes(spark, table_name, ["k"], [(k,) for k in keys], inserts=[(k, f"{tag}{k}") for k in keys])
+    images = spark.sparkContext._jvm.eqdelete.changes.KeptRowImages
+    checkpoint = tmp_path / "checkpoint"
+    upsert(2)
+    with use_conf(spark, [("spark.eqdelete.changes.rowImages", "true")]):
+        batches = stream_batches(spark, table_name, checkpoint, max_snapshots_per_trigger=1)
+        images.forgetAll(spark._jsparkSession)
+        largest = max((checkpoint / "sources" / "0" / "eqdelete-state").rglob("*.sst"), key=lambda f: f.stat().st_size)
+        size = largest.stat().st_size
+        if damage == "overwritten":
+            with open(largest, "r+b") as f:
+                f.seek(size // 4)
+                f.write(random.Random(5).randbytes(size // 2))
+        elif damage == "truncated":
+            os.truncate(largest, size // 2)
+        else:
+            largest.unlink()
+        built = images.built()
+        upsert(2)
+        batches += stream_batches(spark, table_name, checkpoint, max_snapshots_per_trigger=1)
+        assert images.built() > built, "the damaged images were not built again"
     assert replay(spark, table_name, batches) == rows_at(spark, table_name, lineage(spark, table_name)[-1])
 
 

@@ -16,6 +16,7 @@ store lost between them.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 from fixtures import FIXTURES, MOR, sorted_rows
@@ -175,6 +176,46 @@ def test_maintain_rounds_keep_the_index_and_load_it_where_a_store_is_lost(spark:
             assert "the index was dropped" in (read.live_index_note or "") and read.live_index_entries == 0, read
             after, _ = round_of(range(35, 40))
             assert "built from the table" in (after.live_index_note or "") and after.live_index_entries == 60, after
+        finally:
+            _jvm.forget_kept_indexes(spark, table_name)
+
+
+def test_a_store_file_damaged_in_place_is_never_trusted(spark: SparkSession, table_name: str) -> None:
+    """The largest sorted file of the kept index's saved version overwritten in the middle with
+    random bytes of the same size, while no round runs (a disk's or an object store's bad write):
+    the restarted round's lookups cannot read it, so the round finds its rows without the index
+    and drops it, never taking "no entry" for "no live row". Rows against those written."""
+    spark.sql(f"CREATE TABLE {table_name} (k BIGINT, v STRING) USING iceberg TBLPROPERTIES ({MOR.format(v=2)})")
+    written = {k: f"a{k}" for k in range(20000)}
+    spark.createDataFrame(list(written.items()), "k BIGINT, v STRING").coalesce(1).writeTo(table_name).append()
+    location = spark.sql(f"DESCRIBE TABLE EXTENDED {table_name}").where("col_name = 'Location'").first()[1]
+
+    def upsert_and_round(keys: range) -> MaintainRound:
+        old = [(k, written[k]) for k in keys]
+        written.update({k: f"{written[k]}+" for k in keys})
+        write_equality_deletes(spark, table_name, ["k"], old, inserts=[(k, written[k]) for k in keys], columns=["k", "v"])
+        r = maintain_round(spark, table_name, keep_index=True)
+        with use_strategy(spark, "native"):
+            assert sorted_rows(spark.table(table_name).collect()) == sorted(written.items())
+        return r
+
+    with use_conf(spark, [("spark.eqdelete.maintain.liveIndex", "always")]):
+        try:
+            built = upsert_and_round(range(0, 20000, 20))
+            assert built.committed and built.rows_resolved == 1000 and "built from the table" in (built.live_index_note or "")
+            _jvm.forget_kept_indexes(spark, table_name)  # as a restart: the next round loads the saved version
+            state = Path(location.removeprefix("file:")) / "_eqdelete_state"
+            largest = max(state.rglob("*.sst"), key=lambda f: f.stat().st_size)
+            size = largest.stat().st_size
+            with open(largest, "r+b") as f:
+                f.seek(size // 4)
+                f.write(random.Random(5).randbytes(size // 2))
+            assert largest.stat().st_size == size
+            damaged = upsert_and_round(range(1, 20000, 20))
+            assert damaged.committed and damaged.rows_resolved == 1000, damaged.render()
+            assert "could not be loaded" in (damaged.live_index_note or "") or "cannot be read" in (damaged.live_index_note or ""), damaged
+            again = upsert_and_round(range(2, 20000, 20))
+            assert again.committed and again.rows_resolved == 1000, again.render()
         finally:
             _jvm.forget_kept_indexes(spark, table_name)
 

@@ -7,9 +7,10 @@ import scala.jdk.CollectionConverters._
 import scala.util.Try
 import scala.util.control.NonFatal
 
+import eqdelete.commit.Failures
 import eqdelete.deleteindex.KeyBytes
 import eqdelete.liveindex.{LiveKeyStore, RowImageIndex, RowImageStore}
-import eqdelete.state.{KeptStores, StateFiles, StateLocation}
+import eqdelete.state.{KeptStateLostException, KeptStores, StateFiles, StateLocation}
 
 import org.apache.iceberg.{Schema, Snapshot, Table}
 import org.apache.spark.internal.Logging
@@ -147,8 +148,10 @@ object KeptRowImages extends Logging {
       } catch {
         case e: Throwable =>
           // Anything, fatal included, may have left the driver's state of them half brought forward; the
-          // version saved last is whole, and the next read restores it.
+          // version saved last is whole, and the next read restores it: unless a store of it could not
+          // be read (damaged where it is saved), when its saved versions go too and the next read builds them.
           Option(kept.remove(id)).foreach(k => Try(k.index.stores.release(session.sparkContext)))
+          if (Failures.causes(e).exists(_.isInstanceOf[KeptStateLostException])) Try(files.deleteAll())
           if (!NonFatal(e)) throw e
           logWarning(s"eqdelete: the kept row images of ${table.name()} are dropped, and its changes read from its " +
             s"data files: ${e.getMessage}", e)

@@ -43,7 +43,7 @@ final class LiveKeyStore private (directory: File) extends RocksStore(directory)
    * than the seek), best given keys in the store's order so each seek moves forward. It sees the
    * store as it was when opened; close it when done.
    */
-  def cursor(): Cursor = new Cursor(db.newIterator())
+  def cursor(): Cursor = new Cursor(db.newIterator(), directory)
 
   /**
    * Adds entries given in RocksDB's order (bytewise, unsigned: [[EntryOrdering]]), as one sorted
@@ -74,6 +74,7 @@ final class LiveKeyStore private (directory: File) extends RocksStore(directory)
         if (gone(ByteBuffer.wrap(k, k.length - 12, 4).getInt)) { deleteUnrecorded(k); n += 1 }
         it.next()
       }
+      ended(it)
     } finally it.close()
     if (n > 0) compact()
     n
@@ -89,7 +90,7 @@ final class LiveKeyStore private (directory: File) extends RocksStore(directory)
 
 object LiveKeyStore {
   /** Lookups through one iterator ([[LiveKeyStore.cursor]]), by a key's [[keyPrefix]]. */
-  final class Cursor private[LiveKeyStore] (it: RocksIterator) extends AutoCloseable {
+  final class Cursor private[LiveKeyStore] (it: RocksIterator, directory: File) extends AutoCloseable {
     /** The `(file, position)` of every entry whose key is `prefix`'s, calling `found` for each. */
     def entriesOf(prefix: Array[Byte])(found: (Int, Long) => Unit): Unit = {
       it.seek(prefix)
@@ -102,6 +103,7 @@ object LiveKeyStore {
           it.next()
         } else more = false
       }
+      if (more) RocksStore.ended(it, directory)
     }
 
     override def close(): Unit = it.close()

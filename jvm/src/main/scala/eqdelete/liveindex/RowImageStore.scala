@@ -64,6 +64,7 @@ final class RowImageStore private (directory: File) extends RocksStore(directory
             if (KeyBytes.readLong(it.value(), 0) == Live) ofKey(entry) = it.value()
             it.next()
           }
+          ended(it)
         }
         val version = KeyBytes.readLong(change, length)
         if (change(length + 8) == DeleteMark) {
@@ -117,6 +118,7 @@ final class RowImageStore private (directory: File) extends RocksStore(directory
         if (KeyBytes.readLong(value, 0) > version) found(java.util.Arrays.copyOfRange(value, 8, value.length))
         it.next()
       }
+      ended(it)
     }
 
     override def close(): Unit = it.close()
@@ -142,6 +144,7 @@ final class RowImageStore private (directory: File) extends RocksStore(directory
         if (KeyBytes.readLong(it.value(), 0) <= version) { deleteUnrecorded(it.key()); n += 1 }
         it.next()
       }
+      ended(it)
     } finally it.close()
     if (n > 0) compact()
     n

@@ -80,6 +80,24 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
   }
 
   /**
+   * `read`, a read of the store of `partition` of `index`, which drops that store here when it
+   * finds the store cannot be read ([[KeptStateLostException]]): never served again, the next
+   * task loads it from durable storage (which fails in turn if the damage is there too).
+   */
+  def droppedWhenUnreadable[U](index: String, partition: Int, read: Iterator[U]): Iterator[U] = {
+    val key = (index, partition)
+    new Iterator[U] {
+      private def guarded[A](body: => A): A = try body catch {
+        case lost: KeptStateLostException =>
+          locked(key)(HeldStores.this.drop(key))
+          throw lost
+      }
+      override def hasNext: Boolean = guarded(read.hasNext)
+      override def next(): U = guarded(read.next())
+    }
+  }
+
+  /**
    * Takes the store of `partition` of `index` from `from` to version `to` by `body`, recording
    * what it changes; the new version is a snapshot when `snapshot` asks for one or `body` changed
    * the store in bulk. What `body` returned, and the state of version `to`.
@@ -157,6 +175,7 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
           val in = files.open(f.rel)
           try store.replay(in, files.location(f.rel)) finally in.close()
         }
+        if (state.snapshot.nonEmpty) store.verify()
         store
       } catch { case e: Throwable => store.close(); throw e }
     } catch { case e: Throwable => RocksStore.deleteRecursively(dir); throw e }

@@ -7,7 +7,7 @@ import java.nio.file.{Files, NoSuchFileException, Paths, StandardOpenOption}
 import scala.jdk.CollectionConverters._
 
 import org.rocksdb.{Checkpoint, CompressionType, EnvOptions, FlushOptions, IngestExternalFileOptions, Options, RocksDB,
-  SstFileWriter, WriteBatch, WriteOptions}
+  RocksDBException, RocksIterator, SstFileWriter, WriteBatch, WriteOptions}
 
 /**
  * A RocksDB on the local disk of the executor holding it, the one shape of every kept store
@@ -122,6 +122,26 @@ abstract class RocksStore(val directory: File) extends AutoCloseable {
   final def warm(): RocksStore.Warmed =
     RocksStore.warm(db.getLiveFilesMetaData.asScala.toSeq.map(f => Paths.get(f.path(), f.fileName())))
 
+  /**
+   * Fails unless `it` stopped at the end of the data: RocksDB makes an iterator invalid on a read
+   * error (a block whose checksum does not match, a file cut short) exactly as at the end, so a
+   * loop that stops at `!isValid` must ask, or a damaged block reads as "no entry" and a store
+   * answers "no live row" where it cannot read. Call it when a loop over `it` ends.
+   */
+  protected final def ended(it: RocksIterator): Unit = RocksStore.ended(it, directory)
+
+  /**
+   * Reads every block of the store's sorted files and checks its checksum: a store loaded from
+   * durable storage (downloaded, or linked to the very file a bad write may have changed) is used
+   * only once it verified, as RocksDB checks a block only when a read reaches it. Its reads fill
+   * the page cache, as warming would.
+   */
+  final def verify(): Unit =
+    try db.verifyChecksum() catch {
+      case e: RocksDBException => throw new KeptStateLostException(s"eqdelete: the kept store in $directory does not " +
+        s"verify (${e.getMessage}); it is not used", e)
+    }
+
   /** Merges the store's sorted files into one level. */
   final def compact(): Unit = { flush(); db.compactRange() }
 
@@ -212,6 +232,13 @@ object RocksStore extends org.apache.spark.internal.Logging {
         n = channel.read(buffer, at + read); n > 0 }) read += n
     read
   }
+
+  /** [[RocksStore#ended]], for a reader holding an iterator of the store in `directory`. */
+  private[eqdelete] def ended(it: RocksIterator, directory: File): Unit =
+    try it.status() catch {
+      case e: RocksDBException => throw new KeptStateLostException(s"eqdelete: the kept store in $directory cannot be " +
+        s"read (${Option(e.getStatus).map(_.getCodeString).getOrElse("error")}: ${e.getMessage}); it is not used", e)
+    }
 
   RocksDB.loadLibrary()
 

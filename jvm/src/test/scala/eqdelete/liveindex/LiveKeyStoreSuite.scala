@@ -141,4 +141,23 @@ class LiveKeyStoreSuite extends AnyFunSuite {
     assert(room.exists(r => r > 0 && r <= java.lang.management.ManagementFactory.getOperatingSystemMXBean
       .asInstanceOf[com.sun.management.OperatingSystemMXBean].getTotalMemorySize), room)
   }
+
+  test("a sorted file damaged in place fails lookups and purges: never read as 'no entry'") {
+    withStore { store =>
+      val keys = (0 until 200000).map(i => packed(Some(f"k$i%07d")))
+      store.ingestSorted(keys.map(k => LiveKeyStore.entry(k, k.length, 1, 7L)).sorted(LiveKeyStore.EntryOrdering).iterator)
+      // Its middle half overwritten with random bytes, its size unchanged: what a disk's or a store's bad write does.
+      val sst = store.directory.listFiles().filter(_.getName.endsWith(".sst")).maxBy(_.length)
+      val file = new java.io.RandomAccessFile(sst, "rw")
+      try {
+        val noise = new Array[Byte]((sst.length / 2).toInt)
+        new Random(3).nextBytes(noise)
+        file.seek(sst.length / 4)
+        file.write(noise)
+      } finally file.close()
+      val lost = intercept[eqdelete.state.KeptStateLostException](keys.foreach(k => found(store, k)))
+      assert(lost.getMessage.contains("cannot be read") && lost.getMessage.contains(store.directory.getName), lost.getMessage)
+      intercept[eqdelete.state.KeptStateLostException](store.purge(Set(1)))
+    }
+  }
 }
