@@ -44,15 +44,15 @@ def metadata(spark: SparkSession, table: str) -> dict:
 
 
 def project(value: Any, read: Any, target: Any) -> Any:
-    """``value``, read in Iceberg type ``read`` (metadata JSON), in type ``target``: struct fields by id (None
-    where ``read`` has none), list elements and map entries each projected; maps as sorted entries, so rows
+    """``value``, read in Iceberg type ``read`` (metadata JSON), in type ``target``: struct fields by id (where
+    ``read`` has none, the field's initial default, or None), list elements and map entries each projected; maps as sorted entries, so rows
     hash. A promoted primitive keeps its value (Python's int and float are the wider types already)."""
     if value is None:
         return None
     if isinstance(target, dict) and target["type"] == "struct":
         by_id = {f["id"]: f for f in read["fields"]}
-        return tuple(project(value[by_id[f["id"]]["name"]], by_id[f["id"]]["type"], f["type"]) if f["id"] in by_id else None
-                     for f in target["fields"])
+        return tuple(project(value[by_id[f["id"]]["name"]], by_id[f["id"]]["type"], f["type"]) if f["id"] in by_id
+                     else f.get("initial-default") for f in target["fields"])
     if isinstance(target, dict) and target["type"] == "list":
         return tuple(project(e, read["element"], target["element"]) for e in value)
     if isinstance(target, dict) and target["type"] == "map":
@@ -91,6 +91,22 @@ def changes_in(rows: list[Row], target: dict) -> dict[int, tuple[Counter, Counte
     return out
 
 
+def same_schema_as_read(spark: SparkSession, table: str, snapshot: int, changes) -> None:
+    """The changes' columns are exactly those a read of ``snapshot`` (the range's end) shows: names,
+    types and nullability at every depth."""
+    def shape(t: T.DataType) -> Any:  # names, types and nullability; not the fields' metadata (comments, defaults)
+        if isinstance(t, T.StructType):
+            return [(f.name, shape(f.dataType), f.nullable) for f in t.fields]
+        if isinstance(t, T.ArrayType):
+            return ("array", shape(t.elementType), t.containsNull)
+        if isinstance(t, T.MapType):
+            return ("map", shape(t.keyType), shape(t.valueType), t.valueContainsNull)
+        return t.simpleString()
+    read = shape(spark.sql(f"SELECT * FROM {table} VERSION AS OF {snapshot}").schema)
+    mine = shape(T.StructType(changes.schema.fields[: -len(CHANGE_COLUMNS)]))
+    assert mine == read, f"the changes' columns {mine} != the read's {read}"
+
+
 def check_range(spark: SparkSession, table: str, chain: list[int], first: int, last: int) -> int:
     """The changes of snapshots ``chain[first..last]`` against the oracle, in the schema of ``chain[last]``:
     the rows changed."""
@@ -99,6 +115,7 @@ def check_range(spark: SparkSession, table: str, chain: list[int], first: int, l
     start = chain[first - 1] if first > 0 else None
     changes = eqdelete.changes(spark, table, start_snapshot_id=start, end_snapshot_id=chain[last])
     assert changes.columns[: -len(CHANGE_COLUMNS)] == [f["name"] for f in target["fields"]]
+    same_schema_as_read(spark, table, chain[last], changes)
     got = changes_in(changes.collect(), target)
     before = rows_in(spark, table, chain[first - 1], schemas, target) if first > 0 else Counter()
     changed = 0
@@ -211,7 +228,6 @@ class EvolvingHistory:
         if not change:
             self.pending.pop(0)
         self.spark.sql(statement)
-        self.spark.sql(f"REFRESH TABLE {self.table}")  # the session's catalog may hold the table as it was
         if "RENAME COLUMN k TO key" in statement.replace(self.table, ""):
             self.key = "key"
         return statement
@@ -305,7 +321,6 @@ def test_a_nested_field_added_or_moved_keeps_every_value_in_its_field(spark: Spa
     _struct_table(spark, table_name)
     spark.sql(f"ALTER TABLE {table_name} ADD COLUMN s.c INT")
     spark.sql(f"ALTER TABLE {table_name} ALTER COLUMN s.b FIRST")
-    spark.sql(f"REFRESH TABLE {table_name}")
     spark.sql(f"UPDATE {table_name} SET v = 'y' WHERE k = 1")
     rows = eqdelete.changes(spark, table_name).orderBy("_change_ordinal", "_change_type").collect()
     assert [(r.s.asDict(), r.v, r._change_type) for r in rows] == [
@@ -357,7 +372,6 @@ def test_a_stream_stops_at_a_promotion_and_goes_on_after_a_restart(spark: SparkS
         spark.sql(f"INSERT INTO {table_name} VALUES (2, 8, named_struct('a', 2))")
         spark.sql(f"ALTER TABLE {table_name} ALTER COLUMN n TYPE BIGINT")
         spark.sql(f"ALTER TABLE {table_name} ADD COLUMN s.b STRING")
-        spark.sql(f"REFRESH TABLE {table_name}")  # the session's catalog may hold the table as it was
         spark.sql(f"INSERT INTO {table_name} VALUES (3, 3000000000, named_struct('a', 3, 'b', 'z'))")
         spark.sql(f"DELETE FROM {table_name} WHERE k = 1")
         # The running query reads the row written before the change, then stops naming the change.
@@ -381,9 +395,32 @@ def test_a_running_stream_carries_a_reorder(spark: SparkSession, table_name: str
         query.processAllAvailable()
         spark.sql(f"ALTER TABLE {table_name} ALTER COLUMN s.b FIRST")
         spark.sql(f"ALTER TABLE {table_name} ALTER COLUMN v FIRST")
-        spark.sql(f"REFRESH TABLE {table_name}")  # Spark 3.5's session may hold the columns' old order
         spark.sql(f"INSERT INTO {table_name} (v, k, s) VALUES ('y', 2, named_struct('b', 4, 'a', 3))")
         query.processAllAvailable()
     finally:
         query.stop()
     assert [(r.k, r.s.asDict(), r.v) for r in out] == [(1, {"a": 1, "b": 2}, "x"), (2, {"a": 3, "b": 4}, "y")]
+
+
+def test_the_changes_carry_the_end_schemas_nullability(spark: SparkSession, table_name: str) -> None:
+    # Columns required when the rows were written and optional since (top level, in a struct, a
+    # list's elements), and on v3 a field added with an initial default: a snapshot that only
+    # deletes is read in the end's schema, so its changes declare those columns optional.
+    spark.sql(f"CREATE TABLE {table_name} (k INT, r INT NOT NULL, st STRUCT<sa: INT NOT NULL, sb: STRING>, v STRING) "
+              f"USING iceberg TBLPROPERTIES ({MOR.format(v=3)})")
+    spark.sql(f"INSERT INTO {table_name} VALUES (1, 10, named_struct('sa', 1, 'sb', 'x'), 'a'), "
+              "(2, 20, named_struct('sa', 2, 'sb', 'y'), 'b')")
+    spark.sql(f"ALTER TABLE {table_name} ALTER COLUMN r DROP NOT NULL")
+    spark.sql(f"ALTER TABLE {table_name} ALTER COLUMN st.sa DROP NOT NULL")
+    jvm = spark.sparkContext._jvm
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table_name)
+    types = jvm.org.apache.iceberg.types.Types
+    table.updateSchema().addColumn("dflt", types.IntegerType.get(), "a default",
+                                   jvm.org.apache.iceberg.expressions.Literal.of(7)).commit()
+    write_equality_deletes(spark, table_name, ["k"], [(1,)])
+    chain = lineage(spark, table_name)
+    changes = eqdelete.changes(spark, table_name)
+    same_schema_as_read(spark, table_name, chain[-1], changes)
+    by_type = sorted((r._change_type, r.k, r.r, r.st.sa, r.dflt) for r in changes.collect())
+    assert by_type == [("DELETE", 1, 10, 1, 7), ("INSERT", 1, 10, 1, 7), ("INSERT", 2, 20, 2, 7)], by_type
+    assert check_range(spark, table_name, chain, 0, len(chain) - 1) > 0

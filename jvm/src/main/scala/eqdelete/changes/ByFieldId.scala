@@ -53,10 +53,22 @@ private[eqdelete] object ByFieldId {
   private def fields(read: Types.StructType, target: Types.StructType, get: String => Column, path: String): Seq[Column] =
     target.fields().asScala.toSeq.map { field =>
       Option(read.field(field.fieldId())) match {
-        case Some(was) => convert(get(was.name()), was.`type`(), field.`type`(), path + field.name()).as(field.name())
-        case None => absent(field, path + field.name()).as(field.name())
+        case Some(was) =>
+          val value = convert(get(was.name()), was.`type`(), field.`type`(), path + field.name())
+          (if (was.isRequired && field.isOptional) optional(value) else value).as(field.name())
+        case None =>
+          val value = absent(field, path + field.name())
+          (if (field.isOptional && field.initialDefault() != null) optional(value) else value).as(field.name())
       }
     }
+
+  /**
+   * `column` declared nullable, as the target schema declares the field its values go into: a
+   * field made optional since (or one added with a default) is optional in every snapshot's rows,
+   * though the rows read or the default hold no NULL. The identity, in a form Spark cannot prove
+   * non-null (it reads `CASE WHEN true THEN x END` as non-null as `x`).
+   */
+  private def optional(column: Column): Column = F.when(column.isNull, F.lit(null)).otherwise(column)
 
   private def convert(column: Column, from: Type, to: Type, path: String): Column =
     if (same(from, to)) column
@@ -64,12 +76,18 @@ private[eqdelete] object ByFieldId {
       case (a: Types.StructType, b: Types.StructType) =>
         F.when(column.isNull, F.lit(null)).otherwise(F.struct(fields(a, b, column.getField, path + "."): _*))
       case (a: Types.ListType, b: Types.ListType) =>
-        F.transform(column, element => convert(element, a.elementType(), b.elementType(), path + ".element"))
+        F.transform(column, element => {
+          val value = convert(element, a.elementType(), b.elementType(), path + ".element")
+          if (a.isElementRequired && b.isElementOptional) optional(value) else value
+        })
       case (a: Types.MapType, b: Types.MapType) =>
         val keys = if (same(a.keyType(), b.keyType())) column
           else F.transform_keys(column, (k, _) => convert(k, a.keyType(), b.keyType(), path + ".key"))
-        if (same(a.valueType(), b.valueType())) keys
-        else F.transform_values(keys, (_, v) => convert(v, a.valueType(), b.valueType(), path + ".value"))
+        if (same(a.valueType(), b.valueType()) && a.isValueRequired == b.isValueRequired) keys
+        else F.transform_values(keys, (_, v) => {
+          val value = convert(v, a.valueType(), b.valueType(), path + ".value")
+          if (a.isValueRequired && b.isValueOptional) optional(value) else value
+        })
       case (a: Type.PrimitiveType, b: Type.PrimitiveType) if TypeUtil.isPromotionAllowed(a, b) =>
         column.cast(IcebergSparkTables.sparkType(b))
       case _ => throw refused(s"field $path", from.toString, to.toString)
@@ -78,15 +96,17 @@ private[eqdelete] object ByFieldId {
   private def refused(what: String, from: String, to: String) = new IllegalStateException(s"eqdelete: $what is $from " +
     s"in one schema and $to in another, which no schema change Iceberg allows makes: refusing to cast it")
 
-  /** Whether `a` and `b` read the same: the same field ids, names and types in the same order. */
+  /** Whether `a` and `b` read the same: the same field ids, names, optionality and types in the same order. */
   private def same(a: Type, b: Type): Boolean = (a, b) match {
     case (x: Types.StructType, y: Types.StructType) =>
       x.fields().size == y.fields().size && x.fields().asScala.zip(y.fields().asScala).forall { case (p, q) =>
-        p.fieldId() == q.fieldId() && p.name() == q.name() && same(p.`type`(), q.`type`())
+        p.fieldId() == q.fieldId() && p.name() == q.name() && p.isOptional == q.isOptional && same(p.`type`(), q.`type`())
       }
-    case (x: Types.ListType, y: Types.ListType) => x.elementId() == y.elementId() && same(x.elementType(), y.elementType())
+    case (x: Types.ListType, y: Types.ListType) =>
+      x.elementId() == y.elementId() && x.isElementOptional == y.isElementOptional && same(x.elementType(), y.elementType())
     case (x: Types.MapType, y: Types.MapType) =>
-      x.keyId() == y.keyId() && x.valueId() == y.valueId() && same(x.keyType(), y.keyType()) && same(x.valueType(), y.valueType())
+      x.keyId() == y.keyId() && x.valueId() == y.valueId() && x.isValueOptional == y.isValueOptional &&
+        same(x.keyType(), y.keyType()) && same(x.valueType(), y.valueType())
     case _ => a == b
   }
 

@@ -4,8 +4,9 @@ import scala.jdk.CollectionConverters._
 
 import org.apache.iceberg.{Schema, Snapshot, Table}
 import org.apache.spark.sql.{functions => F, Column, DataFrame, Row, SparkSession}
+import org.apache.spark.sql.eqdelete.compat.{IcebergSparkTables, SparkShim}
+import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
 import org.apache.spark.sql.expressions.Window
-import org.apache.spark.sql.eqdelete.compat.IcebergSparkTables
 import org.apache.spark.sql.types.{ArrayType, DataType, IntegerType, LongType, MapType, StringType, StructField, StructType}
 
 /**
@@ -166,7 +167,7 @@ object ChangesPlan {
       (w, p, parentSchema, SnapshotDeleteKeys.of(session, table, w, parentSchema))
     })
     def readAligned(snapshotId: Long, files: Set[String], schema: Schema, whole: Boolean) =
-      ByFieldId.aligned(liveRows(session, name, snapshotId, files, whole), schema, target, positions)
+      ByFieldId.aligned(liveRows(session, table, snapshotId, files, whole), schema, target, positions)
     val exact = keyed.collect { case (w, _, _, Some(k)) if k.exact => (w, k) }
     // Snapshots whose deletes are their keys' rows: looked up in kept row images, when the session keeps them.
     val fromImages = KeptRowImages.deleted(session, table, name, exact, stateRoot)
@@ -183,7 +184,7 @@ object ChangesPlan {
     val deletedByKeys = runs.map(run => KeyedRuns.deleted(table, target, run, readAligned)) ++ deletedByImages
     val touched = keyed.filterNot(k => foundByKeys(k._1.ordinal)).map { case (w, parentId, parentSchema, keys) =>
       def read(snapshotId: Long, schema: Schema, whole: Boolean) =
-        keys.foldLeft(liveRows(session, name, snapshotId, w.touched, whole))((rows, k) => k.candidates(schema, rows))
+        keys.foldLeft(liveRows(session, table, snapshotId, w.touched, whole))((rows, k) => k.candidates(schema, rows))
       val before = tagged(ByFieldId.aligned(read(parentId, parentSchema, w.readsWholeParent), parentSchema, target, positions),
         w.ordinal, w.snapshot)
       // The rows live before and not after, unless the candidates are exactly those.
@@ -200,7 +201,7 @@ object ChangesPlan {
     val deleted = ((deletedByPosition.toSeq ++ byKeysAlone.map(_._1)).map(_.drop(positions: _*)) ++ deletedByKeys)
       .map(_.withColumn(ChangeType, F.lit(Delete)))
     val inserted = work.filter(_.added.nonEmpty).map { w =>
-      tagged(ByFieldId.aligned(liveRows(session, name, w.snapshot.snapshotId(), w.added), schemaOf(table, w.snapshot), target),
+      tagged(ByFieldId.aligned(liveRows(session, table, w.snapshot.snapshotId(), w.added), schemaOf(table, w.snapshot), target),
         w.ordinal, w.snapshot).withColumn(ChangeType, F.lit(Insert))
     }
     val columns = target.columns().asScala.toSeq.map(_.name())
@@ -234,7 +235,7 @@ object ChangesPlan {
   /** The rows of `files` live at `snapshot`, each an INSERT tagged with `ordinal`: how a stream starts from a snapshot whose parent expired. */
   def liveInserts(session: SparkSession, name: String, table: Table, target: Schema, snapshot: Snapshot, ordinal: Int,
       files: Set[String]): DataFrame =
-    inChangeColumns(tagged(ByFieldId.aligned(liveRows(session, name, snapshot.snapshotId(), files), schemaOf(table, snapshot), target),
+    inChangeColumns(tagged(ByFieldId.aligned(liveRows(session, table, snapshot.snapshotId(), files), schemaOf(table, snapshot), target),
       ordinal, snapshot).withColumn(ChangeType, F.lit(Insert)), target)
 
   private def tagged(df: DataFrame, ordinal: Int, snapshot: Snapshot): DataFrame =
@@ -260,10 +261,17 @@ object ChangesPlan {
    * The rows of `files` live at `snapshot`, with `_file` and `_pos`; none when `files` is empty.
    * `whole` when they are all of its files: then no `_file` filter, which Spark would evaluate on
    * every row, and which makes the scan read `_file` even where nothing else needs it.
+   *
+   * Read through `table`, the instance the changes saw the snapshot in, pinned at it, never through
+   * the catalog by name: a stream's source loads its own instance, and so never touches the catalog's
+   * cache the session's queries and commits go through (a reload there races them, and can leave the
+   * cache holding a table older than the session's last commit). Detached (no catalog, no
+   * identifier), so Spark never resolves the read again by name.
    */
-  private[changes] def liveRows(session: SparkSession, name: String, snapshot: Long, files: Set[String],
+  private[changes] def liveRows(session: SparkSession, table: Table, snapshot: Long, files: Set[String],
       whole: Boolean = false): DataFrame = {
-    val read = session.sql(s"SELECT *, _file, _pos FROM $name VERSION AS OF $snapshot")
+    val pinned = SparkShim.dataFrame(session, DataSourceV2Relation.create(IcebergSparkTables.at(table, snapshot), None, None))
+    val read = pinned.select(F.col("*"), F.col("_file"), F.col("_pos"))
     if (files.isEmpty) read.limit(0) else if (whole) read else read.where(F.col("_file").isin(files.toSeq: _*))
   }
 

@@ -29,11 +29,11 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
     log: ChangesStreamLog)
     extends Source with SupportsTriggerAvailableNow {
 
-  // A new instance, the catalog's cache entry replaced (`fresh`), before every use of new metadata:
-  // the batches' time-travel reads resolve the table through the same catalog, whose cache may
-  // otherwise hold an older instance than the one this source saw the snapshots in.
-  @volatile private var table: Table = IcebergSparkTables.reloaded(session, options.table)
-  private def fresh(): Unit = table = IcebergSparkTables.reloaded(session, options.table)
+  // An instance of its own, loaded again (`fresh`) before every use of new metadata, past the
+  // catalog's cache: the batches read the snapshots through it (ChangesPlan.liveRows), so this
+  // source never reads or replaces the cache the session's own queries and commits go through.
+  @volatile private var table: Table = IcebergSparkTables.uncached(session, options.table)
+  private def fresh(): Unit = table = IcebergSparkTables.uncached(session, options.table)
   private val name = ChangesPlan.quotedName(session, options.table)
   private val identifiers: Option[Seq[String]] =
     if (options.changes.computeUpdates) Some(ChangesPlan.identifierColumns(table, target, options.changes)) else None

@@ -19,7 +19,7 @@ class ChangesSourceProvider extends DataSourceRegister with StreamSourceProvider
       parameters: Map[String, String]): (String, StructType) = {
     refuseSchema(schema)
     val options = ChangesStreamOptions.parse(parameters)
-    (shortName(), ChangesPlan.schema(IcebergSparkTables.current(sqlContext.sparkSession, options.table).schema()))
+    (shortName(), ChangesPlan.schema(IcebergSparkTables.uncached(sqlContext.sparkSession, options.table).schema()))
   }
 
   override def createSource(sqlContext: SQLContext, metadataPath: String, schema: Option[StructType],
@@ -27,7 +27,7 @@ class ChangesSourceProvider extends DataSourceRegister with StreamSourceProvider
     refuseSchema(schema)
     val options = ChangesStreamOptions.parse(parameters)
     val session = sqlContext.sparkSession
-    new ChangesSource(session, options, IcebergSparkTables.current(session, options.table).schema(),
+    new ChangesSource(session, options, IcebergSparkTables.uncached(session, options.table).schema(),
       new ChangesStreamLog(metadataPath, session.sparkContext.hadoopConfiguration))
   }
 

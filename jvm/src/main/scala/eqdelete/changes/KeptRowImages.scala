@@ -249,7 +249,7 @@ object KeptRowImages extends Logging {
     change.filter(_._2.forall(d => d.exact && d.equalityIds == k.equalityIds && sameKeyTypes(k, d))).exists { case (added, deletes) =>
       val version = snapshot.sequenceNumber()
       val inserts = if (added.isEmpty) None else Some(
-        encoded(session, k, ChangesPlan.liveRows(session, name, snapshot.snapshotId(), added), added) { (key, file, position, row) =>
+        encoded(session, k, ChangesPlan.liveRows(session, table, snapshot.snapshotId(), added), added) { (key, file, position, row) =>
           (RowImageStore.insertChange(key, version, file, position), row)
         })
       val removals = deletes.map(d => packed(k, d).map(key => (RowImageStore.deleteChange(key, version), Array.emptyByteArray)))
@@ -337,7 +337,7 @@ object KeptRowImages extends Logging {
     val schema = ChangesPlan.schemaOf(table, parent)
     val dataFiles = scala.util.Using.resource(table.newScan().useSnapshot(parent.snapshotId()).planFiles())(
       _.asScala.map(_.file().location()).toSet)
-    val rows = ChangesPlan.liveRows(session, name, parent.snapshotId(), dataFiles, whole = true)
+    val rows = ChangesPlan.liveRows(session, table, parent.snapshotId(), dataFiles, whole = true)
     val rowType = StructType(rows.schema.fields.dropRight(2))
     val keyNames = ids.map(i => schema.findField(i).name())
     val stores = EqDeleteConf.changesRowImageStores(session.sessionState.conf) match {

@@ -1,6 +1,10 @@
 package org.apache.spark.sql.eqdelete.compat
 
-import org.apache.iceberg.{Schema, Table}
+import scala.util.Try
+import scala.util.control.NonFatal
+
+import org.apache.iceberg.{CachingCatalog, Schema, Table}
+import org.apache.iceberg.catalog.Catalog
 import org.apache.iceberg.spark.{Spark3Util, SparkSchemaUtil}
 import org.apache.iceberg.spark.source.SparkTable
 import org.apache.iceberg.types.Type
@@ -67,20 +71,37 @@ object IcebergSparkTables {
   }
 
   /**
-   * The table `name` as its newest metadata has it, as a new instance: the catalog's cache entry is
-   * dropped and the table loaded again, so the catalog caches the new one for later reads. Unlike
-   * [[current]] it never refreshes the cached instance in place, under a query of the same session
-   * that resolved it (Iceberg's scan builder then fails: "Failed to enforce scan consistency"). For
-   * what runs beside a user's queries, as a stream's source does.
+   * The table `name` as its newest metadata has it, as an instance of its own that the catalog's
+   * cache never sees: it is neither read from the cache nor put into it, so a thread beside the
+   * session's queries (a stream's source) cannot leave the cache holding a table older than one the
+   * session committed through. Iceberg's `CachingCatalog` keeps the catalog it wraps in a private
+   * field, read here; a catalog that caches nothing loads a new instance anyway.
    */
-  def reloaded(session: SparkSession, name: String): Table = {
+  def uncached(session: SparkSession, name: String): Table = {
     val resolved = Spark3Util.catalogAndIdentifier(session, name)
-    resolved.catalog() match {
-      case catalog: org.apache.spark.sql.connector.catalog.TableCatalog => catalog.invalidateTable(resolved.identifier())
-      case _ =>
+    val identifier = Spark3Util.identifierToTableIdentifier(resolved.identifier())
+    val catalog = Spark3Util.loadIcebergCatalog(session, resolved.catalog().name())
+    (catalog match {
+      case caching: CachingCatalog => wrapped(caching)
+      case other => Some(other)
+    }).map(_.loadTable(identifier)).getOrElse {
+      throw new IllegalStateException(s"eqdelete: cannot load $name past its catalog's cache (Iceberg's CachingCatalog " +
+        "no longer keeps the catalog it wraps where this release of eqdelete looks)")
     }
-    load(session, name)
   }
+
+  private def wrapped(caching: CachingCatalog): Option[Catalog] =
+    Try { val f = classOf[CachingCatalog].getDeclaredField("catalog"); f.setAccessible(true); f.get(caching) }.toOption
+      .collect { case c: Catalog => c }
+
+  /**
+   * Iceberg's Spark table over `table` pinned at `snapshotId` (a time-travel view, never one that
+   * reads the instance's current snapshot when it runs), for a read of that snapshot that names no catalog.
+   */
+  def at(table: Table, snapshotId: Long): SparkCatalogTable =
+    views(table, None, snapshotId).reverseIterator.flatMap(c => try Some(c()) catch { case NonFatal(_) => None })
+      .find(view => IcebergSparkShim.snapshotId(view.asInstanceOf[SparkTable]).contains(snapshotId))
+      .getOrElse(throw new IllegalStateException(s"eqdelete: cannot pin ${table.name()} at snapshot $snapshotId"))
 
   /** The Spark type Iceberg's Spark reader reads `icebergType` as. */
   def sparkType(icebergType: Type): DataType = SparkSchemaUtil.convert(icebergType)
