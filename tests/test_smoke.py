@@ -191,6 +191,12 @@ def test_a_running_changes_stream_never_makes_its_session_read_stale(spark: Spar
         assert stale == [], f"reads that missed the session's own INSERT: {stale}"
         query.processAllAvailable()
         assert sum(seen) == 11, seen
+        # The changes applied to a copy in the same session: its next read sees them.
+        copy = f"{table_name}_copy"
+        spark.sql(f"CREATE TABLE {copy} (k BIGINT, v STRING) USING iceberg")
+        spark.table(copy).count()  # cached by the session's catalog before the apply
+        eqdelete.apply_changes(eqdelete.changes(spark, table_name), copy)
+        assert spark.table(copy).count() == 11
         # A column added (the stream stops at the next snapshot, written in the new schema: its own concern).
         spark.sql(f"ALTER TABLE {table_name} ADD COLUMN w INT")
         time.sleep(0.3)

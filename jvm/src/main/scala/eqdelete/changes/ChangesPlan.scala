@@ -270,10 +270,14 @@ object ChangesPlan {
    */
   private[changes] def liveRows(session: SparkSession, table: Table, snapshot: Long, files: Set[String],
       whole: Boolean = false): DataFrame = {
-    val pinned = SparkShim.dataFrame(session, DataSourceV2Relation.create(IcebergSparkTables.at(table, snapshot), None, None))
-    val read = pinned.select(F.col("*"), F.col("_file"), F.col("_pos"))
+    val read = pinnedRows(session, table, snapshot)
     if (files.isEmpty) read.limit(0) else if (whole) read else read.where(F.col("_file").isin(files.toSeq: _*))
   }
+
+  /** Every row live at `snapshot`, with `_file` and `_pos`, read through `table` (see [[liveRows]]). */
+  private[eqdelete] def pinnedRows(session: SparkSession, table: Table, snapshot: Long): DataFrame =
+    SparkShim.dataFrame(session, DataSourceV2Relation.create(IcebergSparkTables.at(table, snapshot), None, None))
+      .select(F.col("*"), F.col("_file"), F.col("_pos"))
 
   private def column(name: String) = F.col(quote(name))
 

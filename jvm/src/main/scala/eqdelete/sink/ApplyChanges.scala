@@ -150,7 +150,7 @@ object ApplyChanges extends Logging {
       positions.foreach(_._1.unpersist())
       val inserted = dataFiles.map(_.recordCount()).sum
       if (dataFiles.isEmpty && written.isEmpty) Applied(None, 0, 0, Some("the changes cancel out"))
-      else commit(tableName, table, snapshot, dataFiles, written, mark, wanted, inserted)
+      else commit(session, tableName, table, snapshot, dataFiles, written, mark, wanted, inserted)
     } finally net.unpersist()
   }
 
@@ -160,10 +160,11 @@ object ApplyChanges extends Logging {
    */
   private def found(session: SparkSession, tableName: String, table: Table, snapshot: Option[Long], removed: DataFrame,
       columns: Seq[String], keys: Seq[String], wanted: Long): (DataFrame, Set[String]) = {
-    // The copy's rows at the snapshot read, in its schema now (a column added since is NULL in them).
-    val read = snapshot.map(s => ByFieldId.aligned(session.sql(s"SELECT *, _file, _pos FROM " +
-      s"${ChangesPlan.quotedName(session, tableName)} VERSION AS OF $s"), ChangesPlan.schemaOf(table, table.snapshot(s)),
-      table.schema(), Seq("_file", "_pos"))).getOrElse(session.emptyDataFrame)
+    // The copy's rows at the snapshot read, in its schema now (a column added since is NULL in them),
+    // through the instance the apply commits through: never the catalog by name, which would cache
+    // another instance that this apply's commit then leaves behind.
+    val read = snapshot.map(s => ByFieldId.aligned(ChangesPlan.pinnedRows(session, table, s),
+      ChangesPlan.schemaOf(table, table.snapshot(s)), table.schema(), Seq("_file", "_pos"))).getOrElse(session.emptyDataFrame)
     val copy = if (snapshot.isEmpty) None else Some(narrowed(read, removed, keys))
     val matched = copy.map { rows =>
       val keyed = rows.withColumn(Key, ExactRows.rowKey(rows, columns))
@@ -208,7 +209,7 @@ object ApplyChanges extends Logging {
           task.deletes().asScala.filter(_.content() == FileContent.POSITION_DELETES).toVector)
       }.toMap
 
-  private def commit(tableName: String, table: Table, snapshot: Option[Long], dataFiles: Seq[DataFile],
+  private def commit(session: SparkSession, tableName: String, table: Table, snapshot: Option[Long], dataFiles: Seq[DataFile],
       written: Seq[WrittenDeletes], mark: Option[(String, String)], deleted: Long, inserted: Long): Applied = {
     val marker = SummaryKey -> java.util.UUID.randomUUID().toString
     val outcome = GuardedCommit.run(table, marker) { guarded =>
@@ -231,7 +232,10 @@ object ApplyChanges extends Logging {
     }
     outcome match {
       case CommitOutcome.Committed(id, _) =>
-        table.refresh()  // the catalog's cached instance, which the session's next read of the copy uses
+        // The instance it committed through, and the one the catalog caches now (another, if its
+        // entry expired during a long apply): the session's next read of the copy sees the commit.
+        table.refresh()
+        IcebergSparkTables.current(session, tableName)
         Applied(Some(id), deleted, inserted, None)
       case CommitOutcome.NotCommitted(failure) =>
         discard()
