@@ -9,8 +9,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import signal
+import subprocess
+import sys
 import threading
+import time
 import typing
+from pathlib import Path
 from typing import Optional
 
 import pytest
@@ -110,6 +115,29 @@ def test_stop_ends_the_loop_between_rounds(spark: SparkSession, table_name: str)
         eqdelete.maintain(spark, table_name, interval=-1)
     with pytest.raises(ValueError, match="table must name"):
         eqdelete.maintain_round(spark, " ")
+
+
+def test_a_stop_while_starting_exits_at_once(tmp_path: Path) -> None:
+    # SIGTERM while the JVM and Spark still start (no round has begun, nothing to save): the command
+    # exits 0 at once, not once the session is up (35 s on a loaded machine, past a container's 30 s).
+    command = [sys.executable, "-m", "eqdelete", "maintain", "--table", "local.db.t", "--once",
+               "--warehouse", str(tmp_path / "warehouse"), "--master", "local[1]", "--conf", "spark.ui.enabled=false"]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Once its JVM is a child process, the handler is installed and Spark is starting.
+        children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
+        deadline = time.monotonic() + 120
+        while process.poll() is None and not children.read_text().strip() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        signalled = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _out, err = process.communicate(timeout=60)
+        took = time.monotonic() - signalled
+    finally:
+        process.kill()
+    assert process.returncode == 0, err[-3000:]
+    assert "SIGTERM: stopped while starting, before any round" in err, err[-3000:]
+    assert took < 30, f"{took:.1f} s from SIGTERM to exit: past the 30 s a container is given"
 
 
 def test_the_round_has_one_schema(spark: SparkSession, table_name: str) -> None:

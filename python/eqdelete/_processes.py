@@ -32,3 +32,25 @@ def stop_group(process: subprocess.Popen, grace: float) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+
+
+def terminate_children() -> None:
+    """SIGTERM to this process's child processes (on Linux; elsewhere nothing): a JVM pyspark is
+    still starting, which would otherwise go on starting after this process exits (it watches its
+    standard input only once it is up)."""
+    import os
+    from pathlib import Path
+
+    tasks = Path(f"/proc/{os.getpid()}/task")
+    if not tasks.is_dir():
+        return
+    for task in tasks.iterdir():
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            try:
+                os.kill(int(child), signal.SIGTERM)
+            except (OSError, ValueError):
+                pass

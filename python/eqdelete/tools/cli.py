@@ -234,8 +234,17 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
 
     report = stderr_reporter("eqdelete maintain")
     stop = threading.Event()
+    starting = True
 
     def on_signal(signum: int, _frame: Any) -> None:
+        if starting:
+            # No round has begun: nothing to save, so no waiting for the JVM and Spark to finish starting
+            # (35 s on a loaded machine, past the 30 s a container gets); the JVM starting is stopped too.
+            from eqdelete._processes import terminate_children
+
+            report(f"{signal.Signals(signum).name}: stopped while starting, before any round")
+            terminate_children()
+            raise SystemExit(0)
         if stop.is_set():  # a second signal: stop now
             raise KeyboardInterrupt
         report(f"{signal.Signals(signum).name}: stopping; a round under way ends at its next step (a commit being "
@@ -248,6 +257,7 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
         # Rounds of several tables share the executors: a small table's round is not queued behind a big one's.
         args.conf.append(("spark.scheduler.mode", "FAIR"))
     spark = _session(args, "eqdelete maintain")
+    starting = False  # from here a stop is the rounds' to take: `stop`, checked before each round and at each step
     rounds: list[MaintainRound] = []
 
     def on_round(result: MaintainRound) -> None:
