@@ -403,15 +403,16 @@ def test_a_running_stream_carries_a_reorder(spark: SparkSession, table_name: str
 
 
 def test_the_changes_carry_the_end_schemas_nullability(spark: SparkSession, table_name: str) -> None:
-    # Columns required when the rows were written and optional since (top level, in a struct, a
-    # list's elements), and on v3 a field added with an initial default: a snapshot that only
-    # deletes is read in the end's schema, so its changes declare those columns optional.
-    spark.sql(f"CREATE TABLE {table_name} (k INT, r INT NOT NULL, st STRUCT<sa: INT NOT NULL, sb: STRING>, v STRING) "
-              f"USING iceberg TBLPROPERTIES ({MOR.format(v=3)})")
-    spark.sql(f"INSERT INTO {table_name} VALUES (1, 10, named_struct('sa', 1, 'sb', 'x'), 'a'), "
-              "(2, 20, named_struct('sa', 2, 'sb', 'y'), 'b')")
+    # Columns required when the rows were written and optional since (top level, in a struct, in a
+    # struct that stays required), and on v3 a field added with an initial default: a snapshot that
+    # only deletes is read in the end's schema, so its changes declare exactly those columns optional.
+    spark.sql(f"CREATE TABLE {table_name} (k INT, r INT NOT NULL, st STRUCT<sa: INT NOT NULL, sb: STRING>, "
+              f"rs STRUCT<x: INT NOT NULL> NOT NULL, v STRING) USING iceberg TBLPROPERTIES ({MOR.format(v=3)})")
+    spark.sql(f"INSERT INTO {table_name} VALUES (1, 10, named_struct('sa', 1, 'sb', 'x'), named_struct('x', 1), 'a'), "
+              "(2, 20, named_struct('sa', 2, 'sb', 'y'), named_struct('x', 2), 'b')")
     spark.sql(f"ALTER TABLE {table_name} ALTER COLUMN r DROP NOT NULL")
     spark.sql(f"ALTER TABLE {table_name} ALTER COLUMN st.sa DROP NOT NULL")
+    spark.sql(f"ALTER TABLE {table_name} ALTER COLUMN rs.x DROP NOT NULL")
     jvm = spark.sparkContext._jvm
     table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table_name)
     types = jvm.org.apache.iceberg.types.Types

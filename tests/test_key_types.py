@@ -254,19 +254,25 @@ def test_random_histories_of_nested_and_floating_keys_against_a_model(spark: Spa
             assert multiset(spark.table(table_name).collect()) == expected, f"seed {seed} under {strategy}"
             filtered = spark.table(table_name).where("v > 3")
             assert multiset(filtered.collect()) == multiset([r for _c, r in live if r[3] > 3]), f"seed {seed} {strategy}"
-    # The changes of every snapshot (docs/changes.md) against the model's, where Iceberg's own
-    # reader is wrong (nested keys, NaN): each snapshot's inserts and deletes are the difference
-    # of the model's rows before and after it.
+    changes_match_the_model(spark, table_name, states, columns=4, label=f"seed {seed}")
+
+
+def changes_match_the_model(spark: SparkSession, table: str, states: list[tuple[int, Counter]], columns: int,
+                            label: str) -> None:
+    """The changes of every snapshot (docs/changes.md) against a model's, where Iceberg's own reader
+    is wrong (nested keys, NaN, uuid keys): each snapshot's inserts and deletes (their first
+    ``columns`` columns) are the difference of the model's rows before and after it (``states``:
+    each snapshot with the model's rows then)."""
     for strategy in ("filter", "join"):
         with eqdelete.use_strategy(spark, strategy):
-            changes = eqdelete.changes(spark, table_name).collect()
+            changes = eqdelete.changes(spark, table).collect()
         before = Counter()
         for ordinal, (snapshot, after) in enumerate(states):
             mine = [r for r in changes if r._commit_snapshot_id == snapshot]
             assert {r._change_ordinal for r in mine} <= {ordinal}
-            inserted = multiset([r[:4] for r in mine if r._change_type == "INSERT"])
-            deleted = multiset([r[:4] for r in mine if r._change_type == "DELETE"])
-            assert (inserted, deleted) == (after - before, before - after), (f"seed {seed}, snapshot #{ordinal} ({strategy}): "
+            inserted = multiset([r[:columns] for r in mine if r._change_type == "INSERT"])
+            deleted = multiset([r[:columns] for r in mine if r._change_type == "DELETE"])
+            assert (inserted, deleted) == (after - before, before - after), (f"{label}, snapshot #{ordinal} ({strategy}): "
                 f"{sorted(map(str, inserted - (after - before)))} {sorted(map(str, (after - before) - inserted))}")
             before = after
         assert {r._commit_snapshot_id for r in changes} <= {snapshot for snapshot, _ in states}
@@ -377,16 +383,7 @@ def test_random_histories_of_uuid_keys_against_a_model(spark: SparkSession, tabl
             filtered = spark.table(table_name).where("p = 1")
             assert multiset(filtered.collect()) == multiset([r for _c, _s, r in live if r[1] == 1]), f"seed {seed} {strategy}"
             assert spark.table(table_name).count() == sum(expected.values()), f"seed {seed} {strategy} count"
-    for strategy in ("filter", "join"):
-        with eqdelete.use_strategy(spark, strategy):
-            changes = eqdelete.changes(spark, table_name).collect()
-        before = Counter()
-        for ordinal, (snapshot, after) in enumerate(states):
-            mine = [r for r in changes if r._commit_snapshot_id == snapshot]
-            inserted = multiset([r[:3] for r in mine if r._change_type == "INSERT"])
-            deleted = multiset([r[:3] for r in mine if r._change_type == "DELETE"])
-            assert (inserted, deleted) == (after - before, before - after), f"seed {seed}, snapshot #{ordinal} ({strategy})"
-            before = after
+    changes_match_the_model(spark, table_name, states, columns=3, label=f"seed {seed}")
     # Resolved once, or by a round of maintain that keeps its index of the live rows by key.
     if seed % 2 == 0:
         eqdelete.resolve_equality_deletes(spark, table_name)

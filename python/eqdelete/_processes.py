@@ -34,23 +34,29 @@ def stop_group(process: subprocess.Popen, grace: float) -> None:
         process.wait()
 
 
-def terminate_children() -> None:
-    """SIGTERM to this process's child processes (on Linux; elsewhere nothing): a JVM pyspark is
-    still starting, which would otherwise go on starting after this process exits (it watches its
-    standard input only once it is up)."""
+def children() -> set[int]:
+    """This process's child processes (on Linux; elsewhere none are known)."""
     import os
     from pathlib import Path
 
+    found: set[int] = set()
     tasks = Path(f"/proc/{os.getpid()}/task")
-    if not tasks.is_dir():
-        return
-    for task in tasks.iterdir():
+    for task in tasks.iterdir() if tasks.is_dir() else ():
         try:
-            children = (task / "children").read_text().split()
-        except OSError:
+            found.update(int(child) for child in (task / "children").read_text().split())
+        except (OSError, ValueError):
             continue
-        for child in children:
-            try:
-                os.kill(int(child), signal.SIGTERM)
-            except (OSError, ValueError):
-                pass
+    return found
+
+
+def terminate_children(besides: set[int]) -> None:
+    """SIGTERM to this process's child processes but ``besides`` (those it had before): a JVM
+    pyspark is still starting, which would otherwise go on starting after this process exits (it
+    watches its standard input only once it is up)."""
+    import os
+
+    for child in children() - besides:
+        try:
+            os.kill(child, signal.SIGTERM)
+        except OSError:
+            pass

@@ -232,18 +232,18 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
     from eqdelete._progress import spark_progress, stderr_reporter
     from eqdelete.maintain import MaintainRound, maintain
 
+    from eqdelete._processes import children, terminate_children
+
     report = stderr_reporter("eqdelete maintain")
     stop = threading.Event()
-    starting = True
+    starting, before = True, children()
 
     def on_signal(signum: int, _frame: Any) -> None:
         if starting:
             # No round has begun: nothing to save, so no waiting for the JVM and Spark to finish starting
             # (35 s on a loaded machine, past the 30 s a container gets); the JVM starting is stopped too.
-            from eqdelete._processes import terminate_children
-
             report(f"{signal.Signals(signum).name}: stopped while starting, before any round")
-            terminate_children()
+            terminate_children(besides=before)
             raise SystemExit(0)
         if stop.is_set():  # a second signal: stop now
             raise KeyboardInterrupt

@@ -54,7 +54,7 @@ private[eqdelete] object ByFieldId {
     target.fields().asScala.toSeq.map { field =>
       Option(read.field(field.fieldId())) match {
         case Some(was) =>
-          val value = convert(get(was.name()), was.`type`(), field.`type`(), path + field.name())
+          val value = convert(get(was.name()), was.`type`(), field.`type`(), path + field.name(), was.isOptional)
           (if (was.isRequired && field.isOptional) optional(value) else value).as(field.name())
         case None =>
           val value = absent(field, path + field.name())
@@ -70,22 +70,24 @@ private[eqdelete] object ByFieldId {
    */
   private def optional(column: Column): Column = F.when(column.isNull, F.lit(null)).otherwise(column)
 
-  private def convert(column: Column, from: Type, to: Type, path: String): Column =
+  /** `column`, of type `from` (and `nullable` or not there), as type `to`. */
+  private def convert(column: Column, from: Type, to: Type, path: String, nullable: Boolean): Column =
     if (same(from, to)) column
     else (from, to) match {
       case (a: Types.StructType, b: Types.StructType) =>
-        F.when(column.isNull, F.lit(null)).otherwise(F.struct(fields(a, b, column.getField, path + "."): _*))
+        val rebuilt = F.struct(fields(a, b, column.getField, path + "."): _*)
+        if (nullable) F.when(column.isNull, F.lit(null)).otherwise(rebuilt) else rebuilt
       case (a: Types.ListType, b: Types.ListType) =>
         F.transform(column, element => {
-          val value = convert(element, a.elementType(), b.elementType(), path + ".element")
+          val value = convert(element, a.elementType(), b.elementType(), path + ".element", a.isElementOptional)
           if (a.isElementRequired && b.isElementOptional) optional(value) else value
         })
       case (a: Types.MapType, b: Types.MapType) =>
         val keys = if (same(a.keyType(), b.keyType())) column
-          else F.transform_keys(column, (k, _) => convert(k, a.keyType(), b.keyType(), path + ".key"))
+          else F.transform_keys(column, (k, _) => convert(k, a.keyType(), b.keyType(), path + ".key", nullable = false))
         if (same(a.valueType(), b.valueType()) && a.isValueRequired == b.isValueRequired) keys
         else F.transform_values(keys, (_, v) => {
-          val value = convert(v, a.valueType(), b.valueType(), path + ".value")
+          val value = convert(v, a.valueType(), b.valueType(), path + ".value", a.isValueOptional)
           if (a.isValueRequired && b.isValueOptional) optional(value) else value
         })
       case (a: Type.PrimitiveType, b: Type.PrimitiveType) if TypeUtil.isPromotionAllowed(a, b) =>

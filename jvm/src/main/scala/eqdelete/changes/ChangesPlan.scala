@@ -68,13 +68,12 @@ object ChangesPlan {
     // (ByFieldId): a field renamed or moved since keeps its values, one added since is NULL before.
     val target = range.snapshots.lastOption.map(schemaOf(table, _)).getOrElse(table.schema())
     requireComparable(table, target)
-    val name = quotedName(session, tableName)
     val work = range.snapshots.zipWithIndex.flatMap { case (snapshot, ordinal) =>
       val files = SnapshotChangeFiles.of(table, snapshot)
       if (files.unchanged.isDefined) None
       else Some(SnapshotWork(snapshot, ordinal, files.touched, files.added, files.byKeys, whole = true, files.everyParentFile))
     }
-    val changes = changesOf(session, name, table, target, work)
+    val changes = changesOf(session, table, target, work)
     val columns = target.columns().asScala.toSeq.map(_.name())
     if (options.netChanges) net(changes, columns)
     else if (options.computeUpdates) updates(changes, identifierColumns(table, target, options))
@@ -155,10 +154,9 @@ object ChangesPlan {
   /**
    * The changes each of `work` makes to the rows of its `touched` files (files of its parent) and
    * of its `added` files, tagged with its ordinal: all of its changes when they are all of its
-   * files (SnapshotChangeFiles). `name` is the table's name, quoted. One plan for all of them (see
-   * above).
+   * files (SnapshotChangeFiles). One plan for all of them (see above).
    */
-  def changesOf(session: SparkSession, name: String, table: Table, target: Schema, work: Seq[SnapshotWork],
+  def changesOf(session: SparkSession, table: Table, target: Schema, work: Seq[SnapshotWork],
       stateRoot: Option[String] = None): DataFrame = {
     val positions = Seq("_file", "_pos")
     def parentOf(w: SnapshotWork) = Option(w.snapshot.parentId()).map(_.longValue()).filter(_ => w.touched.nonEmpty)
@@ -170,7 +168,7 @@ object ChangesPlan {
       ByFieldId.aligned(liveRows(session, table, snapshotId, files, whole), schema, target, positions)
     val exact = keyed.collect { case (w, _, _, Some(k)) if k.exact => (w, k) }
     // Snapshots whose deletes are their keys' rows: looked up in kept row images, when the session keeps them.
-    val fromImages = KeptRowImages.deleted(session, table, name, exact, stateRoot)
+    val fromImages = KeptRowImages.deleted(session, table, exact, stateRoot)
     val imaged = fromImages.fold(Set.empty[Int])(_.ordinals)
     val deletedByImages = fromImages.map { found =>
       ByFieldId.aligned(found.rows, found.schema, target, Seq(KeptRowImages.At))
@@ -233,7 +231,7 @@ object ChangesPlan {
     F.element_at(F.map(works.flatMap(w => Seq(F.lit(w.ordinal), F.lit(w.snapshot.snapshotId()))): _*), ordinal)
 
   /** The rows of `files` live at `snapshot`, each an INSERT tagged with `ordinal`: how a stream starts from a snapshot whose parent expired. */
-  def liveInserts(session: SparkSession, name: String, table: Table, target: Schema, snapshot: Snapshot, ordinal: Int,
+  def liveInserts(session: SparkSession, table: Table, target: Schema, snapshot: Snapshot, ordinal: Int,
       files: Set[String]): DataFrame =
     inChangeColumns(tagged(ByFieldId.aligned(liveRows(session, table, snapshot.snapshotId(), files), schemaOf(table, snapshot), target),
       ordinal, snapshot).withColumn(ChangeType, F.lit(Insert)), target)
@@ -280,10 +278,6 @@ object ChangesPlan {
       .select(F.col("*"), F.col("_file"), F.col("_pos"))
 
   private def column(name: String) = F.col(quote(name))
-
-  /** A table's name as SQL reads it, each part quoted. */
-  def quotedName(session: SparkSession, tableName: String): String =
-    session.sessionState.sqlParser.parseMultipartIdentifier(tableName).map(quote).mkString(".")
 
   /** A column name or a name part as SQL reads it, quoted. */
   private[eqdelete] def quote(part: String): String = "`" + part.replace("`", "``") + "`"

@@ -34,7 +34,6 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
   // source never reads or replaces the cache the session's own queries and commits go through.
   @volatile private var table: Table = IcebergSparkTables.uncached(session, options.table)
   private def fresh(): Unit = table = IcebergSparkTables.uncached(session, options.table)
-  private val name = ChangesPlan.quotedName(session, options.table)
   private val identifiers: Option[Seq[String]] =
     if (options.changes.computeUpdates) Some(ChangesPlan.identifierColumns(table, target, options.changes)) else None
   ChangesPlan.requireComparable(table, target)
@@ -133,7 +132,7 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
     }
     val (full, partial) = slices.partition(_._1.full)
     val whole = full.map { case (step, slice, _) =>
-      ChangesPlan.liveInserts(session, name, table, target, step.snapshot, step.ordinal, slice.map(_.file).toSet)
+      ChangesPlan.liveInserts(session, table, target, step.snapshot, step.ordinal, slice.map(_.file).toSet)
     }
     val work = partial.map { case (step, slice, allOfIt) =>
       val (deleted, added) = slice.partition(_.deletes)
@@ -141,7 +140,7 @@ final class ChangesSource(session: SparkSession, options: ChangesStreamOptions, 
       SnapshotWork(step.snapshot, step.ordinal, deleted.map(_.file).toSet, added.map(_.file).toSet, files.flatMap(_.byKeys),
         allOfIt, files.exists(_.everyParentFile))
     }
-    val changed = if (work.isEmpty) Nil else Seq(ChangesPlan.changesOf(session, name, table, target, work, Some(log.stateRoot)))
+    val changed = if (work.isEmpty) Nil else Seq(ChangesPlan.changesOf(session, table, target, work, Some(log.stateRoot)))
     val changes = (whole ++ changed).reduceOption(_ unionByName _).getOrElse(ChangesPlan.empty(session, target))
     identifiers.map(ChangesPlan.updates(changes, _)).getOrElse(changes)
   }

@@ -10,7 +10,7 @@ import scala.util.control.NonFatal
 import eqdelete.commit.Failures
 import eqdelete.deleteindex.KeyBytes
 import eqdelete.liveindex.{LiveKeyStore, RowImageIndex, RowImageStore}
-import eqdelete.state.{KeptStateLostException, KeptStores, StateFiles, StateLocation}
+import eqdelete.state.{KeptStateDamagedException, KeptStores, StateFiles, StateLocation}
 
 import org.apache.iceberg.{Schema, Snapshot, Table}
 import org.apache.spark.internal.Logging
@@ -115,7 +115,7 @@ object KeptRowImages extends Logging {
    * followed. None when the session does not keep them or they answer none; on a failure to build
    * or follow, which drops them, also None (the plan reads the data files).
    */
-  private[changes] def deleted(session: SparkSession, table: Table, name: String,
+  private[changes] def deleted(session: SparkSession, table: Table,
       keyed: Seq[(SnapshotWork, SnapshotDeleteKeys)], stateRoot: Option[String]): Option[Found] = {
     val exact = keyed.filter { case (w, k) => k.exact && w.whole }
     if (!EqDeleteConf.changesRowImages(session.sessionState.conf) || exact.isEmpty) return None
@@ -130,15 +130,15 @@ object KeptRowImages extends Logging {
         images.foreach(purgeWhenDue(session, _))
         val answered = mutable.ArrayBuffer.empty[(SnapshotWork, SnapshotDeleteKeys, Long)]
         for ((w, keys) <- exact if keys.equalityIds == ids; parent <- Option(table.snapshot(w.snapshot.parentId().longValue))) {
-          val reached = images.exists(k => followedTo(session, table, name, k, parent))
+          val reached = images.exists(k => followedTo(session, table, k, parent))
           if (!reached && answered.isEmpty && !images.exists(k => wentPast(table, k, parent)) &&
               keyTypes(ChangesPlan.schemaOf(table, parent), ids).contains(deleteKeyTypes(keys, ids.size))) {
             images.foreach(applyFollowed(session, _))  // what they followed, as the plans made on them expect
-            images = Some(build(session, table, name, id, files, parent, ids))
+            images = Some(build(session, table, id, files, parent, ids))
           }
           images.filter(k => k.versions.contains(parent.snapshotId()) && sameKeyTypes(k, keys)).foreach { k =>
             answered += ((w, keys, k.versions(parent.snapshotId())))
-            follow(session, table, name, k, w.snapshot, Some((w, keys)))
+            follow(session, table, k, w.snapshot, Some((w, keys)))
           }
         }
         images.foreach(applyFollowed(session, _))
@@ -148,10 +148,11 @@ object KeptRowImages extends Logging {
       } catch {
         case e: Throwable =>
           // Anything, fatal included, may have left the driver's state of them half brought forward; the
-          // version saved last is whole, and the next read restores it: unless a store of it could not
-          // be read (damaged where it is saved), when its saved versions go too and the next read builds them.
+          // version saved last is whole, and the next read restores it: unless a store of it was found
+          // damaged (where it is saved, or linked to it), when its saved versions go too and the next
+          // read builds them. A store that could not be reached is no reason to drop them.
           Option(kept.remove(id)).foreach(k => Try(k.index.stores.release(session.sparkContext)))
-          if (Failures.causes(e).exists(_.isInstanceOf[KeptStateLostException])) Try(files.deleteAll())
+          if (Failures.causes(e).exists(_.isInstanceOf[KeptStateDamagedException])) Try(files.deleteAll())
           if (!NonFatal(e)) throw e
           logWarning(s"eqdelete: the kept row images of ${table.name()} are dropped, and its changes read from its " +
             s"data files: ${e.getMessage}", e)
@@ -217,11 +218,11 @@ object KeptRowImages extends Logging {
    * Whether `k` follows `snapshot`: brought forward to it from the last snapshot it followed,
    * through the snapshots between, when each can be followed.
    */
-  private def followedTo(session: SparkSession, table: Table, name: String, k: Kept, snapshot: Snapshot): Boolean =
+  private def followedTo(session: SparkSession, table: Table, k: Kept, snapshot: Snapshot): Boolean =
     k.versions.contains(snapshot.snapshotId()) || {
       val between = ancestors(table, snapshot).takeWhile(_.snapshotId() != k.head).reverse
       between.headOption.exists(first => Option(first.parentId()).exists(_.longValue == k.head)) &&
-        between.forall(s => follow(session, table, name, k, s, None))
+        between.forall(s => follow(session, table, k, s, None))
     }
 
   /**
@@ -230,7 +231,7 @@ object KeptRowImages extends Logging {
    * changes are applied with those of the other snapshots followed for the same read
    * ([[applyFollowed]]), before any plan reads them.
    */
-  private def follow(session: SparkSession, table: Table, name: String, k: Kept, snapshot: Snapshot,
+  private def follow(session: SparkSession, table: Table, k: Kept, snapshot: Snapshot,
       known: Option[(SnapshotWork, SnapshotDeleteKeys)]): Boolean = {
     if (k.versions.contains(snapshot.snapshotId())) return true
     // Versions must grow along the lineage (a table upgraded from format v1 numbers its old snapshots 0).
@@ -329,7 +330,7 @@ object KeptRowImages extends Logging {
   }
 
   /** New images of `parent`'s live rows, replacing the table's kept ones (dropped at the next build). */
-  private def build(session: SparkSession, table: Table, name: String, id: String, files: StateFiles, parent: Snapshot,
+  private def build(session: SparkSession, table: Table, id: String, files: StateFiles, parent: Snapshot,
       ids: Seq[Int]): Kept = {
     val sc = session.sparkContext
     Option(retired.remove(id)).foreach(old => Try(old.index.drop(sc)))

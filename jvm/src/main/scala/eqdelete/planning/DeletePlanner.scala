@@ -79,15 +79,17 @@ object DeletePlanner {
         }
       }
     }
-    // Deletes Iceberg may have left out of every task (see `overlookedDeletes`), applied by the rule instead.
-    val dataScopes = files.values.map(_._2).toSet
+    // Deletes Iceberg may have left out of every task (see `overlookedDeletes`), applied by the rule
+    // instead: those that can apply to a planned file, newer than one of its scope (of any, if global).
+    val oldestByScope = files.values.groupBy(_._2).map { case (scope, of) => scope -> of.map(_._1).min }
+    val oldest = if (oldestByScope.isEmpty) Long.MaxValue else oldestByScope.values.min
     val overlooked = overlookedDeletes(table, snapshotId, readSchema, dataMayHoldNaN, uuids)
       .filterNot(d => deletesByPath.contains(d.location()))
       .map { delete =>
         val spec = table.specs().get(delete.specId())
         EqualityDeleteRef(delete, if (spec.isUnpartitioned) ScanDeletes.GlobalScope else scopes.of(spec, delete),
           delete.dataSequenceNumber())
-      }.filter(ref => ref.isGlobal || dataScopes.contains(ref.scope))
+      }.filter(ref => ref.sequenceNumber > (if (ref.isGlobal) oldest else oldestByScope.getOrElse(ref.scope, Long.MaxValue)))
     overlooked.foreach(ref => deletesByPath.update(ref.file.location(), ref))
     if (withDeletes == 0 && overlooked.isEmpty) return None
 
@@ -116,16 +118,11 @@ object DeletePlanner {
    */
   private def overlookedDeletes(table: Table, snapshotId: Long, readSchema: Schema, dataMayHoldNaN: Boolean,
       uuids: Set[Int]): Seq[DeleteFile] = {
-    if (!dataMayHoldNaN && (uuids.isEmpty || !mayHoldEqualityDeletes(table, snapshotId))) return Nil
+    if (!dataMayHoldNaN && (uuids.isEmpty || !LiveDeleteFiles.mayHoldEqualityDeletes(table, snapshotId))) return Nil
     LiveDeleteFiles.equalityDeletes(table, snapshotId).filter { delete =>
       (dataMayHoldNaN && mayHoldNaN(delete, readSchema)) || delete.equalityFieldIds().asScala.exists(id => uuids(id.intValue))
     }
   }
-
-  /** Whether the snapshot may hold equality delete files: its summary's count says so, or is missing. */
-  private def mayHoldEqualityDeletes(table: Table, snapshotId: Long): Boolean =
-    Option(table.snapshot(snapshotId)).flatMap(s => Option(s.summary())).flatMap(s => Option(s.get("total-equality-deletes")))
-      .forall(count => scala.util.Try(count.toLong).getOrElse(1L) > 0)
 
   /**
    * Iceberg pairs an equality delete file with a data file only when their key bounds overlap,

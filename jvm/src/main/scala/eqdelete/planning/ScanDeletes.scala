@@ -69,10 +69,14 @@ final case class ScanDeletes(
    * Why Iceberg's own reader would read this scan wrongly, if it would: then eqdelete never
    * leaves it native by choice (docs/known-iceberg-issues.md).
    */
-  def nativeIsWrong: Option[String] = deleteSets.find(_.hasNestedKeys).map(set => KnownMisreads.nestedKey(set.describeKeys)).orElse(deleteSets.find(_.promotedKeys.nonEmpty).map { set =>
-    s"the key's type was promoted (${set.promotedKeys.mkString(", ")}), and Iceberg's own reader may serve delete " +
-      "rows it cached with the old type, which match nothing"
-  }).orElse(assignmentMayMiss)
+  def nativeIsWrong: Option[String] = {
+    val nested = deleteSets.find(_.hasNestedKeys).map(set => KnownMisreads.nestedKey(set.describeKeys))
+    val promoted = deleteSets.find(_.promotedKeys.nonEmpty).map { set =>
+      s"the key's type was promoted (${set.promotedKeys.mkString(", ")}), and Iceberg's own reader may serve delete " +
+        "rows it cached with the old type, which match nothing"
+    }
+    nested.orElse(promoted).orElse(assignmentMayMiss)
+  }
 }
 
 object ScanDeletes {

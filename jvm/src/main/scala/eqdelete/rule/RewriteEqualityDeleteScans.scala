@@ -6,7 +6,7 @@ import eqdelete.cost.{CostModel, CostSettings, DriverMemory, ScanLayout, ScanRew
 import eqdelete.explain.{CoveredRows, Decision, DecisionLog}
 import eqdelete.filter.ApplyDeletesWithFilter
 import eqdelete.join.ApplyDeletesWithJoin
-import eqdelete.planning.{DeclinedException, ScanDeletes, ScanDeletesCache, PlannedTasks, ScanFilters}
+import eqdelete.planning.{DeclinedException, LiveDeleteFiles, ScanDeletes, ScanDeletesCache, PlannedTasks, ScanFilters}
 import eqdelete.read.DeleteFileReadException
 import eqdelete.scan.{FileSelectingTable, FileSelection, IcebergViews, NamedNativeTable, StrippedScan}
 
@@ -117,10 +117,8 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
   private def leaveUnmodelled(read: IcebergRead, reason: String): LogicalPlan = {
     val decision = Decision.of(read.table.name(), read.snapshotId, Strategy.Native, reason, "read natively", None)
     logInfo(s"eqdelete: ${read.table.name()}: ${decision.describe}")
-    val summary = Option(read.table.snapshot(read.snapshotId)).flatMap(s => Option(s.summary()))
-    val mayHoldEqualityDeletes = !summary.flatMap(s => Option(s.get("total-equality-deletes"))).contains("0")
     val relation =
-      if (mayHoldEqualityDeletes) read.relation.copy(table = NamedNativeTable(read.relation.table, decision))
+      if (LiveDeleteFiles.mayHoldEqualityDeletes(read.table, read.snapshotId)) read.relation.copy(table = NamedNativeTable(read.relation.table, decision))
       else read.relation
     read.above(marked(relation, decision), withPushed = true)
   }

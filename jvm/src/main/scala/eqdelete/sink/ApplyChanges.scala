@@ -235,7 +235,8 @@ object ApplyChanges extends Logging {
         // The instance it committed through, and the one the catalog caches now (another, if its
         // entry expired during a long apply): the session's next read of the copy sees the commit.
         table.refresh()
-        IcebergSparkTables.current(session, tableName)
+        val cached = IcebergSparkTables.load(session, tableName)
+        if (cached ne table) cached.refresh()
         Applied(Some(id), deleted, inserted, None)
       case CommitOutcome.NotCommitted(failure) =>
         discard()

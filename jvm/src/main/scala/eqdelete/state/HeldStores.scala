@@ -80,20 +80,22 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
   }
 
   /**
-   * `read`, a read of the store of `partition` of `index`, which drops that store here when it
-   * finds the store cannot be read ([[KeptStateLostException]]): never served again, the next
-   * task loads it from durable storage (which fails in turn if the damage is there too).
+   * `read`, a read of `store`, the store of `partition` of `index`, which drops that store here when
+   * it finds it cannot be read ([[KeptStateLostException]]): never served again, the next task loads
+   * it from durable storage (which fails in turn if the damage is there too). Only that store: one
+   * another task loaded or stepped under the same key since stays.
    */
-  def droppedWhenUnreadable[U](index: String, partition: Int, read: Iterator[U]): Iterator[U] = {
+  def droppedWhenUnreadable[U](index: String, partition: Int, store: S)(read: => Iterator[U]): Iterator[U] = {
     val key = (index, partition)
+    def guarded[A](body: => A): A = try body catch {
+      case lost: KeptStateLostException =>
+        locked(key)(if (Option(held.get(key)).exists(_.store eq store)) drop(key))
+        throw lost
+    }
+    val rows = guarded(read)
     new Iterator[U] {
-      private def guarded[A](body: => A): A = try body catch {
-        case lost: KeptStateLostException =>
-          locked(key)(HeldStores.this.drop(key))
-          throw lost
-      }
-      override def hasNext: Boolean = guarded(read.hasNext)
-      override def next(): U = guarded(read.next())
+      override def hasNext: Boolean = guarded(rows.hasNext)
+      override def next(): U = guarded(rows.next())
     }
   }
 

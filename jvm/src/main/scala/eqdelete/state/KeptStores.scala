@@ -110,7 +110,7 @@ final class KeptStores[S <: RocksStore] private (held: HeldStores[S], val files:
     new AtStoreRDD(input, where()).mapPartitionsWithIndex { (p, rows) =>
       val store = stores.get.at(index, kept, p, at(p), later)
       ranAt.add((p, SparkInternals.executorLocation))
-      stores.get.droppedWhenUnreadable(index, p, body(store, p, rows))
+      stores.get.droppedWhenUnreadable(index, p, store)(body(store, p, rows))
     }
   }
 

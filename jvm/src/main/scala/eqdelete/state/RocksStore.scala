@@ -138,7 +138,7 @@ abstract class RocksStore(val directory: File) extends AutoCloseable {
    */
   final def verify(): Unit =
     try db.verifyChecksum() catch {
-      case e: RocksDBException => throw new KeptStateLostException(s"eqdelete: the kept store in $directory does not " +
+      case e: RocksDBException => throw new KeptStateDamagedException(s"eqdelete: the kept store in $directory does not " +
         s"verify (${e.getMessage}); it is not used", e)
     }
 
@@ -236,7 +236,7 @@ object RocksStore extends org.apache.spark.internal.Logging {
   /** [[RocksStore#ended]], for a reader holding an iterator of the store in `directory`. */
   private[eqdelete] def ended(it: RocksIterator, directory: File): Unit =
     try it.status() catch {
-      case e: RocksDBException => throw new KeptStateLostException(s"eqdelete: the kept store in $directory cannot be " +
+      case e: RocksDBException => throw new KeptStateDamagedException(s"eqdelete: the kept store in $directory cannot be " +
         s"read (${Option(e.getStatus).map(_.getCodeString).getOrElse("error")}: ${e.getMessage}); it is not used", e)
     }
 

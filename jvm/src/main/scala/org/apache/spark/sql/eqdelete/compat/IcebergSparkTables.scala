@@ -1,10 +1,10 @@
 package org.apache.spark.sql.eqdelete.compat
 
 import scala.util.Try
-import scala.util.control.NonFatal
 
 import org.apache.iceberg.{CachingCatalog, Schema, Table}
 import org.apache.iceberg.catalog.Catalog
+import org.apache.iceberg.exceptions.NoSuchTableException
 import org.apache.iceberg.spark.{Spark3Util, SparkSchemaUtil}
 import org.apache.iceberg.spark.source.SparkTable
 import org.apache.iceberg.types.Type
@@ -81,13 +81,14 @@ object IcebergSparkTables {
     val resolved = Spark3Util.catalogAndIdentifier(session, name)
     val identifier = Spark3Util.identifierToTableIdentifier(resolved.identifier())
     val catalog = Spark3Util.loadIcebergCatalog(session, resolved.catalog().name())
-    (catalog match {
+    val loaded = (catalog match {
       case caching: CachingCatalog => wrapped(caching)
       case other => Some(other)
-    }).map(_.loadTable(identifier)).getOrElse {
+    }).map(c => try Some(c.loadTable(identifier)) catch { case _: NoSuchTableException => None })
+    loaded.getOrElse {
       throw new IllegalStateException(s"eqdelete: cannot load $name past its catalog's cache (Iceberg's CachingCatalog " +
         "no longer keeps the catalog it wraps where this release of eqdelete looks)")
-    }
+    }.getOrElse(current(session, name))  // a name only Iceberg's Spark catalog resolves (a path, a branch selector)
   }
 
   private def wrapped(caching: CachingCatalog): Option[Catalog] =
@@ -98,10 +99,13 @@ object IcebergSparkTables {
    * Iceberg's Spark table over `table` pinned at `snapshotId` (a time-travel view, never one that
    * reads the instance's current snapshot when it runs), for a read of that snapshot that names no catalog.
    */
-  def at(table: Table, snapshotId: Long): SparkCatalogTable =
-    views(table, None, snapshotId).reverseIterator.flatMap(c => try Some(c()) catch { case NonFatal(_) => None })
-      .find(view => IcebergSparkShim.snapshotId(view.asInstanceOf[SparkTable]).contains(snapshotId))
-      .getOrElse(throw new IllegalStateException(s"eqdelete: cannot pin ${table.name()} at snapshot $snapshotId"))
+  def at(table: Table, snapshotId: Long): SparkCatalogTable = {
+    val pinned = IcebergSparkShim.views(table, None, snapshotId).last.apply()  // each shim's last view travels to `snapshotId`
+    if (!IcebergSparkShim.snapshotId(pinned).contains(snapshotId)) {
+      throw new IllegalStateException(s"eqdelete: cannot pin ${table.name()} at snapshot $snapshotId")
+    }
+    pinned
+  }
 
   /** The Spark type Iceberg's Spark reader reads `icebergType` as. */
   def sparkType(icebergType: Type): DataType = SparkSchemaUtil.convert(icebergType)
