@@ -16,6 +16,7 @@ store lost between them.
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -180,11 +181,40 @@ def test_maintain_rounds_keep_the_index_and_load_it_where_a_store_is_lost(spark:
             _jvm.forget_kept_indexes(spark, table_name)
 
 
-def test_a_store_file_damaged_in_place_is_never_trusted(spark: SparkSession, table_name: str) -> None:
-    """The largest sorted file of the kept index's saved version overwritten in the middle with
-    random bytes of the same size, while no round runs (a disk's or an object store's bad write):
-    the restarted round's lookups cannot read it, so the round finds its rows without the index
-    and drops it, never taking "no entry" for "no live row". Rows against those written."""
+def _damage(state: Path, damage: str) -> str:
+    """Damages the kept state under `state` as a disk's or an object store's bad write would: what
+    the round's note then says of the version that held the damage."""
+    if damage == "a sorted file overwritten in place":
+        largest = max(state.rglob("*.sst"), key=lambda f: f.stat().st_size)
+        size = largest.stat().st_size
+        with open(largest, "r+b") as f:
+            f.seek(size // 4)
+            f.write(random.Random(5).randbytes(size // 2))
+        assert largest.stat().st_size == size
+        return "could not be loaded"
+    newest = max(state.rglob("*.delta"), key=lambda f: int(f.name.split("-")[0]))
+    size = newest.stat().st_size
+    if damage == "the newest delta cut short":
+        with open(newest, "r+b") as f:
+            f.truncate(size // 2)
+        return f"holds {size // 2} bytes, not {size}"
+    if damage == "the newest delta overwritten in place":
+        with open(newest, "r+b") as f:
+            f.write(random.Random(6).randbytes(size))
+        return "could not be loaded"
+    newest.unlink()
+    return "is missing"
+
+
+@pytest.mark.parametrize("damage", ["a sorted file overwritten in place", "the newest delta cut short",
+                                    "the newest delta overwritten in place", "the newest delta deleted"])
+def test_damaged_kept_state_is_never_trusted(spark: SparkSession, table_name: str, damage: str) -> None:
+    """The kept index's saved state damaged while no round runs: the restarted round restores the
+    newest saved version whose files load and verify (their sizes, checksums, RocksDB's block
+    checksums), never one it cannot read, and its note names the versions it passed over and why.
+    A damaged sorted file is shared by every version: the index is built anew. A damaged newest
+    delta is its version's alone: the version saved before it is restored and brought forward. Rows
+    against those written, round after round."""
     spark.sql(f"CREATE TABLE {table_name} (k BIGINT, v STRING) USING iceberg TBLPROPERTIES ({MOR.format(v=2)})")
     written = {k: f"a{k}" for k in range(20000)}
     spark.createDataFrame(list(written.items()), "k BIGINT, v STRING").coalesce(1).writeTo(table_name).append()
@@ -195,6 +225,7 @@ def test_a_store_file_damaged_in_place_is_never_trusted(spark: SparkSession, tab
         written.update({k: f"{written[k]}+" for k in keys})
         write_equality_deletes(spark, table_name, ["k"], old, inserts=[(k, written[k]) for k in keys], columns=["k", "v"])
         r = maintain_round(spark, table_name, keep_index=True)
+        assert r.committed and r.rows_resolved == len(keys), r.render()
         with use_strategy(spark, "native"):
             assert sorted_rows(spark.table(table_name).collect()) == sorted(written.items())
         return r
@@ -202,20 +233,19 @@ def test_a_store_file_damaged_in_place_is_never_trusted(spark: SparkSession, tab
     with use_conf(spark, [("spark.eqdelete.maintain.liveIndex", "always")]):
         try:
             built = upsert_and_round(range(0, 20000, 20))
-            assert built.committed and built.rows_resolved == 1000 and "built from the table" in (built.live_index_note or "")
-            _jvm.forget_kept_indexes(spark, table_name)  # as a restart: the next round loads the saved version
-            state = Path(location.removeprefix("file:")) / "_eqdelete_state"
-            largest = max(state.rglob("*.sst"), key=lambda f: f.stat().st_size)
-            size = largest.stat().st_size
-            with open(largest, "r+b") as f:
-                f.seek(size // 4)
-                f.write(random.Random(5).randbytes(size // 2))
-            assert largest.stat().st_size == size
-            damaged = upsert_and_round(range(1, 20000, 20))
-            assert damaged.committed and damaged.rows_resolved == 1000, damaged.render()
-            assert "could not be loaded" in (damaged.live_index_note or "") or "cannot be read" in (damaged.live_index_note or ""), damaged
-            again = upsert_and_round(range(2, 20000, 20))
-            assert again.committed and again.rows_resolved == 1000, again.render()
+            assert "built from the table" in (built.live_index_note or "")
+            upsert_and_round(range(3, 20000, 20))  # a version of deltas after the build's snapshot
+            _jvm.forget_kept_indexes(spark, table_name)  # as a restart: the next round restores a saved version
+            said = _damage(Path(location.removeprefix("file:")) / "_eqdelete_state", damage)
+            note = upsert_and_round(range(1, 20000, 20)).live_index_note or ""
+            passed = re.search(r"saved versions passed over: version (\d+) of [^:]+: (.*)", note)
+            assert passed and said in passed.group(2), note
+            if damage == "a sorted file overwritten in place":
+                assert note.startswith("built from the table"), note
+            else:
+                restored = re.match(r"restored from version (\d+) ", note)
+                assert restored and int(restored.group(1)) < int(passed.group(1)), note  # the version saved before it
+            upsert_and_round(range(2, 20000, 20))
         finally:
             _jvm.forget_kept_indexes(spark, table_name)
 

@@ -301,14 +301,17 @@ object KeptRowImages extends Logging {
     k.index.stores.save(node)
   }
 
-  /** The images of `table` on key `ids` last saved under `files` (before a restart, say), if any: a failure to read them is none. */
+  /**
+   * The newest images of `table` on key `ids` saved under `files` (before a restart, say) whose
+   * stores all load and verify ([[KeptStores.newestLoadable]]), if any: a failure to read them is none.
+   */
   private def restore(session: SparkSession, table: Table, id: String, files: StateFiles, ids: Seq[Int]): Option[Kept] = try {
     val uuid = table.uuid().toString
-    KeptStores.latest(files) { m =>
+    val restored = KeptStores.newestLoadable(files) { m =>
       val d = Option(m.driver)
       d.exists(_.path("kind").asText() == Kind) && d.exists(_.path("table").asText() == uuid) &&
         d.exists(_.get("equalityIds").elements().asScala.map(_.asInt()).toSeq == ids)
-    }.map { m =>
+    }({ m =>
       val d = m.driver
       val k = new Kept(session.sparkContext.applicationId, uuid,
         RowImageIndex.restored(files, m, EqDeleteConf.stateDeltasPerSnapshot(session.sessionState.conf)),
@@ -317,11 +320,16 @@ object KeptRowImages extends Logging {
       d.get("versions").elements().asScala.foreach(v => k.versions(v.get("snapshot").asLong()) = v.get("version").asLong())
       k.live = d.get("live").asLong()
       k.removedSincePurge = d.get("removedSincePurge").asLong()
-      kept.put(id, k)
-      restores.incrementAndGet()
-      logInfo(s"eqdelete: kept row images of ${table.name()} restored from version ${m.version} in ${files.root}, " +
-        s"following snapshot ${k.head}")
       k
+    })(_.index.stores.unloadable(session.sparkContext), _.index.stores.release(session.sparkContext))
+    val passed = restored.fold(identity, _.passedOver)
+    if (passed.nonEmpty) logWarning(s"eqdelete: kept row images of ${table.name()}: saved versions passed over: ${passed.mkString("; ")}")
+    restored.toOption.map { r =>
+      kept.put(id, r.index)
+      restores.incrementAndGet()
+      logInfo(s"eqdelete: kept row images of ${table.name()} restored from version ${r.manifest.version} in ${files.root}, " +
+        s"following snapshot ${r.index.head}")
+      r.index
     }
   } catch {
     case NonFatal(e) =>

@@ -51,11 +51,21 @@ final class KeptLiveIndex private (files: StateFiles, snapshotEvery: Int, privat
   private var resolvedByOtherSets = Set.empty[String]
 
   /** What this round did to the index: built it from the table (why), else None; and the data files its last attempt read. */
-  private[liveindex] var lastBuild: Option[String] = None
+  private var lastBuild: Option[String] = None
   private[liveindex] var lastFilesRead: Int = 0
+  /** The saved versions newer than the one restored (or all, when it was built) that could not be used, each with why. */
+  private[liveindex] var passedOver: Seq[String] = Nil
+
+  /** What this round did to the index (restored, built: why), with the saved versions it passed over. */
+  private[liveindex] def news: Option[String] = {
+    val passed = if (passedOver.isEmpty) None else Some(s"saved versions passed over: ${passedOver.mkString("; ")}")
+    (lastBuild ++ passed).reduceOption(_ + "; " + _)
+  }
 
   /** A round begins (not each of its attempts): what the last one did to the index is no longer news. */
-  private[liveindex] def beginRound(): Unit = { lastBuild = None; lastFilesRead = 0; roundStart = (index, index.stores.written) }
+  private[liveindex] def beginRound(): Unit = {
+    lastBuild = None; passedOver = Nil; lastFilesRead = 0; roundStart = (index, index.stores.written)
+  }
 
   private var roundStart: (LiveKeyIndex, Long) = (index, 0L)
 
@@ -262,32 +272,41 @@ object KeptLiveIndex {
   }
 
   /**
-   * The index last saved under `files` (by this driver before a restart, or by another), at the
-   * version it saved: None when there is none. A round then brings it forward from the snapshot
-   * it reflected (or builds it again, if that snapshot is not an ancestor of the round's).
+   * The newest index saved under `files` (by this driver before a restart, or by another) whose
+   * stores all load and verify, at the version it saved ([[KeptStores.newestLoadable]]): a round
+   * then brings it forward from the snapshot it reflected (or builds it again, if that snapshot is
+   * not an ancestor of the round's). Left: why each saved version was passed over (none saved: empty).
    */
-  def restore(session: SparkSession, files: StateFiles): Option[KeptLiveIndex] = {
+  def restore(session: SparkSession, files: StateFiles): Either[Seq[String], KeptLiveIndex] = {
     val every = EqDeleteConf.stateDeltasPerSnapshot(session.sessionState.conf)
-    KeptStores.latest(files)(m => Option(m.driver).exists(_.path("kind").asText() == Kind)).map { m =>
-      val d = m.driver
-      val kept = new KeptLiveIndex(files, every, LiveKeyIndex.restored(files, m, every))
-      if (d.has("reflects")) kept.reflects = Some(d.get("reflects").asLong())
-      if (d.has("ownCommit")) kept.ownCommit = Some(d.get("ownCommit").asLong())
-      kept.nextId = d.get("nextId").asInt()
-      kept.entryCount = d.get("entryCount").asLong()
-      kept.outOfUseRecords = d.get("outOfUseRecords").asLong()
-      d.get("files").elements().asScala.foreach { f =>
-        kept.ids(f.get("path").asText()) = f.get("id").asInt()
-        kept.records(f.get("id").asInt()) = f.get("records").asLong()
-      }
-      d.get("outOfUse").elements().asScala.foreach(n => kept.outOfUse += n.asInt())
-      kept.resolvedByOtherSets = d.get("resolvedByOtherSets").elements().asScala.map(_.asText()).toSet
-      if (d.has("keyTypes")) {
-        kept.keyTypes = Some(org.apache.spark.sql.types.DataType.fromJson(d.get("keyTypes").asText())
-          .asInstanceOf[org.apache.spark.sql.types.StructType].fields.map(_.dataType).toSeq)
-      }
-      kept.lastBuild = Some(s"restored from version ${m.version} saved at ${new java.util.Date(m.savedAt)} in ${files.root}")
-      kept
+    KeptStores.newestLoadable(files)(m => Option(m.driver).exists(_.path("kind").asText() == Kind))(
+      m => fromManifest(files, every, m))(_.index.stores.unloadable(session.sparkContext), _.release(session)).map { r =>
+      r.index.lastBuild = Some(s"restored from version ${r.manifest.version} saved at ${new java.util.Date(r.manifest.savedAt)} " +
+        s"in ${files.root}")
+      r.index.passedOver = r.passedOver
+      r.index
     }
+  }
+
+  /** The index a saved manifest describes, with the driver's state of it (its stores load when first used). */
+  private def fromManifest(files: StateFiles, every: Int, m: KeptStores.Manifest): KeptLiveIndex = {
+    val d = m.driver
+    val kept = new KeptLiveIndex(files, every, LiveKeyIndex.restored(files, m, every))
+    if (d.has("reflects")) kept.reflects = Some(d.get("reflects").asLong())
+    if (d.has("ownCommit")) kept.ownCommit = Some(d.get("ownCommit").asLong())
+    kept.nextId = d.get("nextId").asInt()
+    kept.entryCount = d.get("entryCount").asLong()
+    kept.outOfUseRecords = d.get("outOfUseRecords").asLong()
+    d.get("files").elements().asScala.foreach { f =>
+      kept.ids(f.get("path").asText()) = f.get("id").asInt()
+      kept.records(f.get("id").asInt()) = f.get("records").asLong()
+    }
+    d.get("outOfUse").elements().asScala.foreach(n => kept.outOfUse += n.asInt())
+    kept.resolvedByOtherSets = d.get("resolvedByOtherSets").elements().asScala.map(_.asText()).toSet
+    if (d.has("keyTypes")) {
+      kept.keyTypes = Some(org.apache.spark.sql.types.DataType.fromJson(d.get("keyTypes").asText())
+        .asInstanceOf[org.apache.spark.sql.types.StructType].fields.map(_.dataType).toSeq)
+    }
+    kept
   }
 }

@@ -92,10 +92,13 @@ object KeptLiveIndexes extends Logging {
         if (alsoToday) seen.today = DeletedPositions.of(session, work, deletes).collect()
           .map(r => s"${r.getString(0)}#${r.getLong(1)}").distinct.sorted.toSeq
         // The round has the table to itself (exclusively): no other creates or drops its indexes meanwhile.
+        var passedOver = Map.empty[Seq[Int], Seq[String]]
         val held = deletes.deleteSets.map(set => set -> synchronized(kept.get((tableName, set.equalityIds))).orElse(
-          restored(session, work, set.equalityIds).map { index =>
-            synchronized(kept((tableName, set.equalityIds)) = index)
-            index
+          restored(session, work, set.equalityIds) match {
+            case Right(index) =>
+              synchronized(kept((tableName, set.equalityIds)) = index)
+              Some(index)
+            case Left(why) => passedOver += set.equalityIds -> why; None
           }))
         val current = held.forall(_._2.exists(_.current(work, stores)))
         val plan = choose(facts(deletes, current))
@@ -105,6 +108,7 @@ object KeptLiveIndexes extends Logging {
             found = held.map { case (set, heldIndex) =>
               val index = heldIndex.getOrElse {
                 val made = created(session, work, set.equalityIds, stores)
+                made.passedOver = passedOver.getOrElse(set.equalityIds, Nil)
                 synchronized(kept((tableName, set.equalityIds)) = made)
                 made
               }
@@ -132,13 +136,19 @@ object KeptLiveIndexes extends Logging {
     }
   }
 
-  /** The index of `work`'s table and equality set last saved (before a restart, say), if any; a failure to read it is none. */
-  private def restored(session: SparkSession, work: ResolveWork, equalityIds: Seq[Int]): Option[KeptLiveIndex] =
-    try KeptLiveIndex.restore(session, KeptLiveIndex.files(session, work.table, equalityIds)) catch {
-      case NonFatal(e) =>
-        logWarning(s"eqdelete: the kept index of ${work.table.name()} could not be restored (${Failures.describe(e)}); built anew")
-        None
+  /**
+   * The newest index of `work`'s table and equality set saved (before a restart, say) that loads
+   * and verifies; Left: why each saved version was passed over (a failure to list them is one).
+   */
+  private def restored(session: SparkSession, work: ResolveWork, equalityIds: Seq[Int]): Either[Seq[String], KeptLiveIndex] = {
+    val restored = try KeptLiveIndex.restore(session, KeptLiveIndex.files(session, work.table, equalityIds)) catch {
+      case NonFatal(e) => Left(Seq(s"the saved versions could not be listed (${Failures.describe(e)})"))
     }
+    val passed = restored.fold(identity, _.passedOver)
+    if (passed.nonEmpty) logWarning(s"eqdelete: kept index of ${work.table.name()}: ${restored.fold(_ => "built anew", _ => "restored")}; " +
+      s"saved versions passed over: ${passed.mkString("; ")}")
+    restored
+  }
 
   private def created(session: SparkSession, work: ResolveWork, equalityIds: Seq[Int], stores: Int): KeptLiveIndex =
     KeptLiveIndex.create(session, KeptLiveIndex.files(session, work.table, equalityIds), stores)
@@ -191,7 +201,7 @@ object KeptLiveIndexes extends Logging {
   def state(session: SparkSession, tableName: String): Option[State] = {
     val indexes = indexesOf(tableName)
     val plan = Option(plans.get(tableName))
-    val note = indexes.flatMap(_.lastBuild).headOption match {
+    val note = indexes.flatMap(_.news).headOption match {
       case Some(built) => Some(plan.map(p => s"$built (${p.why})").getOrElse(built))
       case None => plan.collect { case p: MaintainRoundPlan.ReadingDataFiles => p.why }
     }
@@ -226,17 +236,6 @@ object KeptLiveIndexes extends Logging {
       try if (dropCheckpoints) index.dropAll(session) else index.release(session) catch {
         case NonFatal(e) => logWarning(s"eqdelete: letting go of a kept index of $tableName: ${e.getMessage}")
       }
-    }
-  }
-
-  /**
-   * Deletes every saved version of `tableName`'s kept indexes (a file of one could not be read):
-   * the next round builds the index from the table instead of restoring it.
-   */
-  def dropSaved(session: SparkSession, tableName: String): Unit = exclusively(tableName) {
-    forget(session, tableName)
-    try KeptLiveIndex.allFiles(session, IcebergSparkTables.current(session, tableName)).deleteAll() catch {
-      case NonFatal(e) => logWarning(s"eqdelete: deleting the saved kept indexes of $tableName: ${e.getMessage}")
     }
   }
 

@@ -14,8 +14,9 @@ import org.apache.spark.sql.SparkSession
 /**
  * A round's resolve: attempts, each from the newest snapshot, until one commits or the attempts
  * run out, with a doubling wait after each conflict. Through the kept index of the live rows
- * when the round keeps one; a store of it lost with its executor makes that attempt plan as a
- * single resolve does (the index is a cache of the table), and the index is built next round.
+ * when the round keeps one; a store of it that cannot be loaded makes that attempt plan as a
+ * single resolve does (the index is a cache of the table), and the next round restores the
+ * newest saved version that loads and verifies, or builds the index.
  *
  * @param resolved  the committed (or empty) resolve; None when every attempt conflicted
  * @param lastStart the snapshot the last attempt started from
@@ -69,9 +70,9 @@ object ResolveAttempts extends Logging {
         resolved = Some(try attemptWith(keepIndex && lost.isEmpty) catch {
           case failed: ResolveFailedException if keepIndex && Failures.causes(failed).exists(_.isInstanceOf[KeptStateLostException]) =>
             lost = Some(s"a store of the kept index could not be loaded from its checkpoint (${Failures.describe(failed)}); " +
-              "this round found the rows without it, and the index is built again next round")
+              "this round found the rows without it, and the next restores the newest saved version that loads, or builds it")
             logWarning(s"eqdelete maintain: $tableName: ${lost.get}")
-            KeptLiveIndexes.dropSaved(session, tableName)
+            KeptLiveIndexes.forget(session, tableName)
             attemptWith(index = false)
         })
       } catch {

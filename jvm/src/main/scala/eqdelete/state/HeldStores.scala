@@ -121,7 +121,7 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
               else if (empty) from.after(StoreDelta(to, None))
               else {
                 val rel = s"$index/p$partition/${to.number}-${to.id}.delta"
-                from.after(StoreDelta(to, Some(StoredFile(rel, "", files.upload(scratch, rel)))))
+                from.after(StoreDelta(to, Some(files.upload(scratch, rel, ""))))
               }
             h.version = to
             h.passed = h.passed + to.id
@@ -156,7 +156,7 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
         h.uploaded.get(name).filter(_.size == f.length()).getOrElse {
           val rel = if (name.endsWith(".sst")) s"$index/p$partition/sst/${name.stripSuffix(".sst")}-${UUID.randomUUID()}.sst"
             else s"$index/p$partition/${to.number}-${to.id}/$name"
-          StoredFile(rel, name, files.upload(f, rel, immutable = name.endsWith(".sst")))
+          files.upload(f, rel, name, immutable = name.endsWith(".sst"))
         }
       }
       h.uploaded = stored.filter(_.local.endsWith(".sst")).map(f => f.local -> f).toMap
@@ -169,12 +169,12 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
     val started = System.nanoTime()
     val dir = RocksStore.freshDirectory(new File(SparkFiles.getRootDirectory(), s"eqdelete-$kind-$index"), s"p$partition-")
     val store = try try {
-      state.snapshot.foreach(_.files.foreach(f => files.download(f.rel, new File(dir, f.local), f.size, immutable = f.local.endsWith(".sst"))))
+      state.snapshot.foreach(_.files.foreach(f => files.download(f, new File(dir, f.local), immutable = f.local.endsWith(".sst"))))
       val store = open(dir)
       try {
         state.snapshot.foreach(s => store.restore(s.properties))
         state.deltas.flatMap(_.file).foreach { f =>
-          val in = files.open(f.rel)
+          val in = files.openChecked(f)
           try store.replay(in, files.location(f.rel)) finally in.close()
         }
         if (state.snapshot.nonEmpty) store.verify()
@@ -182,8 +182,11 @@ class HeldStores[S <: RocksStore](kind: String, open: File => S) extends Logging
       } catch { case e: Throwable => store.close(); throw e }
     } catch { case e: Throwable => RocksStore.deleteRecursively(dir); throw e }
     catch {
-      case NonFatal(e) => throw new KeptStateLostException(s"eqdelete: partition $partition of the $kind $index could not be " +
-        s"loaded at version ${state.version.number} from ${files.root}: ${e.getMessage}", e)
+      case NonFatal(e) =>
+        val message = s"eqdelete: partition $partition of the $kind $index could not be loaded at version " +
+          s"${state.version.number} from ${files.root}: ${e.getMessage}"
+        throw (if (e.isInstanceOf[KeptStateDamagedException]) new KeptStateDamagedException(message, e)
+          else new KeptStateLostException(message, e))
     }
     val h = new Held(store, state.version, state.versionIds.toSet,
       state.snapshot.toSeq.flatMap(_.files).filter(_.local.endsWith(".sst")).map(f => f.local -> f).toMap)

@@ -114,6 +114,23 @@ final class KeptStores[S <: RocksStore] private (held: HeldStores[S], val files:
     }
   }
 
+  /**
+   * Loads every store at the current version where its task runs (a restored index, before it is
+   * trusted): why each store that could not be loaded or did not verify could not, none when all
+   * did. A task never fails for its store, so a damaged one costs one try, not Spark's retries.
+   */
+  def unloadable(sc: SparkContext): Seq[String] = {
+    val (at, index, kept, stores) = (states.clone(), id, files, held.ref)
+    val tried = new AtStoreRDD(sc.parallelize(0 until partitions, partitions), where()).mapPartitionsWithIndex { (p, _) =>
+      val failure = try { stores.get.at(index, kept, p, at(p), later = false); None } catch {
+        case lost: KeptStateLostException => Some(lost.getMessage)
+      }
+      Iterator((p, failure, SparkInternals.executorLocation))
+    }.collect()
+    synchronized(tried.foreach { case (p, failure, home) => if (failure.isEmpty) homes(p) = home })
+    tried.sortBy(_._1).flatMap(_._2).toSeq
+  }
+
   /** Where each store was last used, as far as the driver knows: the last step, or a read's task since. */
   private def where(): Array[String] = synchronized {
     readAt.foreach(_.drain().foreach { case (p, home) => homes(p) = home })
@@ -215,19 +232,44 @@ object KeptStores {
   def restored[S <: RocksStore](held: HeldStores[S], files: StateFiles, manifest: Manifest, snapshotEvery: Int): KeptStores[S] =
     new KeptStores(held, files, UUID.randomUUID().toString, manifest.states.toArray, snapshotEvery)
 
+  /** A restored index (what `open` made of `manifest`), with the newer versions passed over, each with why. */
+  final case class Restored[T](index: T, manifest: Manifest, passedOver: Seq[String])
+
   /**
-   * The newest manifest saved under `files` (by any driver), which `usable` accepts: the newest
-   * of each index's directory, newest first. A manifest that cannot be read (cut short), or one
-   * a file of which is missing or of another size, is passed over: its stores could not be loaded.
+   * The newest version saved under `files` (by any driver: every kept manifest of every index's
+   * directory, newest first) that `usable` accepts and whose stores all load and verify: `open`
+   * makes an index of a manifest, `unloadable` loads its stores (why each could not be), `release`
+   * lets go of one that failed. A version whose manifest cannot be read, or a file of which is
+   * missing or of another size, is passed over without a load. Right: the version restored and
+   * the newer ones passed over; Left: why each was passed over, when none was restored.
    */
-  def latest(files: StateFiles)(usable: Manifest => Boolean): Option[Manifest] = {
+  def newestLoadable[T](files: StateFiles)(usable: Manifest => Boolean)(
+      open: Manifest => T)(unloadable: T => Seq[String], release: T => Unit): Either[Seq[String], Restored[T]] = {
     val listed = files.list()
     val sizes = listed.map(f => f.rel -> f.size).toMap
-    val newestOfEach = listed.flatMap(f => manifestNumber(f.rel).map(n => (f.rel.takeWhile(_ != '/'), n, f)))
-      .groupBy(_._1).values.map(_.maxBy(_._2)._3).toVector.sortBy(-_.createdAtMillis)
-    newestOfEach.iterator.flatMap(f => Try(readManifest(files, f.rel)).toOption)
-      .filter(_.states.forall(_.files.forall(f => sizes.get(f.rel).contains(f.size))))
-      .find(usable)
+    val manifests = listed.flatMap(f => manifestNumber(f.rel).map(n => (n, f))).sortBy { case (n, f) => (-f.createdAtMillis, -n) }
+    val passedOver = Vector.newBuilder[String]
+    val restored = manifests.iterator.map { case (n, listedManifest) =>
+      val what = s"version $n of ${listedManifest.rel.takeWhile(_ != '/')}"
+      Try(readManifest(files, listedManifest.rel)).toEither.left.map(e => s"$what: its manifest cannot be read (${e.getMessage})")
+        .flatMap(m => if (usable(m)) Right(m) else Left(""))
+        .flatMap { m =>
+          m.states.flatMap(_.files).collectFirst {
+            case f if !sizes.contains(f.rel) => s"$what: its file ${f.rel} is missing"
+            case f if sizes(f.rel) != f.size => s"$what: its file ${f.rel} holds ${sizes(f.rel)} bytes, not ${f.size}"
+          }.toLeft(m)
+        }
+        .flatMap { m =>
+          val index = open(m)
+          val failed = try unloadable(index) catch { case NonFatal(e) => Seq(e.getMessage) }
+          if (failed.isEmpty) Right(Restored(index, m, Nil))
+          else { Try(release(index)); Left(s"$what: ${failed.head}${if (failed.size > 1) s" (and ${failed.size - 1} more stores)" else ""}") }
+        }
+    }.flatMap {
+      case Left(why) => if (why.nonEmpty) passedOver += why; None
+      case Right(r) => Some(r)
+    }.find(_ => true)
+    restored.map(_.copy(passedOver = passedOver.result())).toRight(passedOver.result())
   }
 
   private def readManifest(files: StateFiles, rel: String): Manifest = {

@@ -3,6 +3,7 @@ package eqdelete.state
 import java.io.{File, FileInputStream, FileOutputStream, InputStream, OutputStream}
 import java.nio.charset.StandardCharsets
 import java.nio.file.{Files, Path, Paths}
+import java.util.zip.{CRC32C, CheckedInputStream}
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
@@ -41,35 +42,86 @@ final class StateFiles(io: FileIO, val root: String) extends Serializable {
   def open(rel: String): InputStream = io.newInputFile(location(rel)).newStream()
 
   /**
-   * Copies a local file to `rel`; its bytes. A file that never changes (`immutable`: RocksDB's
-   * sorted files) is linked instead where the root is on a local file system (`file:`) and the
-   * same one: a second copy of the stores would only take their pages' place in the page cache.
+   * Copies a local file to `rel`, as the file `local` of a store: the stored file, with the CRC32C
+   * of the bytes copied. A file that never changes (`immutable`: RocksDB's sorted files) is linked
+   * instead where the root is on a local file system (`file:`) and the same one: a second copy of
+   * the stores would only take their pages' place in the page cache.
    */
-  def upload(local: File, rel: String, immutable: Boolean = false): Long = {
+  def upload(file: File, rel: String, local: String, immutable: Boolean = false): StoredFile = {
     val linked = immutable && localPath(rel).exists { to =>
-      StateFiles.linked { Files.createDirectories(to.getParent); Files.deleteIfExists(to); Files.createLink(to, local.toPath) }
+      StateFiles.linked { Files.createDirectories(to.getParent); Files.deleteIfExists(to); Files.createLink(to, file.toPath) }
     }
-    if (linked) local.length()
-    else create(rel) { out =>
-      val in = new FileInputStream(local)
-      try in.transferTo(out) finally in.close()
+    if (linked) StoredFile(rel, local, file.length())
+    else {
+      val crc = new CRC32C
+      val bytes = create(rel) { out =>
+        val in = new CheckedInputStream(new FileInputStream(file), crc)
+        try in.transferTo(out) finally in.close()
+      }
+      StoredFile(rel, local, bytes, Some(crc.getValue))
     }
   }
 
   /**
-   * Copies `rel` to a local file, which must come out `size` bytes long (a file cut short is no
-   * state); linked, as [[upload]] links, when `immutable` and on the same local file system.
+   * Copies `file` to a local file, which must come out of its size and checksum (a file cut short
+   * or changed is no state: [[KeptStateDamagedException]]); linked, as [[upload]] links, when
+   * `immutable` and on the same local file system.
    */
-  def download(rel: String, local: File, size: Long, immutable: Boolean = false): Unit = {
-    val linked = immutable && localPath(rel).exists(from => StateFiles.linked(Files.createLink(local.toPath, from)))
+  def download(file: StoredFile, local: File, immutable: Boolean = false): Unit = {
+    val linked = immutable && localPath(file.rel).exists(from => StateFiles.linked(Files.createLink(local.toPath, from)))
     // An empty file (a RocksDB checkpoint's empty log) is made, not read: an object store may
     // refuse a read of no bytes (HTTP 416).
-    val copied = if (linked) local.length() else if (size == 0) { Files.write(local.toPath, Array.emptyByteArray); 0L } else {
-      val in = open(rel)
-      val out = new FileOutputStream(local)
-      try in.transferTo(out) finally { in.close(); out.close() }
+    if (linked) checked(file, local.length(), None)
+    else if (file.size == 0) { Files.write(local.toPath, Array.emptyByteArray); checked(file, 0L, None) }
+    else {
+      val crc = new CRC32C
+      val copied = readingSaved(file) {
+        val in = new CheckedInputStream(open(file.rel), crc)
+        val out = new FileOutputStream(local)
+        try in.transferTo(out) finally { in.close(); out.close() }
+      }
+      checked(file, copied, Some(crc.getValue))
     }
-    if (copied != size) throw new IllegalStateException(s"eqdelete: kept state file ${location(rel)} holds $copied bytes, not $size")
+  }
+
+  /**
+   * `file`'s bytes, read as a stream that, when closed, reads what its reader left and fails
+   * unless the file had its size and checksum ([[KeptStateDamagedException]]): a delta replayed
+   * from it is used only if it was whole.
+   */
+  def openChecked(file: StoredFile): InputStream = {
+    val crc = new CRC32C
+    val counted = new StateFiles.CountingInput(new CheckedInputStream(open(file.rel), crc))
+    new java.io.FilterInputStream(counted) {
+      private var closed = false
+      override def read(): Int = readingSaved(file)(super.read())
+      override def read(b: Array[Byte], off: Int, len: Int): Int = readingSaved(file)(super.read(b, off, len))
+      override def close(): Unit = if (!closed) {
+        closed = true
+        readingSaved(file)(try counted.transferTo(java.io.OutputStream.nullOutputStream()) finally counted.close())
+        checked(file, counted.bytes, Some(crc.getValue))
+      }
+    }
+  }
+
+  /**
+   * `read`, a read of the saved `file`: a checksum the storage keeps itself that does not match
+   * (Hadoop's local file system checks its `.crc` files) is damage, as a mismatch of ours is.
+   */
+  private def readingSaved[A](file: StoredFile)(read: => A): A =
+    try read catch {
+      case e: java.io.IOException if e.getClass.getSimpleName == "ChecksumException" =>
+        throw new KeptStateDamagedException(s"eqdelete: kept state file ${location(file.rel)} does not match its checksum " +
+          s"(${e.getMessage})", e)
+    }
+
+  /** Fails unless `file` read `bytes` bytes of checksum `crc` (when computed and recorded). */
+  private def checked(file: StoredFile, bytes: Long, crc: Option[Long]): Unit = {
+    if (bytes != file.size) throw new KeptStateDamagedException(
+      s"eqdelete: kept state file ${location(file.rel)} holds $bytes bytes, not ${file.size}", null)
+    for (expected <- file.crc; found <- crc if found != expected) throw new KeptStateDamagedException(
+      s"eqdelete: kept state file ${location(file.rel)} does not match its checksum (CRC32C ${found.toHexString}, " +
+        s"saved ${expected.toHexString})", null)
   }
 
   /** `rel` as a local path, when the root is a `file:` location. */
@@ -120,6 +172,12 @@ object StateFiles {
 
   /** A file found under the root: its path relative to it, its bytes, when it was written. */
   final case class Listed(rel: String, size: Long, createdAtMillis: Long)
+
+  private final class CountingInput(in: InputStream) extends java.io.FilterInputStream(in) {
+    var bytes = 0L
+    override def read(): Int = { val b = super.read(); if (b >= 0) bytes += 1; b }
+    override def read(buf: Array[Byte], off: Int, len: Int): Int = { val n = super.read(buf, off, len); if (n > 0) bytes += n; n }
+  }
 
   private final class CountingStream(out: OutputStream) extends OutputStream {
     var count = 0L

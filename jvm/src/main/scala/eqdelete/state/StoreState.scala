@@ -8,8 +8,12 @@ import com.fasterxml.jackson.databind.node.ObjectNode
 /** One version of a store: its number (versions of an index's stores grow together) and an id no other version has. */
 final case class StoreVersion(number: Long, id: String)
 
-/** A file of kept state: where it is (relative to its index's directory), what RocksDB calls it locally, its bytes. */
-final case class StoredFile(rel: String, local: String, size: Long)
+/**
+ * A file of kept state: where it is (relative to its index's directory), what RocksDB calls it
+ * locally, its bytes, and the CRC32C of its bytes when it was copied there (a sorted file linked
+ * has none: RocksDB checks its blocks' own checksums when it is loaded).
+ */
+final case class StoredFile(rel: String, local: String, size: Long, crc: Option[Long] = None)
 
 /** A store's whole content at a version: its RocksDB files (a RocksDB checkpoint) and its own properties. */
 final case class StoreSnapshot(version: StoreVersion, files: Seq[StoredFile], properties: Map[String, String])
@@ -68,6 +72,9 @@ object StoreState {
 
   private def version(n: ObjectNode, v: StoreVersion): Unit = { n.put("number", v.number); n.put("id", v.id) }
   private def version(n: JsonNode): StoreVersion = StoreVersion(n.get("number").asLong(), n.get("id").asText())
-  private def file(n: ObjectNode, f: StoredFile): Unit = { n.put("rel", f.rel); n.put("local", f.local); n.put("size", f.size) }
-  private def file(n: JsonNode): StoredFile = StoredFile(n.get("rel").asText(), n.get("local").asText(), n.get("size").asLong())
+  private def file(n: ObjectNode, f: StoredFile): Unit = {
+    n.put("rel", f.rel); n.put("local", f.local); n.put("size", f.size); f.crc.foreach(n.put("crc", _))
+  }
+  private def file(n: JsonNode): StoredFile = StoredFile(n.get("rel").asText(), n.get("local").asText(), n.get("size").asLong(),
+    Option(n.get("crc")).map(_.asLong()))
 }

@@ -22,6 +22,10 @@ class LiveKeyIndexSuite extends AnyFunSuite {
     java.util.Arrays.copyOf(b.bytes, b.length)
   }
 
+  /** The newest manifest saved under `files`, its stores not loaded. */
+  private def newestManifest(files: eqdelete.state.StateFiles): eqdelete.state.KeptStores.Manifest =
+    eqdelete.state.KeptStores.newestLoadable(files)(_ => true)(identity)(_ => Nil, _ => ()).toOption.get.manifest
+
   test("lookups find exactly the live entries of each key, through a load, adds, removals and a purge, with payloads") {
     val sc = TestSpark.session.sparkContext
     val random = new Random(3)
@@ -63,7 +67,7 @@ class LiveKeyIndexSuite extends AnyFunSuite {
 
       // A restart: the index saved, restored from its manifest under a new id, reading the same files.
       index.stores.save(new com.fasterxml.jackson.databind.ObjectMapper().createObjectNode().put("kind", "test"))
-      val manifest = eqdelete.state.KeptStores.latest(files)(_ => true).get
+      val manifest = newestManifest(files)
       val restored = LiveKeyIndex.restored(files, manifest, snapshotEvery = 3)
       assert(restored.id != index.id)
       assert(restored.executors == 0, "restored: no store used here yet")
@@ -97,7 +101,7 @@ class LiveKeyIndexSuite extends AnyFunSuite {
         assert(manifests.size == math.min(i, 3), s"save $i: $manifests")
         assert(stored.toSet == needs.takeRight(3).flatten.toSet, s"save $i")
       }
-      val restored = LiveKeyIndex.restored(index.stores.files, eqdelete.state.KeptStores.latest(index.stores.files)(_ => true).get, 3)
+      val restored = LiveKeyIndex.restored(index.stores.files, newestManifest(index.stores.files), 3)
       val asked = (1001L to 1024L) :+ 5L
       assert(restored.lookup(sc.parallelize(asked.map(k => (packed(k), k)), 2)).collect().map(_._1).sorted.toSeq == asked.sorted)
       restored.drop(sc)
