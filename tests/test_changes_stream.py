@@ -182,13 +182,15 @@ def test_a_restarted_stream_restores_its_row_images_from_its_checkpoint(spark: S
     assert replay(spark, table_name, batches) == rows_at(spark, table_name, lineage(spark, table_name)[-1])
 
 
-@pytest.mark.parametrize("damage", ["overwritten", "truncated", "deleted"])
+@pytest.mark.parametrize("damage", ["overwritten", "truncated", "deleted", "newest delta overwritten"])
 def test_a_restarted_stream_never_trusts_row_images_damaged_where_they_are_saved(
         spark: SparkSession, table_name: str, tmp_path: Path, damage: str) -> None:
     # The saved version's largest sorted file overwritten in the middle (same size), cut short, or
-    # gone, while the stream is stopped: the restart cannot verify the images, so its batches read
-    # the data files, the saved versions are dropped and the next read builds them again; every
-    # batch's rows stay right (never a damaged block read as "no row of this key").
+    # gone, while the stream is stopped: the restart cannot verify the images (every version shares
+    # that file), so its batches read the data files, the saved versions are dropped and the next
+    # read builds them again. The newest version's own delta overwritten: the version saved before
+    # it verifies and is restored instead. Every batch's rows stay right (never a damaged block
+    # read as "no row of this key").
     spark.sql(f"CREATE TABLE {table_name} (k BIGINT, v STRING) USING iceberg TBLPROPERTIES ({MOR.format(v=2)})")
     spark.createDataFrame([(k, f"a{k}") for k in range(5000)], "k BIGINT, v STRING").repartition(2) \
         .writeTo(table_name).append()
@@ -203,10 +205,19 @@ def test_a_restarted_stream_never_trusts_row_images_damaged_where_they_are_saved
     upsert(2)
     with use_conf(spark, [("spark.eqdelete.changes.rowImages", "true")]):
         batches = stream_batches(spark, table_name, checkpoint, max_snapshots_per_trigger=1)
+        upsert(1)
+        batches += stream_batches(spark, table_name, checkpoint, max_snapshots_per_trigger=1)
         images.forgetAll(spark._jsparkSession)
-        largest = max((checkpoint / "sources" / "0" / "eqdelete-state").rglob("*.sst"), key=lambda f: f.stat().st_size)
+        state = checkpoint / "sources" / "0" / "eqdelete-state"
+        largest = max(state.rglob("*.sst"), key=lambda f: f.stat().st_size)
         size = largest.stat().st_size
-        if damage == "overwritten":
+        built, restored = images.built(), images.restored()
+        if damage == "newest delta overwritten":
+            newest = max(state.rglob("*.delta"), key=lambda f: int(f.name.split("-")[0]))
+            manifest = max(state.rglob("v*.json"), key=lambda f: int(f.stem[1:]))
+            assert newest.name in manifest.read_text(), "the newest version does not need its newest delta"
+            newest.write_bytes(random.Random(6).randbytes(newest.stat().st_size))
+        elif damage == "overwritten":
             with open(largest, "r+b") as f:
                 f.seek(size // 4)
                 f.write(random.Random(5).randbytes(size // 2))
@@ -214,10 +225,12 @@ def test_a_restarted_stream_never_trusts_row_images_damaged_where_they_are_saved
             os.truncate(largest, size // 2)
         else:
             largest.unlink()
-        built = images.built()
         upsert(2)
         batches += stream_batches(spark, table_name, checkpoint, max_snapshots_per_trigger=1)
-        assert images.built() > built, "the damaged images were not built again"
+        if damage == "newest delta overwritten":
+            assert images.restored() - restored == 1 and images.built() == built, "the version before it was not restored"
+        else:
+            assert images.built() > built, "the damaged images were not built again"
     assert replay(spark, table_name, batches) == rows_at(spark, table_name, lineage(spark, table_name)[-1])
 
 
