@@ -1,12 +1,16 @@
 import java.io.File;
 import java.io.IOException;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 
+import org.apache.spark.SparkContext;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.plugin.DriverPlugin;
 import org.apache.spark.api.plugin.ExecutorPlugin;
 import org.apache.spark.api.plugin.PluginContext;
 import org.apache.spark.api.plugin.SparkPlugin;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerStageSubmitted;
 
 /**
  * A Spark plugin for tests (spark.plugins=HeldTasks): while the file named by
@@ -15,11 +19,36 @@ import org.apache.spark.api.plugin.SparkPlugin;
  * of maintain; "REWRITE-DATA-FILES-": Iceberg's data file rewrite) waits before it runs, after
  * creating that file's name plus ".held" once. A stage of the round is held so, until the file goes or the task is
  * cancelled: the wait is a sleep, which a cancelled task's interrupt ends.
+ *
+ * With spark.heldTasks.callSite, only the last task of each stage whose call site (its name in
+ * Spark's UI) contains it waits, or, with spark.heldTasks.fail=true, fails (interrupted): the stage's other
+ * tasks finish first (local mode, one slot: tasks start in partition order), so a write stage is
+ * stopped or failed with finished tasks behind it. Local mode only: the driver's listener tells
+ * the executor's side (one JVM) which stages are meant.
  */
 public class HeldTasks implements SparkPlugin {
+  /** The last partition of each stage meant, by stage id (filled on the driver, read by the executor's side). */
+  private static final Map<Integer, Integer> LAST_OF_STAGE = new ConcurrentHashMap<>();
+
   @Override
   public DriverPlugin driverPlugin() {
-    return null;  // the executors' side only
+    return new DriverPlugin() {
+      @Override
+      public Map<String, String> init(SparkContext sc, PluginContext ctx) {
+        String callSite = sc.getConf().get("spark.heldTasks.callSite", "");
+        if (!callSite.isEmpty()) {
+          sc.addSparkListener(new SparkListener() {
+            @Override
+            public void onStageSubmitted(SparkListenerStageSubmitted submitted) {
+              if (submitted.stageInfo().name().contains(callSite)) {
+                LAST_OF_STAGE.put(submitted.stageInfo().stageId(), submitted.stageInfo().numTasks() - 1);
+              }
+            }
+          });
+        }
+        return java.util.Collections.emptyMap();
+      }
+    };
   }
 
   @Override
@@ -27,11 +56,15 @@ public class HeldTasks implements SparkPlugin {
     return new ExecutorPlugin() {
       private File hold;
       private String[] groups;
+      private boolean byCallSite;
+      private boolean fail;
 
       @Override
       public void init(PluginContext ctx, Map<String, String> extraConf) {
         hold = new File(ctx.conf().get("spark.heldTasks.while"));
         groups = ctx.conf().get("spark.heldTasks.groups", "eqdelete-maintain-").split(",");
+        byCallSite = !ctx.conf().get("spark.heldTasks.callSite", "").isEmpty();
+        fail = ctx.conf().getBoolean("spark.heldTasks.fail", false);
       }
 
       @Override
@@ -41,9 +74,18 @@ public class HeldTasks implements SparkPlugin {
         if (group == null || java.util.Arrays.stream(groups).noneMatch(group::startsWith)) {
           return;
         }
+        if (byCallSite && !Integer.valueOf(task.partitionId()).equals(LAST_OF_STAGE.get(task.stageId()))) {
+          return;
+        }
         try {
           if (hold.exists()) {
             new File(hold.getPath() + ".held").createNewFile();
+            if (fail) {
+              // Spark logs and passes over a plugin's exception: the task's own reads fail instead,
+              // on the interrupt (an interrupt with no kill behind it is a task's failure).
+              Thread.currentThread().interrupt();
+              return;
+            }
           }
           while (hold.exists()) {
             Thread.sleep(100);

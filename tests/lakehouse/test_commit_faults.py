@@ -471,8 +471,8 @@ def held_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
     jars = Path(pyspark.__file__).parent / "jars"
     subprocess.run(["javac", "-d", str(out), "-cp", f"{jars}/*", str(Path(__file__).parent / "HeldTasks.java")],
                    check=True, timeout=120)
-    subprocess.run(["jar", "cf", str(out / "held-tasks.jar"), "-C", str(out), "HeldTasks.class", "-C", str(out),
-                    "HeldTasks$1.class"], check=True, timeout=60)
+    classes = [arg for c in sorted(out.glob("HeldTasks*.class")) for arg in ("-C", str(out), c.name)]
+    subprocess.run(["jar", "cf", str(out / "held-tasks.jar"), *classes], check=True, timeout=60)
     return out / "held-tasks.jar"
 
 
@@ -486,10 +486,11 @@ def _rounds_of(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.read_text().splitlines() if line.startswith("{")]
 
 
-def _terminated_while_held(command: list[str], hold: Path, tmp_path: Path, what: str, settle: float = 0) -> list[dict[str, Any]]:
+def _terminated_while_held(command: list[str], hold: Path, tmp_path: Path, what: str, settle: float = 0,
+                           when_held: Callable[[], None] = lambda: None) -> list[dict[str, Any]]:
     """Runs ``command`` until a task is held (HeldTasks, while ``hold`` exists), waits ``settle``
-    seconds more, sends SIGTERM; asserts the process exits 0 within the bound (the time printed);
-    the rounds it reported."""
+    seconds more, calls ``when_held``, sends SIGTERM; asserts the process exits 0 within the bound
+    (the time printed); the rounds it reported."""
     out, err = tmp_path / "out", tmp_path / "err"
     with open(out, "wb") as stdout, open(err, "wb") as stderr:
         process = subprocess.Popen(command, stdout=stdout, stderr=stderr, cwd=tmp_path)
@@ -499,6 +500,7 @@ def _terminated_while_held(command: list[str], hold: Path, tmp_path: Path, what:
             assert process.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
             time.sleep(0.2)
         time.sleep(settle)
+        when_held()
         signalled = time.monotonic()
         process.send_signal(signal.SIGTERM)
         seconds = _stopped(process, signalled)
@@ -570,6 +572,69 @@ def test_sigterm_during_data_compaction_stops_within_the_bound(spark: SparkSessi
                                    ("spark.eqdelete.maintain.compactDataDeadRatio", "0.01")]):
         assert eqdelete.maintain_round(spark, table.name).data_files_compacted > 0  # the next round compacts
     check_table(spark, lakehouse, table, resolved=True)
+
+
+def _spread_table(spark: SparkSession, version: int) -> Table:
+    """A table whose equality deletes touch eight more data files: its resolve's write stage has
+    several tasks with files to write."""
+    table = make_table(spark, version)
+    for i in range(8):
+        spark.createDataFrame([(100 + 2 * i, "w"), (101 + 2 * i, "w")], "k BIGINT, v STRING").coalesce(1) \
+            .writeTo(table.direct).append()
+    eqdelete.write_equality_deletes(spark, table.direct, ["k"], [(100 + 2 * i,) for i in range(8)])
+    table.extra.extend((101 + 2 * i, "w") for i in range(8))
+    return table
+
+
+#: What the write stage of a resolve is called in Spark's UI (its call site): TaskWrittenFiles runs its job.
+WRITE_STAGE = "TaskWrittenFiles.scala"
+
+
+@pytest.mark.command_line
+@pytest.mark.parametrize(("how", "version", "outcome"), [
+    ("--table", 2, "SIGTERM"), ("--tables", 3, "SIGTERM"), ("--table", 3, "a failed task")])
+def test_a_stopped_or_failed_write_leaves_no_file_behind(spark: SparkSession, lakehouse: Lakehouse, faults: Proxies,
+                                                         held_tasks: Path, tmp_path: Path, how: str, version: int,
+                                                         outcome: str) -> None:
+    """The resolve's write stage with its other tasks finished (their position delete files or
+    deletion vectors written, their results on the driver) and its last task held: SIGTERM stops
+    the round, the job is cancelled, and the files of the finished tasks, which no commit will
+    name, are deleted; the same when the last task fails instead (a round that fails). No file in
+    the table's location that no snapshot references; the next round finishes the work."""
+    tables = [_spread_table(spark, version)] + ([_spread_table(spark, 2)] if how == "--tables" else [])
+    starts = [current_snapshot(spark, t.name) for t in tables]
+    hold = tmp_path / "hold"
+    hold.touch()
+    which = ["--table", tables[0].name] if how == "--table" else ["--tables", ", ".join(t.name for t in tables)]
+    held = ["--conf", "spark.plugins=HeldTasks", "--conf", f"spark.heldTasks.while={hold}",
+            "--conf", f"spark.heldTasks.callSite={WRITE_STAGE}", "--conf", "spark.sql.shuffle.partitions=4",
+            "--conf", "spark.sql.adaptive.coalescePartitions.enabled=false"]
+    if outcome == "SIGTERM":
+        command = [*_command(lakehouse, faults, spark, "maintain", *which, "--interval", "1"), *held]
+        command = [f"{c},{held_tasks}" if c.startswith("spark.jars=") else c for c in command]
+        written: list[str] = []
+
+        def finished_tasks_wrote() -> None:
+            written.extend(f for t in tables for f in _unreferenced_data_files(spark, lakehouse, t.name))
+        rounds = _terminated_while_held(command, hold, tmp_path, f"{how}, v{version}, the write stage's last task held",
+                                        settle=2 if how == "--tables" else 0, when_held=finished_tasks_wrote)
+        assert written, "no finished task of the write stage had written a file when it was stopped"
+        assert any(r["stopped_at"].startswith("resolve: finding the rows") for r in rounds), rounds
+        assert all(r["snapshot_id"] is None for r in rounds), rounds
+    else:
+        command = [*_command(lakehouse, faults, spark, "maintain", *which, "--once"), *held, "--conf", "spark.heldTasks.fail=true"]
+        command = [f"{c},{held_tasks}" if c.startswith("spark.jars=") else c for c in command]
+        ran = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        hold.unlink()
+        assert (tmp_path / "hold.held").exists(), ran.stderr[-3000:]
+        assert ran.returncode == 1 and "failed before its commit" in ran.stderr, ran.stderr[-3000:]
+        assert "InterruptedException" in ran.stderr and "eqdelete: eqdelete:" not in ran.stderr, ran.stderr[-3000:]
+    for table, start in zip(tables, starts):
+        assert current_snapshot(spark, table.name) == start
+        assert _unreferenced_data_files(spark, lakehouse, table.name) == []
+        check_table(spark, lakehouse, table, resolved=False)
+        assert eqdelete.maintain_round(spark, table.name).committed  # the next round finishes the work
+        check_table(spark, lakehouse, table, resolved=True)
 
 
 def _unreferenced_data_files(spark: SparkSession, lakehouse: Lakehouse, table: str) -> list[str]:

@@ -784,7 +784,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         user_error = isinstance(error, (ValueError, FileNotFoundError, AnalysisException, IllegalArgumentException))
         hint = "" if args.debug or user_error else " (run with --debug for the traceback)"
-        print(f"eqdelete: {one_line(error)}{hint}", file=sys.stderr)
+        line = one_line(error)
+        print(f"{'' if line.startswith('eqdelete') else 'eqdelete: '}{line}{hint}", file=sys.stderr)
         return 2 if user_error else 1
     finally:
         _stop_sessions()

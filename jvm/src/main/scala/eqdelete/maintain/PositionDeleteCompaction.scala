@@ -4,6 +4,7 @@ import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import eqdelete.resolve.WrittenDeletes
+import eqdelete.write.TaskWrittenFiles
 
 import org.apache.iceberg.{ContentFile, DeleteFile, StructLike, Table}
 import org.apache.spark.{Partitioner, TaskContext}
@@ -155,12 +156,12 @@ object PositionDeleteCompaction extends Logging {
       }
       val overfull = sc.parallelize(plan.overfull.map(path => (path, Overfull)), 1)
       val keep = plan.keepAtMost
-      (positions ++ overfull).map(row => (row, ()))
+      WrittenDeletes.gathered(table, (positions ++ overfull).map(row => (row, ()))
         .repartitionAndSortWithinPartitions(new ByDataFile(math.max(1, sc.defaultParallelism)))
         .mapPartitions { rows =>
           val (t, targets) = shipped.value
           Iterator(writeScoped(t, targets, keep, rows.map(_._1).buffered))
-        }.collect().toSeq.filter(w => w.files.nonEmpty || w.replaced.nonEmpty)
+        }, "a compaction of position deletes").filter(w => w.files.nonEmpty || w.replaced.nonEmpty)
     } finally shipped.destroy()
   }
 
@@ -183,35 +184,33 @@ object PositionDeleteCompaction extends Logging {
     val replaced = Vector.newBuilder[DeleteFile]
     val referenced = Vector.newBuilder[String]
     var positions = 0L
-    try while (rows.hasNext) {
-      val path = rows.head._1
-      val fresh = Array.newBuilder[Long]
-      var last = Overfull
-      while (rows.hasNext && rows.head._1 == path) {
-        val position = rows.next()._2
-        if (position != Overfull && position != last) fresh += position  // several files may delete one row
-        last = position
+    // Nothing references a failed or killed task's files: they go with it.
+    val written = TaskWrittenFiles.deletingOnFailure[DeleteFile](table.io(), _.location())(() => files.toVector) {
+      while (rows.hasNext) {
+        val path = rows.head._1
+        val fresh = Array.newBuilder[Long]
+        var last = Overfull
+        while (rows.hasNext && rows.head._1 == path) {
+          val position = rows.next()._2
+          if (position != Overfull && position != last) fresh += position  // several files may delete one row
+          last = position
+        }
+        val target = targets(path)
+        val newPositions = fresh.result()
+        val merged = ScopedDeleteTiers.toMerge(target.scoped.map(_.recordCount()), newPositions.length, keepAtMost).map(target.scoped)
+        if (newPositions.nonEmpty || merged.nonEmpty) {
+          val old = if (merged.isEmpty) Array.emptyLongArray else IcebergInternals.deletedPositions(table.io(), merged, path)
+          val all = mergeDistinct(newPositions, old)
+          val writer = writers.positionDeletes(table.specs().get(target.specId), target.partition)
+          // Its files counted even when a write fails: they are deleted with the task's others.
+          try all.foreach(position => writer.write((path, position))) finally { writer.close(); files ++= writer.files }
+          replaced ++= merged
+          referenced += path
+          positions += all.length
+        }
       }
-      val target = targets(path)
-      val newPositions = fresh.result()
-      val merged = ScopedDeleteTiers.toMerge(target.scoped.map(_.recordCount()), newPositions.length, keepAtMost).map(target.scoped)
-      if (newPositions.nonEmpty || merged.nonEmpty) {
-        val old = if (merged.isEmpty) Array.emptyLongArray else IcebergInternals.deletedPositions(table.io(), merged, path)
-        val all = mergeDistinct(newPositions, old)
-        val writer = writers.positionDeletes(table.specs().get(target.specId), target.partition)
-        try all.foreach(position => writer.write((path, position))) finally writer.close()
-        files ++= writer.files
-        replaced ++= merged
-        referenced += path
-        positions += all.length
-      }
-    } catch {
-      case NonFatal(e) =>
-        // Nothing references a failed task's files: they go with it.
-        WrittenDeletes.discard(table.io(), Seq(WrittenDeletes(files.toVector, Nil, Nil, 0L)), "a failed compaction task")
-        throw e
     }
-    WrittenDeletes(files.toVector, replaced.result(), referenced.result(), positions)
+    WrittenDeletes(written, replaced.result(), referenced.result(), positions)
   }
 
   /** The union of two ascending arrays, ascending, each value once. */

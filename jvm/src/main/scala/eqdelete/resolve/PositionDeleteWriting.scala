@@ -4,6 +4,8 @@ import scala.collection.mutable
 import scala.util.Try
 import scala.util.control.NonFatal
 
+import eqdelete.write.TaskWrittenFiles
+
 import org.apache.iceberg.{DeleteFile, StructLike, Table}
 import org.apache.iceberg.io.FileIO
 import org.apache.spark.internal.Logging
@@ -22,14 +24,17 @@ final case class TargetFile(specId: Int, partition: StructLike, positionDeletes:
  */
 final case class WrittenDeletes(files: Seq[DeleteFile], replaced: Seq[DeleteFile], referenced: Seq[String], positions: Long)
 
-object WrittenDeletes extends Logging {
+object WrittenDeletes {
   /** Deletes the files `written` by `what` (a resolve, a compaction) whose commit is known not to have landed. */
   def discard(io: FileIO, written: Seq[WrittenDeletes], what: String): Unit =
-    written.flatMap(_.files).map(_.location()).distinct.foreach { path =>
-      try io.deleteFile(path) catch {
-        case NonFatal(e) => logWarning(s"eqdelete: could not delete $path, written by $what that did not commit", e)
-      }
-    }
+    TaskWrittenFiles.delete(io, written.flatMap(_.files).map(_.location()), what)
+
+  /**
+   * `writes` run as one job, each task's result gathered as it finishes: when the job fails or
+   * is cancelled (a round stopped), the files of the tasks that finished are deleted ([[TaskWrittenFiles]]).
+   */
+  def gathered(table: Table, writes: org.apache.spark.rdd.RDD[WrittenDeletes], what: String): Seq[WrittenDeletes] =
+    TaskWrittenFiles.gathered(writes, table.io(), what)(_.files.map(_.location()))
 }
 
 /**
@@ -47,10 +52,10 @@ object PositionDeleteWriting {
     val serializable = IcebergWriters.serializable(table)
     val shipped = positions.sparkSession.sparkContext.broadcast(targets)
     val sorted = positions.repartition(col("_file")).sortWithinPartitions("_file", "_pos")
-    sorted.queryExecution.toRdd.mapPartitions { rows =>
+    WrittenDeletes.gathered(table, sorted.queryExecution.toRdd.mapPartitions { rows =>
       val files = shipped.value
       Iterator(if (formatVersion >= 3) deletionVectors(serializable, files, rows) else positionDeleteFiles(serializable, files, rows))
-    }.collect().toSeq.filter(_.files.nonEmpty)
+    }, "a write of position deletes").filter(_.files.nonEmpty)
   }
 
   /** Each row once: several equality sets may delete the same row. */
@@ -69,19 +74,6 @@ object PositionDeleteWriting {
     }
   }
 
-  /**
-   * Runs a task's writing; if it fails (or is killed: a round stopped), the files it wrote, which
-   * no commit will name, are closed (`close`) and deleted before the failure goes on.
-   */
-  private def deletingOnFailure(table: Table, close: () => Seq[DeleteFile])(write: => Unit): Unit =
-    try write catch {
-      case failure: Throwable =>
-        val interrupted = Thread.interrupted()  // a killed task's interrupt would fail the deletes too
-        try close().map(_.location()).distinct.foreach(path => Try(table.io().deleteFile(path))) catch { case NonFatal(_) => }
-        finally if (interrupted) Thread.currentThread().interrupt()
-        throw failure
-    }
-
   private def target(targets: Map[String, TargetFile], path: String): TargetFile =
     targets.getOrElse(path, throw new IllegalStateException(s"eqdelete: data file $path was not part of the resolve's planning"))
 
@@ -90,7 +82,8 @@ object PositionDeleteWriting {
     val writers = mutable.LinkedHashMap.empty[(Int, String), PartitionFiles[(String, Long), DeleteFile]]
     val referenced = mutable.LinkedHashSet.empty[String]
     var positions = 0L
-    deletingOnFailure(table, () => { writers.values.foreach(_.close()); writers.values.toVector.flatMap(_.files) }) {
+    val files = TaskWrittenFiles.deletingOnFailure[DeleteFile](table.io(), _.location())(
+        () => { writers.values.foreach(_.close()); writers.values.toVector.flatMap(_.files) }) {
       distinctPositions(rows).foreach { case (path, pos) =>
         val file = target(targets, path)
         val spec = table.specs().get(file.specId)
@@ -101,8 +94,7 @@ object PositionDeleteWriting {
         positions += 1
       }
     }
-    writers.values.foreach(_.close())
-    WrittenDeletes(writers.values.toVector.flatMap(_.files), Nil, referenced.toVector, positions)
+    WrittenDeletes(files, Nil, referenced.toVector, positions)
   }
 
   private def deletionVectors(table: Table, targets: Map[String, TargetFile], rows: Iterator[InternalRow]): WrittenDeletes = {
@@ -110,7 +102,8 @@ object PositionDeleteWriting {
     val referenced = mutable.LinkedHashSet.empty[String]
     var positions = 0L
     var opened = false
-    deletingOnFailure(table, () => if (opened) { writer.close(); writer.files } else Nil) {
+    val files = TaskWrittenFiles.deletingOnFailure[DeleteFile](table.io(), _.location())(
+        () => if (opened) { writer.close(); writer.files } else Nil) {
       distinctPositions(rows).foreach { case (path, pos) =>
         val file = target(targets, path)
         opened = true
@@ -119,12 +112,11 @@ object PositionDeleteWriting {
         positions += 1
       }
     }
-    if (opened) writer.close()
     if (!opened) WrittenDeletes(Nil, Nil, Nil, 0L)
     else {
       // A partition-scoped position delete file may hold other data files' deletes: it stays.
       val replaced = writer.merged.filter(f => IcebergInternals.isDeletionVector(f) || IcebergInternals.isFileScoped(f))
-      WrittenDeletes(writer.files, replaced, referenced.toVector, positions)
+      WrittenDeletes(files, replaced, referenced.toVector, positions)
     }
   }
 }

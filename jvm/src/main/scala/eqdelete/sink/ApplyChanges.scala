@@ -6,7 +6,7 @@ import scala.util.control.NonFatal
 import eqdelete.changes.{ByFieldId, ChangeRange, ChangesOptions, ChangesPlan, ExactRows}
 import eqdelete.commit.{CommitOutcome, CommitOutcomeUnknownException, Failures, GuardedCommit}
 import eqdelete.resolve.{PositionDeleteWriting, TargetFile, WrittenDeletes}
-import eqdelete.write.EqualityDeleteWriter
+import eqdelete.write.{EqualityDeleteWriter, TaskWrittenFiles}
 
 import org.apache.iceberg.{DataFile, FileContent, Table}
 import org.apache.spark.internal.Logging
@@ -144,8 +144,12 @@ object ApplyChanges extends Logging {
         .select(copyColumns.map(c => columns.find(_.equalsIgnoreCase(c)).map(d => F.col(s"$Row.${quote(d)}"))
           .getOrElse(F.lit(null)).as(c)): _*)
       val dataFiles = EqualityDeleteWriter.dataFilesOf(table, added)
-      val written = positions.toSeq.flatMap { case (rows, files) =>
+      val written = try positions.toSeq.flatMap { case (rows, files) =>
         PositionDeleteWriting.write(table, IcebergInternals.formatVersion(table), targets(table, snapshot.get, files), rows)
+      } catch {
+        case e: Throwable =>
+          TaskWrittenFiles.delete(table.io(), dataFiles.map(_.location()), "apply_changes")
+          throw e
       }
       positions.foreach(_._1.unpersist())
       val inserted = dataFiles.map(_.recordCount()).sum

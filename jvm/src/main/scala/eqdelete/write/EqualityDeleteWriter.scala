@@ -5,7 +5,7 @@ import scala.jdk.CollectionConverters._
 
 import eqdelete.commit.{CommitOutcome, CommitOutcomeUnknownException, Failures, GuardedCommit}
 
-import org.apache.iceberg.{DataFile, DeleteFile, PartitionKey, PartitionSpec, Schema, Table}
+import org.apache.iceberg.{ContentFile, DataFile, DeleteFile, PartitionKey, PartitionSpec, Schema, Table}
 import org.apache.iceberg.data.Record
 import org.apache.iceberg.types.TypeUtil
 import org.apache.spark.sql.{DataFrame, SparkSession}
@@ -64,11 +64,15 @@ object EqualityDeleteWriter {
     val deleteFiles: Seq[DeleteFile] = Option(deletes).toSeq.flatMap { frame =>
       val rows = frame.select(columnsOf(deleteSchema, frame, "deletes"): _*)
       val ids = equalityIds.toArray
-      rows.rdd.mapPartitions { it =>
+      TaskWrittenFiles.gathered(rows.rdd.mapPartitions { it =>
         writeDeletes(serializableTable, deleteSpec.specId(), deleteSchema, ids, it).iterator
-      }.collect().toSeq
+      }, table.io(), "a write of equality deletes")(f => Seq(f.location()))
     }
-    val dataFiles: Seq[DataFile] = Option(inserts).toSeq.flatMap(dataFilesOf(table, _))
+    val dataFiles: Seq[DataFile] = try Option(inserts).toSeq.flatMap(dataFilesOf(table, _)) catch {
+      case e: Throwable =>
+        TaskWrittenFiles.delete(table.io(), deleteFiles.map(_.location()), "a write of equality deletes")
+        throw e
+    }
     require(deleteFiles.nonEmpty || dataFiles.nonEmpty,
       s"nothing to commit to $tableName: both the deletes and the inserts are empty")
 
@@ -99,8 +103,8 @@ object EqualityDeleteWriter {
    */
   def dataFilesOf(table: Table, frame: DataFrame): Seq[DataFile] = {
     val serializableTable = IcebergWriters.serializable(table)
-    frame.select(columnsOf(table.schema(), frame, "inserts"): _*).rdd
-      .mapPartitions(it => writeData(serializableTable, it).iterator).collect().toSeq
+    TaskWrittenFiles.gathered(frame.select(columnsOf(table.schema(), frame, "inserts"): _*).rdd
+      .mapPartitions(it => writeData(serializableTable, it).iterator), table.io(), "a write of data files")(f => Seq(f.location()))
   }
 
   /** The snapshot summary property marking a commit of this writer. */
@@ -128,30 +132,31 @@ object EqualityDeleteWriter {
       rows: Iterator[org.apache.spark.sql.Row]): Seq[DeleteFile] = {
     val spec = table.specs().get(specId)
     val task = new IcebergWriters.TaskWriters(table)
-    writePartitioned(spec, deleteSchema, rows)(partition => task.equalityDeletes(equalityIds, deleteSchema, spec, partition))
+    writePartitioned(table, spec, deleteSchema, rows)(partition => task.equalityDeletes(equalityIds, deleteSchema, spec, partition))
   }
 
   private def writeData(table: Table, rows: Iterator[org.apache.spark.sql.Row]): Seq[DataFile] = {
     val task = new IcebergWriters.TaskWriters(table)
-    writePartitioned(table.spec(), table.schema(), rows)(partition => task.data(table.spec(), partition))
+    writePartitioned(table, table.spec(), table.schema(), rows)(partition => task.data(table.spec(), partition))
   }
 
-  /** `rows` of `schema` as records, through one rolling writer per partition of `spec` this task sees. */
-  private def writePartitioned[F](spec: PartitionSpec, schema: Schema, rows: Iterator[org.apache.spark.sql.Row])(
-      open: PartitionKey => PartitionFiles[Record, F]): Seq[F] = {
+  /**
+   * `rows` of `schema` as records, through one rolling writer per partition of `spec` this task
+   * sees; the files written deleted if it fails or is killed ([[TaskWrittenFiles.deletingOnFailure]]).
+   */
+  private def writePartitioned[F <: ContentFile[F]](table: Table, spec: PartitionSpec, schema: Schema,
+      rows: Iterator[org.apache.spark.sql.Row])(open: PartitionKey => PartitionFiles[Record, F]): Seq[F] = {
     val convert = new RecordConverter(schema)
     val partitionKey = new PartitionKey(spec, schema)
     val partitionSource = IcebergWriters.partitionSource(schema)
     val writers = mutable.LinkedHashMap.empty[PartitionKey, PartitionFiles[Record, F]]
-    try {
+    TaskWrittenFiles.deletingOnFailure[F](table.io(), _.location())(
+        () => { writers.values.foreach(_.close()); writers.values.toVector.flatMap(_.files) }) {
       rows.foreach { row =>
         val record = convert(row)
         partitionKey.partition(partitionSource(record))
         writers.getOrElseUpdate(partitionKey.copy(), open(partitionKey.copy())).write(record)
       }
-    } finally {
-      writers.values.foreach(_.close())
     }
-    writers.values.toVector.flatMap(_.files)
   }
 }

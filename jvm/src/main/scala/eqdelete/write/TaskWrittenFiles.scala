@@ -1,0 +1,73 @@
+package eqdelete.write
+
+import scala.collection.mutable
+import scala.reflect.ClassTag
+import scala.util.Try
+import scala.util.control.NonFatal
+
+import org.apache.iceberg.io.FileIO
+import org.apache.spark.{TaskContext, TaskKilledException}
+import org.apache.spark.internal.Logging
+import org.apache.spark.rdd.RDD
+
+/**
+ * Files written by a job's tasks for a commit the driver has not sent are never left behind when
+ * the job fails or is cancelled (a round stopped): a task deletes its own files when its writing
+ * fails or it is killed ([[deletingOnFailure]]), and the driver gathers each finished task's result
+ * as the task finishes, as Spark's own writes gather task commit messages, so it deletes the files
+ * of tasks that finished before the job ended ([[gathered]]): a cancelled job returns none of them.
+ */
+object TaskWrittenFiles extends Logging {
+
+  /**
+   * A task's writing (`write`), then its writers closed (`close`: the files written): the files.
+   * When either fails, or the task was killed meanwhile, the files are deleted before the failure
+   * goes on: no commit will name them. The kill is asked last, once the files are closed, so a
+   * task killed during its writing never returns files its job will not gather.
+   */
+  def deletingOnFailure[F](io: FileIO, location: F => String)(close: () => Seq[F])(write: => Unit): Seq[F] = {
+    var closed: Option[Seq[F]] = None
+    def closedOnce(): Seq[F] = closed.getOrElse { val files = close(); closed = Some(files); files }
+    try {
+      write
+      val files = closedOnce()
+      if (Option(TaskContext.get()).exists(_.isInterrupted())) throw new TaskKilledException("killed while writing")
+      files
+    } catch {
+      case failure: Throwable =>
+        val interrupted = Thread.interrupted()  // a killed task's interrupt would fail the deletes too
+        try Try(closedOnce()).getOrElse(closed.getOrElse(Nil)).map(location).distinct.foreach(path => Try(io.deleteFile(path)))
+        finally if (interrupted) Thread.currentThread().interrupt()
+        throw failure
+    }
+  }
+
+  /**
+   * Runs `rdd` as one job, each task's results gathered on the driver as it finishes: all of them,
+   * in partition order. When the job fails or is cancelled, the files the finished tasks wrote
+   * (`locations` of a result) are deleted before the failure goes on; `what` names the write in
+   * a warning when one cannot be deleted.
+   */
+  def gathered[T: ClassTag](rdd: RDD[T], io: FileIO, what: String)(locations: T => Seq[String]): Seq[T] = {
+    val finished = mutable.Map.empty[Int, Array[T]]
+    try {
+      rdd.sparkContext.runJob(rdd, (rows: Iterator[T]) => rows.toArray, (p: Int, rows: Array[T]) => finished.synchronized {
+        finished(p) = rows
+      })
+      finished.synchronized(finished.toSeq.sortBy(_._1).flatMap(_._2.toSeq))
+    } catch {
+      case failure: Throwable =>
+        val interrupted = Thread.interrupted()
+        try delete(io, finished.synchronized(finished.values.flatMap(_.toSeq).toVector).flatMap(locations), what)
+        finally if (interrupted) Thread.currentThread().interrupt()
+        throw failure
+    }
+  }
+
+  /** Deletes files written for a commit that is known not to have landed (or was never sent). */
+  def delete(io: FileIO, locations: Seq[String], what: String): Unit = locations.distinct.foreach { path =>
+    try io.deleteFile(path) catch {
+      case NonFatal(e) => logWarning(s"eqdelete: could not delete $path, written by $what that did not commit", e)
+    }
+  }
+}
