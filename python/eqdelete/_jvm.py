@@ -253,7 +253,7 @@ def forget_kept_indexes(spark: SparkSession, table: str, checkpoints: bool = Fal
 def kept_store_loads(spark: SparkSession) -> int:
     """How many kept stores this driver's JVM (local mode: every task's) loaded from their checkpoints."""
     jvm = spark.sparkContext._jvm
-    return int(jvm.eqdelete.liveindex.LiveKeyStores.loaded()) + int(jvm.eqdelete.liveindex.RowImageStores.loaded())
+    return int(jvm.eqdelete.liveindex.LiveKeyStores.loaded()) + int(jvm.eqdelete.rowimages.RowImageStores.loaded())
 
 
 def lose_kept_index_stores(spark: SparkSession, table: str) -> None:

@@ -9,7 +9,8 @@ import scala.util.control.NonFatal
 
 import eqdelete.commit.Failures
 import eqdelete.deleteindex.KeyBytes
-import eqdelete.liveindex.{LiveKeyStore, RowImageIndex, RowImageStore}
+import eqdelete.liveindex.LiveKeyStore
+import eqdelete.rowimages.{RowImageIndex, RowImageStore}
 import eqdelete.state.{KeptStateDamagedException, KeptStores, StateFiles, StateLocation}
 
 import org.apache.iceberg.{Schema, Snapshot, Table}

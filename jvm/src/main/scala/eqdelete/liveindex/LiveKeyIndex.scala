@@ -120,7 +120,7 @@ object LiveKeyIndex {
   }
 
   /** Entries, or keys' prefixes (which start as their entries do), to their key's store of `n`. */
-  private[liveindex] def byEntryKey(n: Int): Partitioner = new Partitioner {
+  private[eqdelete] def byEntryKey(n: Int): Partitioner = new Partitioner {
     override def numPartitions: Int = n
     override def getPartition(entry: Any): Int = LiveKeyStore.partitionOf(entry.asInstanceOf[Array[Byte]], n)
   }

@@ -148,6 +148,6 @@ object LiveKeyStore {
   private def startsWith(bytes: Array[Byte], prefix: Array[Byte]): Boolean = hasPrefix(bytes, prefix, 12)
 
   /** Whether `bytes` are `prefix` followed by `tail` bytes more. */
-  private[liveindex] def hasPrefix(bytes: Array[Byte], prefix: Array[Byte], tail: Int): Boolean =
+  private[eqdelete] def hasPrefix(bytes: Array[Byte], prefix: Array[Byte], tail: Int): Boolean =
     bytes.length == prefix.length + tail && java.util.Arrays.equals(bytes, 0, prefix.length, prefix, 0, prefix.length)
 }

@@ -1,8 +1,9 @@
-package eqdelete.liveindex
+package eqdelete.rowimages
 
 import scala.util.Random
 
 import eqdelete.deleteindex.KeyBytes
+import eqdelete.liveindex.LiveKeyStore
 import eqdelete.testing.TestSpark
 
 import org.scalatest.funsuite.AnyFunSuite

@@ -1,4 +1,4 @@
-package eqdelete.liveindex
+package eqdelete.rowimages
 
 import java.io.File
 import java.nio.ByteBuffer
@@ -6,6 +6,7 @@ import java.nio.ByteBuffer
 import scala.collection.mutable
 
 import eqdelete.deleteindex.KeyBytes
+import eqdelete.liveindex.LiveKeyStore
 import eqdelete.state.RocksStore
 
 /**

@@ -1,7 +1,8 @@
-package eqdelete.liveindex
+package eqdelete.rowimages
 
 import scala.reflect.ClassTag
 
+import eqdelete.liveindex.{LiveKeyIndex, LiveKeyStore}
 import eqdelete.state.{KeptStores, StateFiles}
 
 import org.apache.spark.{SparkContext, TaskContext}
