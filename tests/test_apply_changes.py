@@ -6,7 +6,9 @@ column or bad arguments fail in one line and write nothing."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from fixtures import MOR
@@ -98,9 +100,10 @@ def test_what_apply_changes_refuses(spark: SparkSession, table_name: str) -> Non
     spark.sql(f"DELETE FROM {source} WHERE id = 3")
     last = eqdelete._jvm.current_snapshot_id(spark, source)
     parent = spark.sql(f"SELECT parent_id FROM {source}.snapshots WHERE snapshot_id = {last}").first()[0]
-    with pytest.raises(Exception, match=r"the changes delete 1 row\(s\) that .* does not hold, such as \(3, 2\.0, c\): "
-                                        r"it is not a copy of the source"):
+    with pytest.raises(eqdelete.ApplyChangesError, match=r"^eqdelete: the changes delete 1 row\(s\) that .* does not hold, "
+                                                         r"such as \(3, 2\.0, c\): it is not a copy of the source") as refused:
         eqdelete.apply_changes(eqdelete.changes(spark, source, start_snapshot_id=parent), copy)
+    assert "\n" not in str(refused.value)
     assert rows(spark, copy) == before - Counter({(3, 2.0, "c"): 1})
     # Never narrowed: a copy whose column is narrower than the changes'.
     narrow = table_name + "_narrow"
@@ -117,6 +120,63 @@ def test_what_apply_changes_refuses(spark: SparkSession, table_name: str) -> Non
         eqdelete.apply_changes(eqdelete.changes(spark, source), copy, writer_id="w", batch_id=-1)
     with pytest.raises(Exception, match="needs source .* or changes .*, one of the two"):
         spark.sql(f"CALL eqdelete.system.apply_changes(table => '{copy}')").collect()
+
+
+def _unreferenced_files(spark: SparkSession, table: str) -> list[str]:
+    location = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").where("col_name = 'Location'").first()[1]
+    on_disk = {str(p) for p in (Path(location.removeprefix("file:")) / "data").rglob("*.parquet")} | \
+        {str(p) for p in (Path(location.removeprefix("file:")) / "data").rglob("*.puffin")}
+    referenced = {r[0].removeprefix("file:") for r in spark.sql(f"SELECT file_path FROM {table}.all_files").collect()}
+    return sorted(on_disk - referenced)
+
+
+def test_what_apply_changes_refuses_it_says_in_one_line_and_leaves_nothing(spark: SparkSession, table_name: str) -> None:
+    """NULL into a NOT NULL column of the copy, and keys naming a struct or a map: refused before
+    anything is written, in one line naming the column; no file left in the copy's location."""
+    source, copy = table_name, table_name + "_copy"
+    spark.sql(f"CREATE TABLE {source} (k BIGINT, v STRING, st STRUCT<a: INT>, m MAP<STRING, INT>) USING iceberg")
+    spark.sql(f"INSERT INTO {source} VALUES (NULL, 'n', named_struct('a', 1), map('x', 1)), (1, 'a', NULL, NULL)")
+    spark.sql(f"CREATE TABLE {copy} (k BIGINT NOT NULL, v STRING, st STRUCT<a: INT>, m MAP<STRING, INT>) USING iceberg")
+    with pytest.raises(eqdelete.ApplyChangesError, match=r"^eqdelete: the changes add a row with NULL in k, which "
+                                                         r"\S+ declares NOT NULL, such as \(null, n, ") as refused:
+        eqdelete.apply_changes(eqdelete.changes(spark, source), copy)
+    assert "\n" not in str(refused.value)
+    assert rows(spark, copy) == Counter() and _unreferenced_files(spark, copy) == []
+    for key, kind in (("st", "struct<a:int>"), ("m", "map<string,int>")):
+        with pytest.raises(Exception, match=rf"eqdelete: key {key} is a {kind}: keys narrow the copy's read") as refused:
+            eqdelete.apply_changes(eqdelete.changes(spark, source), copy, keys=[key])
+        assert "\n" not in str(refused.value).strip(), str(refused.value)
+
+
+def test_writers_side_by_side_append_without_conflicts(spark: SparkSession, table_name: str) -> None:
+    """Four threads, each applying its own source's changes (inserts only) to one copy under its own
+    writer_id, four batches each: no apply conflicts with another's appends, and the copy holds
+    every source's rows."""
+    copy = table_name + "_copy"
+    spark.sql(f"CREATE TABLE {copy} (k BIGINT, v STRING) USING iceberg")
+    sources = [f"{table_name}_s{i}" for i in range(4)]
+    for i, source in enumerate(sources):
+        spark.sql(f"CREATE TABLE {source} (k BIGINT, v STRING) USING iceberg")
+    failures: list[BaseException] = []
+
+    def writer(i: int) -> None:
+        try:
+            before = None
+            for batch in range(4):
+                spark.sql(f"INSERT INTO {sources[i]} VALUES ({100 * i + batch}, 's{i}')")
+                eqdelete.apply_changes(eqdelete.changes(spark, sources[i], start_snapshot_id=before), copy,
+                                       writer_id=f"w{i}", batch_id=batch)
+                before = eqdelete._jvm.current_snapshot_id(spark, sources[i])
+        except BaseException as error:  # noqa: BLE001 - reported by the test's thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert failures == [], failures
+    assert rows(spark, copy) == Counter((100 * i + b, f"s{i}") for i in range(4) for b in range(4))
 
 
 def _nonempty(spark: SparkSession, table_name: str) -> str:

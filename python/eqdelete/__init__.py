@@ -18,7 +18,14 @@ from eqdelete.compare import Comparison, NoEqualityDeletesError, ResultsDifferEr
 from eqdelete.config import STRATEGIES, RemoteSessionWarning, configure, session
 from eqdelete.decisions import Decision, decisions, last_decisions
 from eqdelete.deletes import Commit, write_equality_deletes
-from eqdelete.errors import CommitOutcomeUnknownError, ExtensionNotLoadedError, ResolveConflictError, ResolveFailedError
+from eqdelete.errors import (
+    ApplyChangesError,
+    ApplyConflictError,
+    CommitOutcomeUnknownError,
+    ExtensionNotLoadedError,
+    ResolveConflictError,
+    ResolveFailedError,
+)
 from eqdelete.maintain import MaintainRound, MaintainSummary, maintain, maintain_round
 from eqdelete.resolve import ResolveResult, resolve_equality_deletes
 from eqdelete.service import ServiceEvent, ServiceSummary, maintain_tables
@@ -35,6 +42,8 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 __all__ = [
     "STRATEGIES",
     "AppliedChanges",
+    "ApplyChangesError",
+    "ApplyConflictError",
     "Commit",
     "CommitOutcomeUnknownError",
     "Comparison",

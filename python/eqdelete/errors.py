@@ -27,11 +27,22 @@ class CommitOutcomeUnknownError(RuntimeError):
     wrote was deleted, so the table reads right either way; running it again settles it."""
 
 
+class ApplyChangesError(RuntimeError):
+    """apply_changes cannot apply the changes to the copy as it is (a row the copy lacks, a NULL a
+    NOT NULL column refuses, a change of an unknown type, a commit refused); nothing was committed."""
+
+
+class ApplyConflictError(RuntimeError):
+    """apply_changes lost every try to other writers' commits to the copy; nothing was committed."""
+
+
 #: The JVM exception classes (their simple names) and the Python error each becomes.
 _BY_JVM_CLASS = {
     "ResolveConflictException": ResolveConflictError,
     "ResolveFailedException": ResolveFailedError,
     "CommitOutcomeUnknownException": CommitOutcomeUnknownError,
+    "ApplyRefusedException": ApplyChangesError,
+    "ApplyConflictException": ApplyConflictError,
 }
 #: The same, told from the message alone (a Spark Connect server sends the message, not always the class).
 _BY_MESSAGE = (
@@ -40,6 +51,10 @@ _BY_MESSAGE = (
      CommitOutcomeUnknownError),
     (re.compile(r"eqdelete: (resolving the equality deletes of \S+ failed before its commit|"
                 r"the commit resolving the equality deletes of \S+ failed)"), ResolveFailedError),
+    (re.compile(r"eqdelete: the commit applying changes to \S+ has an unknown outcome"), CommitOutcomeUnknownError),
+    (re.compile(r"eqdelete: applying changes to \S+ conflicted with other commits"), ApplyConflictError),
+    (re.compile(r"eqdelete: (the changes delete \d+ row\(s\) that \S+ does not hold|the changes add a row with NULL in|"
+                r"applying changes to \S+ failed:|apply_changes cannot apply a change of type)"), ApplyChangesError),
 )
 
 

@@ -115,6 +115,10 @@ object ApplyChanges extends Logging {
                 s"again, try ${attempt + 1} of $Tries")
               attempt += 1
               None
+            case conflict: ApplyConflictException =>
+              throw new ApplyConflictException(s"eqdelete: applying changes to $tableName conflicted with other commits " +
+                s"$Tries times, the last: ${conflict.getMessage.take(300)}. Nothing was committed and the files written were " +
+                "deleted; apply them again", conflict)
           }
       }
     }
@@ -135,6 +139,7 @@ object ApplyChanges extends Logging {
       .agg(F.first(F.struct(columns.map(quoted): _*)).as(Row), F.sum(sign).as(Net))
       .where(F.col(Net) =!= 0).cache()
     try {
+      checkRequired(table, tableName, changes, columns, net.where(F.col(Net) > 0))
       val snapshot = Option(table.currentSnapshot()).map(_.snapshotId())
       val removed = net.where(F.col(Net) < 0)
       val wanted = removed.agg(F.coalesce(F.sum(-F.col(Net)), F.lit(0L))).head().getLong(0)
@@ -182,7 +187,7 @@ object ApplyChanges extends Logging {
       val held = copy.map(rows => rows.groupBy(ExactRows.rowKey(rows, columns).as(Key)).agg(F.count(F.lit(1)).as("_held")))
       val short = held.fold(removed.withColumn("_held", F.lit(0L)))(h => removed.join(h, Seq(Key), "left"))
         .where(F.coalesce(F.col("_held"), F.lit(0L)) < -F.col(Net)).select(Row).head().getStruct(0)
-      throw new IllegalStateException(s"eqdelete: the changes delete ${wanted - count} row(s) that $tableName does not " +
+      throw new ApplyRefusedException(s"eqdelete: the changes delete ${wanted - count} row(s) that $tableName does not " +
         s"hold, such as ${short.mkString("(", ", ", ")")}: it is not a copy of the source where these changes start " +
         "(seed it with the source's rows at that snapshot, or apply the changes from the start); nothing was written")
     }
@@ -215,6 +220,16 @@ object ApplyChanges extends Logging {
 
   private def commit(session: SparkSession, tableName: String, table: Table, snapshot: Option[Long], dataFiles: Seq[DataFile],
       written: Seq[WrittenDeletes], mark: Option[(String, String)], deleted: Long, inserted: Long): Applied = {
+    def discard(): Unit = {
+      WrittenDeletes.discard(table.io(), written, "apply_changes")
+      dataFiles.foreach(f => try table.io().deleteFile(f.location()) catch { case NonFatal(_) => })
+    }
+    // The same mark committed since the copy was read (one writer's batch applied twice at once, one
+    // source twice): a conflict, so the next try finds the mark and skips.
+    for ((key, _) <- mark; s <- snapshot; other <- concurrentMark(table, s, key)) {
+      discard()
+      throw new ApplyConflictException(s"another commit since snapshot $s carries $key = $other, as this one would", null)
+    }
     val marker = SummaryKey -> java.util.UUID.randomUUID().toString
     val outcome = GuardedCommit.run(table, marker) { guarded =>
       val delta = guarded.newRowDelta()
@@ -223,16 +238,14 @@ object ApplyChanges extends Logging {
       written.flatMap(_.replaced).distinct.foreach(delta.removeDeletes)
       delta.set(marker._1, marker._2)
       mark.foreach { case (k, v) => delta.set(k, v) }
+      // What can conflict: another commit removing or deleting from the data files whose rows this
+      // one deletes by position. Rows others add never do (the rows found and the rows added do not
+      // depend on them), so writers side by side append without conflicts.
       snapshot.foreach(s => delta.validateFromSnapshot(s))
       delta.validateDataFilesExist(written.flatMap(_.referenced).distinct.map(p => p: CharSequence).asJava)
         .validateDeletedFiles()
-        .validateNoConflictingDataFiles()
         .validateNoConflictingDeleteFiles()
         .commit()
-    }
-    def discard(): Unit = {
-      WrittenDeletes.discard(table.io(), written, "apply_changes")
-      dataFiles.foreach(f => try table.io().deleteFile(f.location()) catch { case NonFatal(_) => })
     }
     outcome match {
       case CommitOutcome.Committed(id, _) =>
@@ -245,7 +258,7 @@ object ApplyChanges extends Logging {
       case CommitOutcome.NotCommitted(failure) =>
         discard()
         if (Failures.isConflict(failure)) throw new ApplyConflictException(Failures.describe(failure), failure)
-        throw new IllegalStateException(s"eqdelete: applying changes to $tableName failed: ${Failures.describe(failure)}. " +
+        throw new ApplyRefusedException(s"eqdelete: applying changes to $tableName failed: ${Failures.describe(failure)}. " +
           "Nothing was committed and the files written were deleted; apply them again.", failure)
       case CommitOutcome.Unknown(failure, why) =>
         throw new CommitOutcomeUnknownException(s"eqdelete: the commit applying changes to $tableName has an unknown " +
@@ -257,6 +270,13 @@ object ApplyChanges extends Logging {
 
   /** The snapshot summary property marking one commit of apply_changes. */
   val SummaryKey = "eqdelete.apply-id"
+
+  /** The value of summary key `key` a snapshot committed to `table` after snapshot `since` carries, if one does (newest first). */
+  private def concurrentMark(table: Table, since: Long, key: String): Option[String] = {
+    table.refresh()  // as the commit does first
+    Option(table.currentSnapshot()).iterator.flatMap(ChangeRange.ancestors(table, _)).takeWhile(_.snapshotId() != since)
+      .flatMap(s => Option(s.summary()).flatMap(m => Option(m.get(key)))).toSeq.headOption
+  }
 
   /** The newest value of summary key `key` on the lineage of `table`'s current snapshot. */
   private def lastMark(table: Table, key: String): Option[String] =
@@ -299,9 +319,33 @@ object ApplyChanges extends Logging {
     keys.filterNot(k => columns.contains(k)).foreach { k =>
       throw new IllegalArgumentException(s"eqdelete: key $k is not a column of the changes (${columns.mkString(", ")})")
     }
+    keys.map(k => k -> changes.schema(k).dataType).collectFirst {
+      case (k, t @ (_: StructType | _: ArrayType | _: MapType)) => throw new IllegalArgumentException(s"eqdelete: key $k is a " +
+        s"${t.simpleString}: keys narrow the copy's read by their values, so each is a column of a simple type " +
+        "(a number, a string, a date, ...); leave it out of keys")
+    }
     columns.groupBy(_.toLowerCase(java.util.Locale.ROOT)).values.find(_.size > 1).foreach { same =>
       throw new IllegalArgumentException(s"eqdelete: the changes have columns ${same.mkString(" and ")}, which differ " +
         "only in case")
+    }
+  }
+
+  /**
+   * Fails in one line, before anything is written, when a row the changes add has NULL in a column
+   * the copy declares required (NOT NULL), naming the column and the row; one job over the rows
+   * added, only where the changes' column may hold NULL.
+   */
+  private def checkRequired(table: Table, tableName: String, changes: DataFrame, columns: Seq[String], added: DataFrame): Unit = {
+    val required = table.schema().columns().asScala.filter(_.isRequired).flatMap(f => columns.find(_.equalsIgnoreCase(f.name())))
+      .filter(c => changes.schema(c).nullable).toSeq
+    if (required.isEmpty) return
+    val nullIn = required.map(c => F.col(s"$Row.${quote(c)}").isNull)
+    added.where(nullIn.reduce(_ || _)).select(F.col(Row)).limit(1).collect().headOption.foreach { r =>
+      val row = r.getStruct(0)
+      val columnsNull = required.filter(c => row.isNullAt(row.fieldIndex(c)))
+      throw new ApplyRefusedException(s"eqdelete: the changes add a row with NULL in ${columnsNull.mkString(", ")}, which " +
+        s"$tableName declares NOT NULL, such as ${row.mkString("(", ", ", ")")}: make the copy's column nullable " +
+        s"(ALTER TABLE $tableName ALTER COLUMN ${columnsNull.head} DROP NOT NULL) or keep such rows out; nothing was written")
     }
   }
 
@@ -323,3 +367,6 @@ object ApplyChanges extends Logging {
 
 /** Applying changes lost to another writer's commit: tried again from the start. */
 final class ApplyConflictException(message: String, cause: Throwable) extends RuntimeException(message, cause)
+
+/** The changes cannot be applied to the copy as it is (a row it lacks, a NULL it refuses, a commit refused): nothing was committed. */
+final class ApplyRefusedException(message: String, cause: Throwable = null) extends RuntimeException(message, cause)
