@@ -216,7 +216,7 @@ def test_damaged_kept_state_is_never_trusted(spark: SparkSession, table_name: st
     delta is its version's alone: the version saved before it is restored and brought forward. Rows
     against those written, round after round."""
     spark.sql(f"CREATE TABLE {table_name} (k BIGINT, v STRING) USING iceberg TBLPROPERTIES ({MOR.format(v=2)})")
-    written = {k: f"a{k}" for k in range(20000)}
+    written = {k: f"a{k}" for k in range(6000)}
     spark.createDataFrame(list(written.items()), "k BIGINT, v STRING").coalesce(1).writeTo(table_name).append()
     location = spark.sql(f"DESCRIBE TABLE EXTENDED {table_name}").where("col_name = 'Location'").first()[1]
 
@@ -232,12 +232,12 @@ def test_damaged_kept_state_is_never_trusted(spark: SparkSession, table_name: st
 
     with use_conf(spark, [("spark.eqdelete.maintain.liveIndex", "always")]):
         try:
-            built = upsert_and_round(range(0, 20000, 20))
+            built = upsert_and_round(range(0, 6000, 20))
             assert "built from the table" in (built.live_index_note or "")
-            upsert_and_round(range(3, 20000, 20))  # a version of deltas after the build's snapshot
+            upsert_and_round(range(3, 6000, 20))  # a version of deltas after the build's snapshot
             _jvm.forget_kept_indexes(spark, table_name)  # as a restart: the next round restores a saved version
             said = _damage(Path(location.removeprefix("file:")) / "_eqdelete_state", damage)
-            note = upsert_and_round(range(1, 20000, 20)).live_index_note or ""
+            note = upsert_and_round(range(1, 6000, 20)).live_index_note or ""
             passed = re.search(r"saved versions passed over: version (\d+) of [^:]+: (.*)", note)
             assert passed and said in passed.group(2), note
             if damage == "a sorted file overwritten in place":
@@ -245,7 +245,7 @@ def test_damaged_kept_state_is_never_trusted(spark: SparkSession, table_name: st
             else:
                 restored = re.match(r"restored from version (\d+) ", note)
                 assert restored and int(restored.group(1)) < int(passed.group(1)), note  # the version saved before it
-            upsert_and_round(range(2, 20000, 20))
+            upsert_and_round(range(2, 6000, 20))
         finally:
             _jvm.forget_kept_indexes(spark, table_name)
 

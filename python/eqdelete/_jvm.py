@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -248,6 +248,18 @@ def forget_kept_indexes(spark: SparkSession, table: str, checkpoints: bool = Fal
     would: the next round restores the last saved version. With ``checkpoints``, their saved
     versions go too, and the next round builds the index from the table."""
     _class(spark, "eqdelete.liveindex.KeptLiveIndexes").forget(_jsession(spark), table, checkpoints)
+
+
+def claim_maintain_lease(spark: SparkSession, table: str, holder: str, ttl_seconds: float) -> Optional[str]:
+    """Claims or renews ``table`` for the maintain process ``holder`` (MaintainLease): None when it
+    holds it now, else who holds it."""
+    held = _class(spark, "eqdelete.maintain.MaintainLease").claimed(_jsession(spark), table, holder, int(ttl_seconds))
+    return None if held is None else str(held)
+
+
+def release_maintain_lease(spark: SparkSession, table: str, holder: str) -> None:
+    """Lets go of ``table`` if the maintain process ``holder`` holds it."""
+    _class(spark, "eqdelete.maintain.MaintainLease").release(_jsession(spark), table, holder)
 
 
 def kept_store_loads(spark: SparkSession) -> int:

@@ -14,12 +14,19 @@ again after a wait that doubles with each failure in a row (up to ``max_backoff`
 go on. A table whose ``eqdelete.maintain.enabled`` property is false is let be. Each round reads
 the table's current metadata first, so a property changed meanwhile counts at its next round.
 
+One table wants one ``maintain``: the service claims each table before its round
+(``MaintainLease``: a small file beside the table's kept state, renewed each round), and a table
+another process renewed within three of its intervals plus a minute is left to it (``held``,
+said once) and taken over once that one stops renewing it. Its leases go when it stops.
+
 Nothing of this schedule needs keeping: after a restart it starts from the tables as they are
 (their lag is in their metadata), so the service holds no state of its own.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -53,6 +60,7 @@ class TableService:
     longest_wait_seconds: float = 0.0  # the longest a due round waited for a free slot
     let_go: Optional[str] = None    # why the service stopped serving it (dropped, disabled)
     dropped: bool = False           # let go because it is gone: its kept state goes with it
+    held_by: Optional[str] = None   # another maintain process that keeps it (its lease), while it does
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,7 @@ class ServiceEvent:
     """Something the service did that is not a round's result: a table picked up, let go, or failed."""
 
     table: str
-    kind: str  # "picked up", "let go", "failed"
+    kind: str  # "picked up", "let go", "held", "failed"
     message: str
 
     def render(self) -> str:
@@ -90,7 +98,8 @@ class ServiceSummary:
                  f"{sum(t.failures for t in failed)} failed round(s) on {len(failed)} table(s), "
                  f"longest wait for a slot {self.longest_wait_seconds:.1f} s; {self.seconds:.0f} s"]
         for t in sorted(self.tables.values(), key=lambda t: t.table):
-            state = f"let go ({t.let_go})" if t.let_go else f"lag {t.lag_seconds:.1f} s"
+            state = (f"let go ({t.let_go})" if t.let_go else f"held by another maintain ({t.held_by})" if t.held_by
+                     else f"lag {t.lag_seconds:.1f} s")
             error = f", last error: {t.last_error}" if t.failures else ""
             lines.append(f"  {t.table}: {t.rounds} round(s), {t.rounds_committed} committed, {t.rows_resolved:,} row(s), "
                          f"{t.failures} failure(s){error}; {state}")
@@ -177,22 +186,27 @@ def maintain_tables(
             if s.error is None:
                 known.lag_seconds, known.debt = s.lag_seconds, s.native_over_floor
 
-    def round_of(table: TableService) -> tuple[TableStatus, Optional[MaintainRound]]:
+    def round_of(table: TableService) -> tuple[TableStatus, Optional[MaintainRound], Optional[str]]:
         """Its status from the table's current metadata, then its round unless its properties now
-        say to let it be: a property changed since the last look counts at this round. Its jobs
-        in a job group of its own, named after the table in Spark's UI, which a stop cancels."""
+        say to let it be (a property changed since the last look counts at this round) or another
+        maintain process holds it (who). Its jobs in a job group of its own, named after the table
+        in Spark's UI, which a stop cancels."""
         with stops.round(table.table):
             [now] = status(spark, table.table)
             if now.error is None and not now.maintain_enabled:
-                return now, None
-            return now, maintain_round(spark, table.table, keep_index=True)
+                return now, None, None
+            if leases:
+                held = _jvm.claim_maintain_lease(spark, table.table, holder, 3 * max(1.0, every(table)) + 60)
+                if held is not None:
+                    return now, None, held
+            return now, maintain_round(spark, table.table, keep_index=True), None
 
     def finish(future: Future) -> None:
         table, began = running.pop(future)
         if table.let_go:
             forget_index(table)
         try:
-            now, result = future.result()
+            now, result, held = future.result()
         except CommitOutcomeUnknownError as error:  # the next round settles it
             table.rounds += 1
             table.unknown_outcomes += 1
@@ -204,6 +218,15 @@ def maintain_tables(
         else:
             if now.error is None:
                 table.interval = None if now.interval_seconds is None else float(now.interval_seconds)
+            if held is not None:  # another process keeps it: asked again next interval
+                if table.held_by is None:
+                    tell(table.table, "held", f"by another maintain ({held}); taken over once it stops renewing its lease")
+                table.held_by = held
+                table.due = began + every(table)
+                return
+            if table.held_by is not None:
+                tell(table.table, "picked up", f"the other maintain let it go ({table.held_by})")
+                table.held_by = None
             if result is None:  # no round ran
                 if not table.let_go:
                     let_go(table, "eqdelete.maintain.enabled=false")
@@ -219,6 +242,9 @@ def maintain_tables(
 
     next_look = started
     stops = RoundStops(spark, stop)
+    # Leases live beside the tables' kept state, which a Spark Connect client does not reach.
+    leases = not _remote.is_remote(spark)
+    holder = f"{socket.gethostname()}:{os.getpid()}:{spark.sparkContext.applicationId}" if leases else ""
     with stops, ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="eqdelete-maintain") as pool:
         while not stop.is_set():
             now = time.monotonic()
@@ -251,5 +277,7 @@ def maintain_tables(
             finish(future)
     for table in summary.tables.values():
         forget_index(table)
+        if leases and not table.dropped:
+            _jvm.release_maintain_lease(spark, table.table, holder)
     summary.seconds = time.monotonic() - started
     return summary
