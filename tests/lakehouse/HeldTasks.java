@@ -21,9 +21,8 @@ import org.apache.spark.scheduler.SparkListenerStageSubmitted;
  * cancelled: the wait is a sleep, which a cancelled task's interrupt ends.
  *
  * With spark.heldTasks.callSite, only the last task of each stage whose call site (its name in
- * Spark's UI) contains it waits, or, with spark.heldTasks.fail=true, fails (interrupted): the stage's other
- * tasks finish first (local mode, one slot: tasks start in partition order), so a write stage is
- * stopped or failed with finished tasks behind it. Local mode only: the driver's listener tells
+ * Spark's UI) contains it waits: the stage's other tasks finish first (local mode, one slot: tasks
+ * start in partition order), so a write stage is stopped with finished tasks behind it. Local mode only: the driver's listener tells
  * the executor's side (one JVM) which stages are meant.
  */
 public class HeldTasks implements SparkPlugin {
@@ -57,14 +56,12 @@ public class HeldTasks implements SparkPlugin {
       private File hold;
       private String[] groups;
       private boolean byCallSite;
-      private boolean fail;
 
       @Override
       public void init(PluginContext ctx, Map<String, String> extraConf) {
         hold = new File(ctx.conf().get("spark.heldTasks.while"));
         groups = ctx.conf().get("spark.heldTasks.groups", "eqdelete-maintain-").split(",");
         byCallSite = !ctx.conf().get("spark.heldTasks.callSite", "").isEmpty();
-        fail = ctx.conf().getBoolean("spark.heldTasks.fail", false);
       }
 
       @Override
@@ -80,12 +77,6 @@ public class HeldTasks implements SparkPlugin {
         try {
           if (hold.exists()) {
             new File(hold.getPath() + ".held").createNewFile();
-            if (fail) {
-              // Spark logs and passes over a plugin's exception: the task's own reads fail instead,
-              // on the interrupt (an interrupt with no kill behind it is a task's failure).
-              Thread.currentThread().interrupt();
-              return;
-            }
           }
           while (hold.exists()) {
             Thread.sleep(100);
