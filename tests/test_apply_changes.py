@@ -184,3 +184,29 @@ def _nonempty(spark: SparkSession, table_name: str) -> str:
     spark.sql(f"CREATE TABLE {other} (id INT, x DOUBLE, v STRING) USING iceberg")
     spark.sql(f"INSERT INTO {other} VALUES (1, 1.0, 'x')")
     return other
+
+
+def test_a_copy_one_nested_field_ahead_takes_the_changes_of_the_old_schema(spark: SparkSession, table_name: str) -> None:
+    """The copy migrated a step ahead of its source (a field added in a struct, and in an array's
+    element struct): changes still in the old schema apply, rows matched whole in the fields both
+    have, the new fields NULL in the rows added, as for a top-level column the copy has more of."""
+    source, copy = table_name, table_name + "_copy"
+    spark.sql(f"CREATE TABLE {source} (k BIGINT, st STRUCT<a: INT>, arr ARRAY<STRUCT<x: INT>>) USING iceberg "
+              f"TBLPROPERTIES ({MOR.format(v=2)})")
+    spark.sql(f"INSERT INTO {source} VALUES (1, named_struct('a', 1), array(named_struct('x', 1))), (2, NULL, NULL), "
+              "(3, named_struct('a', NULL), array())")
+    spark.sql(f"CREATE TABLE {copy} (k BIGINT, st STRUCT<a: INT>, arr ARRAY<STRUCT<x: INT>>) USING iceberg")
+    first = eqdelete._jvm.current_snapshot_id(spark, source)
+    eqdelete.apply_changes(eqdelete.changes(spark, source), copy)
+    spark.sql(f"ALTER TABLE {copy} ADD COLUMN st.b STRING")
+    spark.sql(f"ALTER TABLE {copy} ADD COLUMN arr.element.y STRING")
+    spark.sql(f"DELETE FROM {source} WHERE k = 1")
+    spark.sql(f"UPDATE {source} SET st = named_struct('a', 5) WHERE k = 3")
+    spark.sql(f"INSERT INTO {source} VALUES (4, named_struct('a', 4), array(named_struct('x', 4)))")
+    done = eqdelete.apply_changes(eqdelete.changes(spark, source, start_snapshot_id=first), copy)
+    assert done.rows_deleted == 2 and done.rows_inserted == 2, done
+    spark.sql(f"REFRESH TABLE {copy}")
+    got = sorted(tuple(r) for r in spark.sql(
+        f"SELECT k, st IS NULL, st.a, st.b, to_json(arr), exists(arr, e -> e.y IS NOT NULL) FROM {copy}").collect())
+    assert got == [(2, True, None, None, None, None), (3, False, 5, None, "[]", False),
+                   (4, False, 4, None, '[{"x":4}]', False)], got

@@ -617,7 +617,8 @@ def test_a_stopped_write_leaves_no_file_behind(spark: SparkSession, lakehouse: L
     rounds = _terminated_while_held(command, hold, tmp_path, f"{how}, v{version}, the write stage's last task held",
                                     settle=2 if how == "--tables" else 0, when_held=finished_tasks_wrote)
     assert written, "no finished task of the write stage had written a file when it was stopped"
-    assert any(r["stopped_at"].startswith("resolve: finding the rows") for r in rounds), rounds
+    # The other table's round may not have reached a step yet (one slot): it stopped with nothing begun.
+    assert any((r["stopped_at"] or "").startswith("resolve: finding the rows") for r in rounds), rounds
     assert all(r["snapshot_id"] is None for r in rounds), rounds
     for table, start in zip(tables, starts):
         assert current_snapshot(spark, table.name) == start

@@ -146,8 +146,8 @@ object ApplyChanges extends Logging {
       val positions = if (wanted == 0) None else Some(found(session, tableName, table, snapshot, removed, columns, keys, wanted))
       val added = net.where(F.col(Net) > 0)
         .select(F.col(Row), F.explode(F.array_repeat(F.lit(true), F.col(Net).cast(IntegerType))).as("_copy"))
-        .select(copyColumns.map(c => columns.find(_.equalsIgnoreCase(c)).map(d => F.col(s"$Row.${quote(d)}"))
-          .getOrElse(F.lit(null)).as(c)): _*)
+        .select(copyColumns.map(c => columns.find(_.equalsIgnoreCase(c)).map(d => widened(F.col(s"$Row.${quote(d)}"),
+          changes.schema(d).dataType, copyType(table, c))).getOrElse(F.lit(null)).as(c)): _*)
       val dataFiles = EqualityDeleteWriter.dataFilesOf(table, added)
       val written = try positions.toSeq.flatMap { case (rows, files) =>
         PositionDeleteWriting.write(table, IcebergInternals.formatVersion(table), targets(table, snapshot.get, files), rows)
@@ -174,7 +174,8 @@ object ApplyChanges extends Logging {
     // another instance that this apply's commit then leaves behind.
     val read = snapshot.map(s => ByFieldId.aligned(ChangesPlan.pinnedRows(session, table, s),
       ChangesPlan.schemaOf(table, table.snapshot(s)), table.schema(), Seq("_file", "_pos"))).getOrElse(session.emptyDataFrame)
-    val copy = if (snapshot.isEmpty) None else Some(narrowed(read, removed, keys))
+    val theirs = removed.schema(Row).dataType.asInstanceOf[StructType]
+    val copy = if (snapshot.isEmpty) None else Some(inTheirTypes(narrowed(read, removed, keys), columns, theirs))
     val matched = copy.map { rows =>
       val keyed = rows.withColumn(Key, ExactRows.rowKey(rows, columns))
       val nth = Window.partitionBy(F.col(Key)).orderBy(F.col("_file"), F.col("_pos"))
@@ -209,6 +210,50 @@ object ApplyChanges extends Logging {
     }
 
   private val MaxKeys = 10000
+
+  /** The Spark type of the copy's column `name`. */
+  private def copyType(table: Table, name: String): DataType =
+    IcebergSparkTables.sparkSchema(table.schema()).fields.find(_.name.equalsIgnoreCase(name)).get.dataType
+
+  /**
+   * A value of the changes' type `theirs` as the copy's type `copy`, which may hold nested fields
+   * they lack (the copy migrated a step ahead): those are NULL, as a top-level column the changes
+   * lack is. Other types pass as they are (a promotion is the writer's to widen).
+   */
+  private def widened(c: Column, theirs: DataType, copy: DataType): Column = (theirs, copy) match {
+    case (t: StructType, k: StructType) if t != k =>
+      val fields = k.fields.toSeq.map { f =>
+        t.fields.find(_.name == f.name).map(tf => widened(c.getField(tf.name), tf.dataType, f.dataType))
+          .getOrElse(F.lit(null).cast(f.dataType)).as(f.name)
+      }
+      F.when(c.isNull, F.lit(null).cast(k)).otherwise(F.struct(fields: _*))
+    case (t: ArrayType, k: ArrayType) if t != k => F.transform(c, x => widened(x, t.elementType, k.elementType))
+    case (t: MapType, k: MapType) if t != k =>
+      F.transform_values(F.transform_keys(c, (x, _) => widened(x, t.keyType, k.keyType)), (_, v) => widened(v, t.valueType, k.valueType))
+    case _ => c
+  }
+
+  /**
+   * The copy's `rows` with each of the changes' `columns` in their type (`theirs`): nested fields
+   * the copy has and they lack left out, so its rows compare with theirs whole, as a top-level
+   * column the changes lack is left out of the comparison.
+   */
+  private def inTheirTypes(rows: DataFrame, columns: Seq[String], theirs: StructType): DataFrame =
+    rows.select(rows.schema.fields.toSeq.map { f =>
+      columns.find(_.equalsIgnoreCase(f.name)).map(c => narrowedTo(F.col(quote(f.name)), f.dataType, theirs(c).dataType).as(c))
+        .getOrElse(F.col(quote(f.name)))
+    }: _*)
+
+  /** A value of the copy's type `copy` as the changes' type `theirs`: the nested fields they have. */
+  private def narrowedTo(c: Column, copy: DataType, theirs: DataType): Column = (copy, theirs) match {
+    case (k: StructType, t: StructType) if k != t =>
+      val fields = t.fields.toSeq.map(f => narrowedTo(c.getField(f.name), k(f.name).dataType, f.dataType).as(f.name))
+      F.when(c.isNull, F.lit(null)).otherwise(F.struct(fields: _*))
+    case (k: ArrayType, t: ArrayType) if k != t => F.transform(c, x => narrowedTo(x, k.elementType, t.elementType))
+    case (k: MapType, t: MapType) if k != t =>
+      F.transform_values(F.transform_keys(c, (x, _) => narrowedTo(x, k.keyType, t.keyType)), (_, v) => narrowedTo(v, k.valueType, t.valueType))
+    case _ => c
+  }
 
   /** The data files `files` of the copy at `snapshot`, for the position delete writers. */
   private def targets(table: Table, snapshot: Long, files: Set[String]): Map[String, TargetFile] =
@@ -349,10 +394,15 @@ object ApplyChanges extends Logging {
     }
   }
 
-  /** Whether a column of type `copy` holds every value of type `theirs`: the same type, or one Iceberg promotes it to. */
+  /**
+   * Whether a column of type `copy` holds every value of type `theirs`: the same type, or one Iceberg
+   * promotes it to, or a struct with more optional fields (nested too).
+   */
   private def holds(copy: DataType, theirs: DataType): Boolean = (copy, theirs) match {
+    // Every field of theirs, by name; the copy's others optional (NULL in the rows added).
     case (a: StructType, b: StructType) =>
-      a.fields.length == b.fields.length && a.fields.zip(b.fields).forall { case (x, y) => x.name == y.name && holds(x.dataType, y.dataType) }
+      b.fields.forall(y => a.fields.exists(x => x.name == y.name && holds(x.dataType, y.dataType))) &&
+        a.fields.filterNot(x => b.fields.exists(_.name == x.name)).forall(_.nullable)
     case (a: ArrayType, b: ArrayType) => holds(a.elementType, b.elementType)
     case (a: MapType, b: MapType) => holds(a.keyType, b.keyType) && holds(a.valueType, b.valueType)
     case (a, b) => ByFieldId.promotes(b, a)
