@@ -1,7 +1,6 @@
 package eqdelete.sink
 
 import scala.jdk.CollectionConverters._
-import scala.util.control.NonFatal
 
 import eqdelete.changes.{ByFieldId, ChangeRange, ChangesOptions, ChangesPlan, ExactRows}
 import eqdelete.commit.{CommitOutcome, CommitOutcomeUnknownException, Failures, GuardedCommit}
@@ -146,7 +145,7 @@ object ApplyChanges extends Logging {
       val positions = if (wanted == 0) None else Some(found(session, tableName, table, snapshot, removed, columns, keys, wanted))
       val added = net.where(F.col(Net) > 0)
         .select(F.col(Row), F.explode(F.array_repeat(F.lit(true), F.col(Net).cast(IntegerType))).as("_copy"))
-        .select(copyColumns.map(c => columns.find(_.equalsIgnoreCase(c)).map(d => widened(F.col(s"$Row.${quote(d)}"),
+        .select(copyColumns.map(c => columns.find(_.equalsIgnoreCase(c)).map(d => reshaped(F.col(s"$Row.${quote(d)}"),
           changes.schema(d).dataType, copyType(table, c))).getOrElse(F.lit(null)).as(c)): _*)
       val dataFiles = EqualityDeleteWriter.dataFilesOf(table, added)
       val written = try positions.toSeq.flatMap { case (rows, files) =>
@@ -216,20 +215,22 @@ object ApplyChanges extends Logging {
     IcebergSparkTables.sparkSchema(table.schema()).fields.find(_.name.equalsIgnoreCase(name)).get.dataType
 
   /**
-   * A value of the changes' type `theirs` as the copy's type `copy`, which may hold nested fields
-   * they lack (the copy migrated a step ahead): those are NULL, as a top-level column the changes
-   * lack is. Other types pass as they are (a promotion is the writer's to widen).
+   * A value of type `from` as type `to`, where one struct holds fields the other lacks (the copy
+   * migrated a step ahead by a nested field): the fields of `to`, by name, each NULL where `from`
+   * lacks it, at any depth. The changes' rows so take the copy's type (NULL in its new fields, as
+   * in a top-level column the changes lack), and the copy's rows theirs (its new fields left out of
+   * the comparison). Other types pass as they are (a promotion is the writer's to widen).
    */
-  private def widened(c: Column, theirs: DataType, copy: DataType): Column = (theirs, copy) match {
-    case (t: StructType, k: StructType) if t != k =>
-      val fields = k.fields.toSeq.map { f =>
-        t.fields.find(_.name == f.name).map(tf => widened(c.getField(tf.name), tf.dataType, f.dataType))
-          .getOrElse(F.lit(null).cast(f.dataType)).as(f.name)
+  private def reshaped(c: Column, from: DataType, to: DataType): Column = (from, to) match {
+    case (f: StructType, t: StructType) if f != t =>
+      val fields = t.fields.toSeq.map { tf =>
+        f.fields.find(_.name == tf.name).map(ff => reshaped(c.getField(ff.name), ff.dataType, tf.dataType))
+          .getOrElse(F.lit(null).cast(tf.dataType)).as(tf.name)
       }
-      F.when(c.isNull, F.lit(null).cast(k)).otherwise(F.struct(fields: _*))
-    case (t: ArrayType, k: ArrayType) if t != k => F.transform(c, x => widened(x, t.elementType, k.elementType))
-    case (t: MapType, k: MapType) if t != k =>
-      F.transform_values(F.transform_keys(c, (x, _) => widened(x, t.keyType, k.keyType)), (_, v) => widened(v, t.valueType, k.valueType))
+      F.when(c.isNull, F.lit(null)).otherwise(F.struct(fields: _*))
+    case (f: ArrayType, t: ArrayType) if f != t => F.transform(c, x => reshaped(x, f.elementType, t.elementType))
+    case (f: MapType, t: MapType) if f != t =>
+      F.transform_values(F.transform_keys(c, (x, _) => reshaped(x, f.keyType, t.keyType)), (_, v) => reshaped(v, f.valueType, t.valueType))
     case _ => c
   }
 
@@ -240,20 +241,9 @@ object ApplyChanges extends Logging {
    */
   private def inTheirTypes(rows: DataFrame, columns: Seq[String], theirs: StructType): DataFrame =
     rows.select(rows.schema.fields.toSeq.map { f =>
-      columns.find(_.equalsIgnoreCase(f.name)).map(c => narrowedTo(F.col(quote(f.name)), f.dataType, theirs(c).dataType).as(c))
+      columns.find(_.equalsIgnoreCase(f.name)).map(c => reshaped(F.col(quote(f.name)), f.dataType, theirs(c).dataType).as(c))
         .getOrElse(F.col(quote(f.name)))
     }: _*)
-
-  /** A value of the copy's type `copy` as the changes' type `theirs`: the nested fields they have. */
-  private def narrowedTo(c: Column, copy: DataType, theirs: DataType): Column = (copy, theirs) match {
-    case (k: StructType, t: StructType) if k != t =>
-      val fields = t.fields.toSeq.map(f => narrowedTo(c.getField(f.name), k(f.name).dataType, f.dataType).as(f.name))
-      F.when(c.isNull, F.lit(null)).otherwise(F.struct(fields: _*))
-    case (k: ArrayType, t: ArrayType) if k != t => F.transform(c, x => narrowedTo(x, k.elementType, t.elementType))
-    case (k: MapType, t: MapType) if k != t =>
-      F.transform_values(F.transform_keys(c, (x, _) => narrowedTo(x, k.keyType, t.keyType)), (_, v) => narrowedTo(v, k.valueType, t.valueType))
-    case _ => c
-  }
 
   /** The data files `files` of the copy at `snapshot`, for the position delete writers. */
   private def targets(table: Table, snapshot: Long, files: Set[String]): Map[String, TargetFile] =
@@ -265,10 +255,8 @@ object ApplyChanges extends Logging {
 
   private def commit(session: SparkSession, tableName: String, table: Table, snapshot: Option[Long], dataFiles: Seq[DataFile],
       written: Seq[WrittenDeletes], mark: Option[(String, String)], deleted: Long, inserted: Long): Applied = {
-    def discard(): Unit = {
-      WrittenDeletes.discard(table.io(), written, "apply_changes")
-      dataFiles.foreach(f => try table.io().deleteFile(f.location()) catch { case NonFatal(_) => })
-    }
+    def discard(): Unit =
+      TaskWrittenFiles.delete(table.io(), written.flatMap(_.files).map(_.location()) ++ dataFiles.map(_.location()), "apply_changes")
     // The same mark committed since the copy was read (one writer's batch applied twice at once, one
     // source twice): a conflict, so the next try finds the mark and skips.
     for ((key, _) <- mark; s <- snapshot; other <- concurrentMark(table, s, key)) {
