@@ -51,10 +51,18 @@ object MaintainLease {
   private def filesOf(session: SparkSession, tableName: String): StateFiles =
     StateLocation.of(session, IcebergSparkTables.current(session, tableName))
 
-  /** The holder and when it renewed, if a lease is there (one that cannot be read is none: it is written anew). */
-  private def read(files: StateFiles): Option[(String, Long)] =
-    try {
+  /**
+   * The holder and when it renewed, if a lease is there. A lease being rewritten reads empty or cut
+   * short for an instant where the file system overwrites in place (Hadoop's local one), so an
+   * unreadable lease is read again before it counts as none (then it is written anew).
+   */
+  private def read(files: StateFiles, tries: Int = 5): Option[(String, Long)] =
+    if (!files.exists(Name)) None
+    else try {
       val node = Mapper.readTree(files.read(Name))
       Some((node.get("holder").asText(), node.get("renewedAt").asLong()))
-    } catch { case NonFatal(_) => None }
+    } catch {
+      case NonFatal(_) if tries > 1 => Thread.sleep(50); read(files, tries - 1)
+      case NonFatal(_) => None
+    }
 }

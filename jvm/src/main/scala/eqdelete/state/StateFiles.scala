@@ -156,6 +156,9 @@ final class StateFiles(io: FileIO, val root: String) extends Serializable {
 
   private def exists: Boolean = try io.newInputFile(root).exists() catch { case NonFatal(_) => false }
 
+  /** Whether the file `rel` (relative to the root) is there. */
+  def exists(rel: String): Boolean = io.newInputFile(location(rel)).exists()
+
   /** Deletes files (relative to the root); one already gone is no error. */
   def delete(rels: Iterable[String]): Unit = rels.foreach { rel =>
     try io.deleteFile(location(rel)) catch { case NonFatal(_) if !io.newInputFile(location(rel)).exists() => () }
