@@ -59,7 +59,8 @@ def test_a_streamed_copy_is_exact_and_a_replayed_batch_changes_nothing(spark: Sp
          .trigger(availableNow=True).start().awaitTermination())
 
     run()
-    assert rows(spark, copy) == rows(spark, source)
+    # The stream's own session committed; this one reads the commit without a REFRESH.
+    assert Counter(tuple(r) for r in spark.table(copy).collect()) == rows(spark, source)
     _evolve(spark, source)
     run()
     assert rows(spark, copy) == rows(spark, source), applied
@@ -67,6 +68,9 @@ def test_a_streamed_copy_is_exact_and_a_replayed_batch_changes_nothing(spark: Sp
     # The last batch again, as a restart would replay it: skipped by its mark.
     again = eqdelete.apply_changes(eqdelete.changes(spark, source), copy, writer_id="test-copy", batch_id=len(applied) - 1)
     assert again.snapshot_id is None and "is applied" in again.skipped
+    # An older batch id is a new checkpoint's under the same writer id: skipped, and it says so.
+    older = eqdelete.apply_changes(eqdelete.changes(spark, source), copy, writer_id="test-copy", batch_id=0)
+    assert older.snapshot_id is None and "new checkpoint" in older.skipped and "new writer_id" in older.skipped
     assert rows(spark, copy) == rows(spark, source)
 
 
@@ -86,6 +90,13 @@ def test_a_copy_brought_forward_from_its_source(spark: SparkSession, table_name:
     # SQL, as the Python-less call it.
     done = spark.sql(f"CALL eqdelete.system.apply_changes(table => '{copy}', source => '{source}', keys => array('id'))").first()
     assert done.snapshot_id is not None and done.skipped is None
+    assert rows(spark, copy) == rows(spark, source)
+    # Changes that cancel out (a row added, then deleted) still move the mark: up to date next time.
+    spark.sql(f"INSERT INTO {source} VALUES (10, 1.0, 'gone', 1)")
+    spark.sql(f"DELETE FROM {source} WHERE id = 10")
+    moved = eqdelete.apply_changes_from(spark, source, copy)
+    assert moved.snapshot_id is not None and (moved.rows_deleted, moved.rows_inserted) == (0, 0), moved
+    assert "its current one" in eqdelete.apply_changes_from(spark, source, copy).skipped
     assert rows(spark, copy) == rows(spark, source)
 
 

@@ -61,7 +61,8 @@ def apply_changes_from(spark: SparkSession, source: str, table: str, *,
     """Bring ``table``, a copy of ``source``, up to ``source``'s current snapshot: the changes
     since the snapshot the copy was last brought to (marked on it; the first time, all of
     ``source``'s history, for an empty copy), applied as ``apply_changes`` does, in one commit
-    marked with the snapshot reached. ``CALL eqdelete.system.apply_changes(table => ..., source =>
+    marked with the snapshot reached (changes that cancel out too: a snapshot with no file, so the
+    next call starts after them). ``CALL eqdelete.system.apply_changes(table => ..., source =>
     ...)`` in SQL."""
     for name, value in (("source", source), ("table", table)):
         if not isinstance(value, str) or not value.strip():

@@ -164,6 +164,21 @@ def test_apply_changes_over_connect(spark: SparkSession, generated: str) -> None
     again = eqdelete.apply_changes(eqdelete.changes(spark, generated), "local.db.connect_copy_2", writer_id="connect",
                                    batch_id=0)
     assert again.snapshot_id is None and "is applied" in again.skipped
+    # What it refuses, in one line as in a classic session: a DELETE of a row the copy lacks, a
+    # NULL into a NOT NULL column.
+    source = "local.db.connect_refusing"
+    spark.sql(f"CREATE TABLE {source} (k BIGINT, v STRING) USING iceberg")
+    spark.sql(f"INSERT INTO {source} VALUES (1, 'a')")
+    first = spark.sql(f"SELECT snapshot_id FROM {source}.snapshots").first()[0]
+    spark.sql(f"INSERT INTO {source} VALUES (NULL, 'n')")
+    spark.sql(f"DELETE FROM {source} WHERE k = 1")
+    spark.sql("CREATE TABLE local.db.connect_refused (k BIGINT NOT NULL, v STRING) USING iceberg")
+    for changes, says in ((eqdelete.changes(spark, source, start_snapshot_id=first).where("_change_type = 'DELETE'"), "does not hold"),
+                          (eqdelete.changes(spark, source).where("_change_type = 'INSERT'"), "declares NOT NULL")):
+        with pytest.raises(eqdelete.ApplyChangesError) as refused:
+            eqdelete.apply_changes(changes, "local.db.connect_refused")
+        assert says in str(refused.value) and "\n" not in str(refused.value), refused.value
+    assert spark.table("local.db.connect_refused").count() == 0
 
 
 def test_write_and_resolve_over_connect(spark: SparkSession) -> None:

@@ -66,9 +66,20 @@ object ApplyChanges extends Logging {
     val mark = for (w <- writerId; b <- batchId) yield (MarkPrefix + w.trim, b)
     applying(session, tableName) { table =>
       mark.flatMap { case (key, id) =>
-        lastMark(table, key).map(_.toLong).filter(_ >= id).map(last => s"batch $id of writer ${writerId.get} is applied (batch $last is)")
+        lastMark(table, key).map(_.toLong).filter(_ >= id).map { last =>
+          if (id == last) s"batch $id of writer ${writerId.get} is applied"
+          else {
+            // A stream replays only its last batch: an older one is a new checkpoint's, whose
+            // batch ids start again at 0, under a writer id an earlier query used.
+            val why = s"batch $id of writer ${writerId.get} is at or below batch $last, applied already; a stream " +
+              "started on a new checkpoint numbers its batches from 0 again and would skip them up to there: rebuild " +
+              "the copy under a new writer_id"
+            logWarning(s"eqdelete: applying to $tableName: $why")
+            why
+          }
+        }
       }.map(Left(_)).getOrElse(Right((changes, mark.map { case (k, id) => k -> id.toString })))
-    } (keys)
+    } (keys, markAlone = false)
   }
 
   /**
@@ -92,15 +103,16 @@ object ApplyChanges extends Logging {
           Right((ChangesPlan.of(session, source, ChangesOptions(startSnapshotId = from, endSnapshotId = Some(end))),
             Some(key -> end.toString)))
       }
-    } (keys)
+    } (keys, markAlone = true)
   }
 
   /**
    * Reads the copy, asks `plan` what to apply (or why nothing), writes and commits it; again from
-   * the start when the commit conflicts with another writer's.
+   * the start when the commit conflicts with another writer's. `markAlone`: changes that cancel out
+   * still commit their mark (a snapshot with no files), so the next apply starts after them.
    */
   private def applying(session: SparkSession, tableName: String)(plan: Table => Either[String, (DataFrame, Option[(String, String)])])(
-      keys: Seq[String]): Applied = {
+      keys: Seq[String], markAlone: Boolean): Applied = {
     var attempt = 1
     var result: Option[Applied] = None
     while (result.isEmpty) {
@@ -108,7 +120,7 @@ object ApplyChanges extends Logging {
       result = plan(table) match {
         case Left(why) => Some(Applied(None, 0, 0, Some(why)))
         case Right((changes, mark)) =>
-          try Some(once(session, tableName, table, changes, keys, mark)) catch {
+          try Some(once(session, tableName, table, changes, keys, mark, markAlone)) catch {
             case conflict: ApplyConflictException if attempt < Tries =>
               logInfo(s"eqdelete: applying changes to $tableName conflicted with another commit (${conflict.getMessage}); " +
                 s"again, try ${attempt + 1} of $Tries")
@@ -125,7 +137,7 @@ object ApplyChanges extends Logging {
   }
 
   private def once(session: SparkSession, tableName: String, table: Table, changes: DataFrame, keys: Seq[String],
-      mark: Option[(String, String)]): Applied = {
+      mark: Option[(String, String)], markAlone: Boolean): Applied = {
     val columns = dataColumns(changes, tableName)
     val copyColumns = table.schema().columns().asScala.map(_.name()).toSeq
     checkColumns(session, table, tableName, changes, columns, copyColumns, keys)
@@ -157,7 +169,7 @@ object ApplyChanges extends Logging {
       }
       positions.foreach(_._1.unpersist())
       val inserted = dataFiles.map(_.recordCount()).sum
-      if (dataFiles.isEmpty && written.isEmpty) Applied(None, 0, 0, Some("the changes cancel out"))
+      if (dataFiles.isEmpty && written.isEmpty && !(markAlone && mark.isDefined)) Applied(None, 0, 0, Some("the changes cancel out"))
       else commit(session, tableName, table, snapshot, dataFiles, written, mark, wanted, inserted)
     } finally net.unpersist()
   }
@@ -265,20 +277,27 @@ object ApplyChanges extends Logging {
     }
     val marker = SummaryKey -> java.util.UUID.randomUUID().toString
     val outcome = GuardedCommit.run(table, marker) { guarded =>
-      val delta = guarded.newRowDelta()
-      dataFiles.foreach(delta.addRows)
-      written.flatMap(_.files).foreach(delta.addDeletes)
-      written.flatMap(_.replaced).distinct.foreach(delta.removeDeletes)
-      delta.set(marker._1, marker._2)
-      mark.foreach { case (k, v) => delta.set(k, v) }
-      // What can conflict: another commit removing or deleting from the data files whose rows this
-      // one deletes by position. Rows others add never do (the rows found and the rows added do not
-      // depend on them), so writers side by side append without conflicts.
-      snapshot.foreach(s => delta.validateFromSnapshot(s))
-      delta.validateDataFilesExist(written.flatMap(_.referenced).distinct.map(p => p: CharSequence).asJava)
-        .validateDeletedFiles()
-        .validateNoConflictingDeleteFiles()
-        .commit()
+      if (dataFiles.isEmpty && written.isEmpty) {
+        // Only the mark (changes that cancel out): an append of nothing, which conflicts with nothing.
+        val append = guarded.newAppend().set(marker._1, marker._2)
+        mark.foreach { case (k, v) => append.set(k, v) }
+        append.commit()
+      } else {
+        val delta = guarded.newRowDelta()
+        dataFiles.foreach(delta.addRows)
+        written.flatMap(_.files).foreach(delta.addDeletes)
+        written.flatMap(_.replaced).distinct.foreach(delta.removeDeletes)
+        delta.set(marker._1, marker._2)
+        mark.foreach { case (k, v) => delta.set(k, v) }
+        // What can conflict: another commit removing or deleting from the data files whose rows this
+        // one deletes by position. Rows others add never do (the rows found and the rows added do not
+        // depend on them), so writers side by side append without conflicts.
+        snapshot.foreach(s => delta.validateFromSnapshot(s))
+        delta.validateDataFilesExist(written.flatMap(_.referenced).distinct.map(p => p: CharSequence).asJava)
+          .validateDeletedFiles()
+          .validateNoConflictingDeleteFiles()
+          .commit()
+      }
     }
     outcome match {
       case CommitOutcome.Committed(id, _) =>
