@@ -6,10 +6,10 @@ column or bad arguments fail in one line and write nothing."""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from pathlib import Path
 
+import apply_writers
 import pytest
 from fixtures import MOR
 from pyspark.sql import SparkSession
@@ -161,33 +161,13 @@ def test_what_apply_changes_refuses_it_says_in_one_line_and_leaves_nothing(spark
 
 def test_writers_side_by_side_append_without_conflicts(spark: SparkSession, table_name: str) -> None:
     """Four threads, each applying its own source's changes (inserts only) to one copy under its own
-    writer_id, four batches each: no apply conflicts with another's appends, and the copy holds
-    every source's rows."""
-    copy = table_name + "_copy"
-    spark.sql(f"CREATE TABLE {copy} (k BIGINT, v STRING) USING iceberg")
-    sources = [f"{table_name}_s{i}" for i in range(4)]
-    for i, source in enumerate(sources):
-        spark.sql(f"CREATE TABLE {source} (k BIGINT, v STRING) USING iceberg")
-    failures: list[BaseException] = []
-
-    def writer(i: int) -> None:
-        try:
-            before = None
-            for batch in range(4):
-                spark.sql(f"INSERT INTO {sources[i]} VALUES ({100 * i + batch}, 's{i}')")
-                eqdelete.apply_changes(eqdelete.changes(spark, sources[i], start_snapshot_id=before), copy,
-                                       writer_id=f"w{i}", batch_id=batch)
-                before = eqdelete._jvm.current_snapshot_id(spark, sources[i])
-        except BaseException as error:  # noqa: BLE001 - reported by the test's thread
-            failures.append(error)
-
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=600)
-    assert failures == [], failures
-    assert rows(spark, copy) == Counter((100 * i + b, f"s{i}") for i in range(4) for b in range(4))
+    writer_id, four batches each: no apply conflicts with another's appends, the copy holds every
+    source's rows, and every mark is on the copy once (lakehouse/test_apply_writers: processes)."""
+    copy, sources = table_name + "_copy", {i: f"{table_name}_s{i}" for i in range(4)}
+    apply_writers.create(spark, copy, list(sources.values()))
+    assert apply_writers.write(spark, copy, sources, batches=4) == []
+    assert rows(spark, copy) == apply_writers.expected_rows(4, 4)
+    assert apply_writers.marks(spark, copy) == Counter({(f"w{i}", b): 1 for i in range(4) for b in range(4)})
 
 
 def _nonempty(spark: SparkSession, table_name: str) -> str:

@@ -32,3 +32,8 @@ def lake(spark: SparkSession, lakehouse: Lakehouse) -> str:
     for key, value in lakehouse.spark_options(CATALOG).items():
         spark.conf.set(key, value)
     return CATALOG
+
+
+def iceberg_release(spark: SparkSession) -> str:
+    """The Iceberg release the session runs (for the AWS bundle of the same release, and other processes)."""
+    return spark.sql("SELECT eqdelete_version()").first()[0].split("Iceberg ")[1].rstrip(")")

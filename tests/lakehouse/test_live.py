@@ -30,6 +30,7 @@ import eqdelete
 from eqdelete import MaintainRound
 from eqdelete.tools import flink as fw
 from eqdelete.tools.lakehouse import Lakehouse, committed_to, spark_jars
+from lakehouse.conftest import iceberg_release
 
 NAMESPACE = "live"
 STRATEGIES = ("native", "filter", "join", "auto")
@@ -202,7 +203,7 @@ def test_maintain_beside_a_live_flink_job_and_a_compacting_writer(spark: SparkSe
         # maintain first, as a service already running on the table when the job starts: its JVM's
         # start and first rounds (~40-50 s on two busy cores) would otherwise eat the job's 67 s.
         # The catalog by --conf, as in spark-defaults.conf; a short wait between attempts.
-        conf = {**lakehouse.spark_options(lake), "spark.jars": ",".join(spark_jars(_iceberg_release(spark))),
+        conf = {**lakehouse.spark_options(lake), "spark.jars": ",".join(spark_jars(iceberg_release(spark))),
                 "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
                 "spark.eqdelete.maintain.retryWaitMillis": "200", "spark.eqdelete.maintain.maxAttempts": "8",
                 # Its rounds through the kept index: auto would read this small table's files instead.
@@ -290,10 +291,6 @@ def _java_message(error: Exception) -> str:
     """The JVM exception's own line, not py4j's wrapper."""
     java = getattr(error, "java_exception", None)
     return (str(java.toString()) if java is not None else str(error)).splitlines()[0][:400]
-
-
-def _iceberg_release(spark: SparkSession) -> str:
-    return spark.sql("SELECT eqdelete_version()").first()[0].split("Iceberg ")[1].rstrip(")")
 
 
 def _reported(out: Path) -> list[dict[str, Any]]:
