@@ -108,8 +108,9 @@ def test_changes_bench_quick_profile_checks_rows(spark: SparkSession, tmp_path: 
     assert [(r.rows, r.upserts) for r in results] == [(10**4, 100)]
     assert results[0].changed_rows > 100 and set(results[0].medians) == {
         "changes", "except_all", "parent_read", "row_images_build", "row_images", "row_images_plain", "row_images_restart",
-        "row_image_checkpoint_bytes", "row_image_stored_bytes"}
-    # Each commit's changes checkpointed the images' new version; after a restart they were restored (checked inside).
+        "row_image_checkpoint_bytes", "row_image_stored_bytes", "row_images_new_process"}
+    # Each commit's changes checkpointed the images' new version; after a restart, in this application and in a new
+    # one, they were restored and gave the same rows as without them (checked inside).
     assert results[0].medians["row_image_checkpoint_bytes"] > 0 and results[0].medians["row_image_stored_bytes"] > 0
     assert (tmp_path / "changes.md").read_text().startswith("| data rows")
 
@@ -150,6 +151,8 @@ def test_maintain_scale_quick_profile_reads_only_what_was_written_since(spark: S
         assert s.kept_checkpoint_bytes > 0, s  # each round's deltas and manifest
     # After a restart the round restored the index (checked inside) and read no data file of the table's.
     assert r.restart_delete_rows == 400 and r.restart_seconds > 0 and r.restart_files_read == 0 and r.stored_bytes > 0, r
+    # So did a new application's first round (a new process, checked inside), leaving the rows right.
+    assert r.new_process_seconds > 0 and r.new_process_session_seconds > 0, r
     assert (tmp_path / "maintain-scale.md").read_text().startswith("| data rows")
     assert (tmp_path / "maintain-scale.png").stat().st_size > 0
 

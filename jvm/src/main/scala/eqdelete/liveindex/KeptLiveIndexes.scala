@@ -13,10 +13,12 @@ import eqdelete.resolve.{DeletedPositions, ResolveEqualityDeletes, ResolveWork}
 
 import org.apache.spark.internal.Logging
 import org.apache.spark.rdd.RDD
-import org.apache.spark.sql.{DataFrame, Row, SparkSession}
-import org.apache.spark.sql.eqdelete.compat.IcebergSparkTables
+import org.apache.spark.sql.{DataFrame, SparkSession}
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.eqdelete.compat.{IcebergSparkTables, SparkShim}
 import org.apache.spark.sql.types.{LongType, StringType, StructField, StructType}
 import org.apache.spark.storage.StorageLevel
+import org.apache.spark.unsafe.types.UTF8String
 
 /**
  * The kept indexes of the live rows ([[KeptLiveIndex]]) of this driver, one per table and
@@ -117,7 +119,8 @@ object KeptLiveIndexes extends Logging {
             // One set's finds are each found once at their store; several sets' may find one row each.
             val once = found.map(_._2.mapPartitions(rows => LiveKeyIndex.onceEach(rows)(_.entry).map(f => (f.path, f.position))))
             val positions = if (once.size == 1) once.head else session.sparkContext.union(once).distinct()
-            ResolveEqualityDeletes.FoundPositions(session.createDataFrame(positions.map { case (f, p) => Row(f, p) }, Positions),
+            ResolveEqualityDeletes.FoundPositions(SparkShim.internalDataFrame(session,
+              positions.map { case (f, p) => InternalRow(UTF8String.fromString(f), p) }, Positions),
               found.map(_._1.lastFilesRead).sum)
           case _: MaintainRoundPlan.ReadingDataFiles =>
             // Rounds like this one cost less without the index: it is dropped, not kept up.

@@ -129,7 +129,30 @@ final class StateFiles(io: FileIO, val root: String) extends Serializable {
     if (!root.startsWith("file:")) None else try Some(Paths.get(new java.net.URI(location(rel)))) catch { case NonFatal(_) => None }
 
   /** Every file under the root (relative to it): none when the root does not exist yet. */
-  def list(): Seq[StateFiles.Listed] = io match {
+  def list(): Seq[StateFiles.Listed] = localPath("") match {
+    case Some(local) => listedLocally(local)
+    case None => listedByFileIO()
+  }
+
+  /**
+   * [[list]] of a `file:` root, through the JDK: Hadoop's local file system, without its native
+   * library, forks a shell (`ls -ld`) for each file's permissions as it lists, about a second a
+   * listing of a kept index's files. Its checksum files (`.<name>.crc`) are its own, not ours.
+   */
+  private def listedLocally(local: Path): Seq[StateFiles.Listed] =
+    if (!Files.isDirectory(local)) Vector.empty
+    else scala.util.Using.resource(Files.walk(local)) { paths =>
+      paths.iterator().asScala.filter(Files.isRegularFile(_)).filterNot { p =>
+        val name = p.getFileName.toString
+        name.startsWith(".") && name.endsWith(".crc")
+      }.flatMap { p =>
+        try Some(StateFiles.Listed(local.relativize(p).iterator().asScala.mkString("/"), Files.size(p),
+          Files.getLastModifiedTime(p).toMillis))
+        catch { case _: java.nio.file.NoSuchFileException => None }  // deleted as it was listed
+      }.toVector
+    }
+
+  private def listedByFileIO(): Seq[StateFiles.Listed] = io match {
     case prefixed: SupportsPrefixOperations =>
       val prefix = root + "/"
       try prefixed.listPrefix(prefix).asScala.toVector.map { f =>

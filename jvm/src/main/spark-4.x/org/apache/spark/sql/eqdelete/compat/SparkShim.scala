@@ -11,6 +11,15 @@ object SparkShim {
     org.apache.spark.sql.classic.Dataset.ofRows(session.asInstanceOf[ClassicSession], plan)
 
   /**
+   * A DataFrame of rows made on the executors already in Spark's internal form: no encoder turns
+   * them into it, so a new executor JVM's first task does not pay for Spark's Scala reflection
+   * (which a `Row` encoder's serializer starts, a second or two on a cold JVM).
+   */
+  def internalDataFrame(session: SparkSession, rows: org.apache.spark.rdd.RDD[org.apache.spark.sql.catalyst.InternalRow],
+      schema: org.apache.spark.sql.types.StructType): DataFrame =
+    session.asInstanceOf[ClassicSession].internalCreateDataFrame(rows, schema)
+
+  /**
    * A streaming DataFrame of `schema` whose rows are those of the DataFrame `rows` makes, made
    * and planned only when a job reads them (DeferredQueryRDD), as its own query in Spark's UI:
    * what a micro-batch source's `getBatch` returns.
