@@ -649,11 +649,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--maintain-scale", action="store_true",
                        help="instead: rounds of maintain of 10^3, 10^4 and 10^5 new delete rows on scattered tables of "
                             "10^6 to 3x10^8 rows, today's plan against the kept index of the live rows, with the index's build "
-                            "time and bytes per key; sizes with --at (data rows); run it with --master local-cluster[2,1,MB]")
+                            "time and bytes per key, then a restart inside the application and as a new one (a new process's first "
+                            "round); sizes with --at (data rows); run it with --master local-cluster[2,1,MB]")
     bench.add_argument("--changes", action="store_true",
                        help="instead: seconds to read one commit's changes (10^4 upserts) on scattered tables of 10^6, "
                             "10^7 and 10^8 rows, beside the difference of two time-travel reads (EXCEPT ALL), then new "
-                            "commits' changes with kept row images and without; sizes with --at (data rows)")
+                            "commits' changes with kept row images and without, and after a restart inside the application and as "
+                            "a new one; sizes with --at (data rows)")
     bench.add_argument("--reuse-tables", action="store_true",
                        help="with --changes: measure the tables an earlier run generated, where they exist, instead of "
                             "generating them again (what their first commit changed is measured; the commits kept row "

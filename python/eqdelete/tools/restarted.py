@@ -48,7 +48,7 @@ def _maintain(spark: SparkSession, job: dict[str, Any]) -> dict[str, Any]:
 
     with use_conf(spark, [tuple(kv) for kv in job["round_conf"]]):
         started = time.perf_counter()
-        done = maintain_round(spark, job["table"], keep_index=True)
+        done = maintain_round(spark, job["table"], keep_index=job.get("keep_index", True))
         wall = time.perf_counter() - started
     return {"seconds": done.seconds, "wall_seconds": wall, "rows_resolved": done.rows_resolved,
             "data_files_read": done.data_files_read, "note": done.live_index_note or ""}
