@@ -619,10 +619,17 @@ def test_a_stopped_write_leaves_no_file_behind(spark: SparkSession, lakehouse: L
     assert written, "no finished task of the write stage had written a file when it was stopped"
     # The other table's round may not have reached a step yet (one slot): it stopped with nothing begun.
     assert any((r["stopped_at"] or "").startswith("resolve: finding the rows") for r in rounds), rounds
-    assert all(r["snapshot_id"] is None for r in rounds), rounds
+    assert all(r["snapshot_id"] is None for r in rounds if r["stopped_at"]), rounds
     for table, start in zip(tables, starts):
-        assert current_snapshot(spark, table.name) == start
         assert _unreferenced_data_files(spark, lakehouse, table.name) == []
+        if any(r["table"] == table.name and r["snapshot_id"] is not None for r in rounds):
+            # With --tables, a round may end before its write stage is held (two rounds at once; the
+            # listener that marks a stage to hold may hear of it after its last task started): it
+            # committed whole, and the stopped round is the other's.
+            assert how == "--tables", rounds
+            check_table(spark, lakehouse, table, resolved=True)
+            continue
+        assert current_snapshot(spark, table.name) == start
         check_table(spark, lakehouse, table, resolved=False)
         assert eqdelete.maintain_round(spark, table.name).committed  # the next round finishes the work
         check_table(spark, lakehouse, table, resolved=True)
