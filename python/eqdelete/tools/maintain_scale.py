@@ -143,6 +143,13 @@ def _checked(today: MaintainRound, kept: MaintainRound, where: str) -> None:
                                  f"{kept.rows_resolved:,} (committed: {kept.committed})")
 
 
+def _commit_deletes(spark: SparkSession, point: MaintainScalePoint, size: int, batch: int) -> None:
+    """One commit of ``size`` equality delete rows spread over all keys, shifted by ``batch``."""
+    stride = max(1, point.data_rows // size)
+    ids = spark.range(0, size).select((F.col("id") * stride + (batch * 7919) % stride).alias("id"))
+    write_equality_deletes(spark, point.spec.table, point.spec.key_columns, point.spec._rows(ids, F.lit(1)))
+
+
 def run_point(spark: SparkSession, point: MaintainScalePoint, runs: int,
               progress: Callable[[str], None]) -> MaintainScaleResult:
     spec, say = point.spec, (lambda m: progress(f"{point.key}: {m}"))
@@ -168,9 +175,7 @@ def run_point(spark: SparkSession, point: MaintainScalePoint, runs: int,
             picks: list[str] = []
             for run in range(runs):
                 batch += 1
-                stride = max(1, point.data_rows // size)
-                ids = spark.range(0, size).select((F.col("id") * stride + (batch * 7919) % stride).alias("id"))
-                write_equality_deletes(spark, table, spec.key_columns, spec._rows(ids, F.lit(1)))
+                _commit_deletes(spark, point, size, batch)
                 start = _jvm.current_snapshot_id(spark, table)
                 picks.append(_jvm.auto_choice(spark, table)[0])  # the index is held: auto's choice from metadata
                 last = size == point.rounds[-1] and run == runs - 1
@@ -203,9 +208,7 @@ def run_point(spark: SparkSession, point: MaintainScalePoint, runs: int,
         size = point.rounds[len(point.rounds) // 2]
         _jvm.forget_kept_indexes(spark, table)
         batch += 1
-        stride = max(1, point.data_rows // size)
-        ids = spark.range(0, size).select((F.col("id") * stride + (batch * 7919) % stride).alias("id"))
-        write_equality_deletes(spark, table, spec.key_columns, spec._rows(ids, F.lit(1)))
+        _commit_deletes(spark, point, size, batch)
         with use_conf(spark, ROUND_CONF):
             restarted = maintain_round(spark, table, keep_index=True)
         if "restored from version" not in (restarted.live_index_note or ""):
@@ -216,8 +219,7 @@ def run_point(spark: SparkSession, point: MaintainScalePoint, runs: int,
         result.restart_files_read, result.stored_bytes = restarted.data_files_read, restarted.live_index_stored_bytes
         # And as a real restart: one more commit, then the first round of a new application.
         batch += 1
-        ids = spark.range(0, size).select((F.col("id") * stride + (batch * 7919) % stride).alias("id"))
-        write_equality_deletes(spark, table, spec.key_columns, spec._rows(ids, F.lit(1)))
+        _commit_deletes(spark, point, size, batch)
         with use_strategy(spark, "auto"):
             truth = fingerprint(spark.table(table))
         # Today's plan as a first round too, for its time: where there is one to compare (not the quick
