@@ -107,6 +107,32 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
       == DeleteKeyIndex.NoDelete)
   }
 
+  test("hashed keys looked up together (newestAll) find what one at a time finds, with and without a Bloom filter") {
+    val types = Seq(IntegerType, StringType)
+    val random = new Random(21)
+    def key(): Array[Any] = Array(if (random.nextInt(10) == 0) null else Integer.valueOf(random.nextInt(20)),
+      if (random.nextInt(10) == 0) null else UTF8String.fromString(s"s${random.nextInt(50)}"))
+    val rows = Seq.fill(600)((Seq(Global, 0L, 1L)(random.nextInt(3)), key(), 1L + random.nextInt(20)))
+    for (bloomKeys <- Seq(0L, HashedKeyIndex.MaxBloomKeys)) {
+      val index = new HashedKeyIndex(types, 16, maxBloomKeys = bloomKeys)
+      rows.foreach { case (s, k, seq) => index.add(s, k, seq) }
+      index.seal()
+      val probes = rows.map(_._2) ++ Seq.fill(600)(key())
+      val packed = new KeyBytes
+      val offsets = new Array[Int](probes.size + 1)
+      probes.zipWithIndex.foreach { case (k, i) => offsets(i) = packed.length; types.zip(k).foreach { case (t, v) => packed.put(t, v) } }
+      offsets(probes.size) = packed.length
+      val hashes = probes.map(KeyHash.of).toArray
+      for (scope <- Seq(0L, 1L, 2L)) {
+        val (out, entries) = (new Array[Long](probes.size), new Array[Long](probes.size))
+        index.newestAll(scope, hashes, packed.bytes, offsets, probes.size, out, entries)
+        probes.zipWithIndex.foreach { case (k, i) =>
+          assert(out(i) == expected(rows.map(r => (r._1, r._2.toSeq, r._3)), scope, k.toSeq), s"key ${k.toSeq} in scope $scope")
+        }
+      }
+    }
+  }
+
   test("string keys: hashed index, NULL equal to NULL") {
     check(Seq(StringType), r => if (r.nextInt(10) == 0) null else UTF8String.fromString(s"k${r.nextInt(300)}"), 1000, 1000, 4)
   }
