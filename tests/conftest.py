@@ -167,20 +167,20 @@ def pytest_xdist_make_scheduler(config, log):  # noqa: ANN001, ANN201
 
 #: The scopes of the full suite that take longest, longest first (from ``pytest --durations=0`` of
 #: a CI run, summed by scope): started first, so that no long one is left for the end, one worker
-#: running it while the other idles (pytest-xdist orders scopes by their tests' count alone).
-LONGEST_FIRST = [  # seconds in a clean-clone CI run (2026-12-02, 2 workers on 2 cores)
-    "tests/lakehouse",  # 803
-    "tests/test_compare.py",  # 315
-    "tests/test_query_shapes.py",  # 202
-    "tests/test_changes_stream.py",  # 200
-    "tests/test_faults.py",  # 158
-    "tests/test_changes.py",  # 144
-    "tests/test_live_index.py",  # 140
-    "tests/test_service.py",  # 114
-    "tests/test_resolve.py",  # 107
-    "tests/test_differential.py",  # 103
-    "tests/test_cdc.py",  # 98
-    "tests/test_maintain.py",  # 95
+#: running it while the others idle (pytest-xdist orders scopes by their tests' count alone).
+LONGEST_FIRST = [  # seconds in a full suite's run (2026-12-06, 3 workers on 2 cores, as scripts/test.sh runs it)
+    "tests/lakehouse",  # 972
+    "tests/test_compare.py",  # 422
+    "tests/test_query_shapes.py",  # 308
+    "tests/test_changes_stream.py",  # 297
+    "tests/test_live_index.py",  # 203
+    "tests/test_changes.py",  # 178
+    "tests/test_faults.py",  # 175
+    "tests/test_resolve.py",  # 171
+    "tests/test_key_types.py",  # 162
+    "tests/test_service.py",  # 140
+    "tests/test_differential.py",  # 122
+    "tests/test_maintain.py",  # 100
 ]
 
 
