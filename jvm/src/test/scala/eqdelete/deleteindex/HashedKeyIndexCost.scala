@@ -64,36 +64,21 @@ object HashedKeyIndexCost {
       deleted = probe(ordered, data, 0, n)
       probes(round) = (System.nanoTime() - started) / 1e9
 
-      started = System.nanoTime()
-      val half = new Thread(() => probe(ordered, data, n / 2, n))
-      half.start()
-      probe(ordered, data, 0, n / 2)
-      half.join()
-      pairs(round) = (System.nanoTime() - started) / 1e9
+      pairs(round) = onTwoThreads(n, probe(ordered, data, _, _))
 
       started = System.nanoTime()
       val batchedFound = probeBatched(ordered, data, 0, n)
       batchedProbes(round) = (System.nanoTime() - started) / 1e9
       require(batchedFound == deleted, s"$batchedFound keys found batch by batch, $deleted one by one")
 
-      started = System.nanoTime()
-      val halfBatched = new Thread(() => probeBatched(ordered, data, n / 2, n))
-      halfBatched.start()
-      probeBatched(ordered, data, 0, n / 2)
-      halfBatched.join()
-      batchedPairs(round) = (System.nanoTime() - started) / 1e9
+      batchedPairs(round) = onTwoThreads(n, probeBatched(ordered, data, _, _))
 
       started = System.nanoTime()
       val sortedFound = probeInSlotOrder(ordered, data, 0, n, n)
       sortedProbes(round) = (System.nanoTime() - started) / 1e9
       require(sortedFound == deleted, s"$sortedFound keys found in slot order, $deleted one by one")
 
-      started = System.nanoTime()
-      val other = new Thread(() => probeInSlotOrder(ordered, data, n / 2, n, n))
-      other.start()
-      probeInSlotOrder(ordered, data, 0, n / 2, n)
-      other.join()
-      sortedPairs(round) = (System.nanoTime() - started) / 1e9
+      sortedPairs(round) = onTwoThreads(n, probeInSlotOrder(ordered, data, _, _, n))
     }
     def median(xs: Array[Double]) = xs.sorted.apply(xs.length / 2)
     println(f"HashedKeyIndex, $n%,d $Shape delete keys, $n%,d probes ($deleted%,d deleted), median of $rounds rounds:")
@@ -120,6 +105,16 @@ object HashedKeyIndexCost {
   private def keyOf(i: Long): String =
     if (Shape == "uuid") new java.util.UUID(KeyHash.ofLong(KeyHash.Seed, i), KeyHash.ofLong(~KeyHash.Seed, i)).toString
     else s"key-$i"
+
+  /** Seconds `probe` takes over keys 0 until `n`, each half on a thread of its own. */
+  private def onTwoThreads(n: Int, probe: (Int, Int) => Long): Double = {
+    val started = System.nanoTime()
+    val half = new Thread(() => probe(n / 2, n))
+    half.start()
+    probe(0, n / 2)
+    half.join()
+    (System.nanoTime() - started) / 1e9
+  }
 
   /** The delete keys (key-1, key-3, ... in `keyOf`'s shape) as a task ships them: hashes, and each key packed after its length. */
   private[deleteindex] def deleteKeys(n: Int): (Array[Long], Array[Byte]) = {
