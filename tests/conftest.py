@@ -166,7 +166,7 @@ def pytest_xdist_make_scheduler(config, log):  # noqa: ANN001, ANN201
 
 
 #: The scopes of the full suite that take longest, longest first (from ``pytest --durations=0`` of
-#: a CI run, summed by scope): started first, so that no long one is left for the end, one worker
+#: the full suite, summed by scope): started first, so that no long one is left for the end, one worker
 #: running it while the others idle (pytest-xdist orders scopes by their tests' count alone).
 LONGEST_FIRST = [  # seconds in a full suite's run (2026-12-06, 3 workers on 2 cores, as scripts/test.sh runs it)
     "tests/lakehouse",  # 972

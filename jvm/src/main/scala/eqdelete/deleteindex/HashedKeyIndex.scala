@@ -132,15 +132,15 @@ final class HashedKeyIndex(
    * each a short loop of loads that do not wait on one another, so the core overlaps the cache
    * misses of many keys: one key at a time, a key's slot and record were two misses in a row,
    * each waited for whole (~170 ns apart on this machine, where independent loads overlap to
-   * ~20 ns). First every key's home slot, then the first line of the record a matching
-   * fingerprint points at, then the lookups themselves, which find those lines in cache.
-   * `entries` is scratch room of at least `n` longs.
+   * ~20 ns). First the home slot of every key the Bloom filter (if any) lets through, then the
+   * first line of the record a matching fingerprint points at, then the lookups themselves,
+   * which find those lines in cache. `out` and `entries` (scratch room of at least `n` longs)
+   * are the caller's own: the index itself is only read, by every task thread at once.
    */
   def newestAll(scope: Long, hashes: Array[Long], packed: Array[Byte], offsets: Array[Int], n: Int,
       out: Array[Long], entries: Array[Long]): Unit = {
-    // With a Bloom filter the table is small enough to stay in cache: nothing to gain.
-    if (bloom == null && hasGlobal) prefetch(DeleteKeyIndex.GlobalScope, hashes, n, entries)
-    if (bloom == null && scoped && scope != DeleteKeyIndex.GlobalScope) prefetch(scope, hashes, n, entries)
+    if (hasGlobal) prefetch(DeleteKeyIndex.GlobalScope, hashes, n, entries)
+    if (scoped && scope != DeleteKeyIndex.GlobalScope) prefetch(scope, hashes, n, entries)
     var i = 0
     while (i < n) {
       val hash = hashes(i)
@@ -157,22 +157,25 @@ final class HashedKeyIndex(
     }
   }
 
-  /** The home slots of `n` keys in `scope`, then the records their fingerprints point at, loaded (see `newestAll`). */
+  /**
+   * The home slots in `scope` of the keys the Bloom filter lets through, then the records their
+   * fingerprints point at, loaded (see `newestAll`). What a load read is stored in `entries`,
+   * which nothing reads after, so that the JIT keeps the load.
+   */
   private def prefetch(scope: Long, hashes: Array[Long], n: Int, entries: Array[Long]): Unit = {
     var i = 0
-    while (i < n) { entries(i) = slots(slot(hashes(i), scope)); i += 1 }
-    var touched = 0L
+    while (i < n) {
+      val hash = hashes(i)
+      entries(i) = if (mightContain(hash)) slots(slot(hash, scope)) else 0L
+      i += 1
+    }
     i = 0
     while (i < n) {
       val entry = entries(i)
-      if (entry != 0 && entry >>> 32 == hashes(i) >>> 32) touched += records((entry & 0xFFFFFFFFL).toInt - 1 + Sequence)
+      if (entry != 0 && entry >>> 32 == hashes(i) >>> 32) entries(i) = records((entry & 0xFFFFFFFFL).toInt - 1 + Sequence)
       i += 1
     }
-    lastTouched = touched
   }
-
-  // Written so that the JIT keeps prefetch's loads of the records: nothing reads it.
-  @volatile private var lastTouched = 0L
 
   private def sequenceOf(record: Int): Long = if (record < 0) DeleteKeyIndex.NoDelete else KeyBytes.readLong(records, record + Sequence)
 

@@ -112,21 +112,27 @@ class DeleteKeyIndexSuite extends AnyFunSuite {
     val random = new Random(21)
     def key(): Array[Any] = Array(if (random.nextInt(10) == 0) null else Integer.valueOf(random.nextInt(20)),
       if (random.nextInt(10) == 0) null else UTF8String.fromString(s"s${random.nextInt(50)}"))
-    val rows = Seq.fill(600)((Seq(Global, 0L, 1L)(random.nextInt(3)), key(), 1L + random.nextInt(20)))
-    for (bloomKeys <- Seq(0L, HashedKeyIndex.MaxBloomKeys)) {
-      val index = new HashedKeyIndex(types, 16, maxBloomKeys = bloomKeys)
+    // Global and scoped deletes, global only, scoped only.
+    for (scopes <- Seq(Seq(Global, 0L, 1L), Seq(Global), Seq(0L, 1L)); withBloom <- Seq(false, true)) {
+      val rows = Seq.fill(600)((scopes(random.nextInt(scopes.size)), key(), 1L + random.nextInt(20)))
+      val index = new HashedKeyIndex(types, 16, maxBloomKeys = if (withBloom) HashedKeyIndex.MaxBloomKeys else 0L)
       rows.foreach { case (s, k, seq) => index.add(s, k, seq) }
       index.seal()
+      // With no Bloom filter every hash may be there; with one, most of those never added are not.
+      val rejected = (1 to 100).count(h => !index.mightContain(h * 0x9E3779B97F4A7C15L))
+      assert(if (withBloom) rejected > 50 else rejected == 0, s"$rejected of 100 hashes rejected")
       val probes = rows.map(_._2) ++ Seq.fill(600)(key())
       val packed = new KeyBytes
       val offsets = new Array[Int](probes.size + 1)
       probes.zipWithIndex.foreach { case (k, i) => offsets(i) = packed.length; types.zip(k).foreach { case (t, v) => packed.put(t, v) } }
       offsets(probes.size) = packed.length
       val hashes = probes.map(KeyHash.of).toArray
-      for (scope <- Seq(0L, 1L, 2L)) {
+      // A data row's scope is never global, but newestAll is asked for it too.
+      for (scope <- Seq(Global, 0L, 1L, 2L)) {
         val (out, entries) = (new Array[Long](probes.size), new Array[Long](probes.size))
         index.newestAll(scope, hashes, packed.bytes, offsets, probes.size, out, entries)
         probes.zipWithIndex.foreach { case (k, i) =>
+          assert(out(i) == index.newestOf(scope, k), s"key ${k.toSeq} in scope $scope, deletes in scopes $scopes")
           assert(out(i) == expected(rows.map(r => (r._1, r._2.toSeq, r._3)), scope, k.toSeq), s"key ${k.toSeq} in scope $scope")
         }
       }

@@ -7,13 +7,14 @@ import org.apache.spark.unsafe.types.UTF8String
 
 /**
  * What the filter's hashed index costs by itself, with no Spark around it: `n` string delete
- * keys (key-1, key-3, ...) added as the read tasks ship them (hash, packed bytes; in the order
- * read, and ordered by home slot), then probed with `n` data keys key-0 .. key-(n-1), half of
- * them deleted, as the generated filter does: the hash, the Bloom filter, the key packed, the
- * table. The data keys lie off the heap, as Iceberg's vectorized reader leaves them. The scale
- * benchmark's string key at 10^7 x 10^7; PERFORMANCE.md quotes it.
+ * keys (key-1, key-3, ..., or UUID strings: `Shape`) added as the read tasks ship them (hash,
+ * packed bytes; in the order read, and ordered by home slot), then probed with `n` data keys
+ * key-0 .. key-(n-1), half of them deleted: one at a time as the generated filter does (the hash,
+ * the Bloom filter, the key packed, the table), batch by batch (`newestAll`), and in slot order.
+ * The data keys lie off the heap, as Iceberg's vectorized reader leaves them. The scale
+ * benchmark's string key at 10^7 x 10^7; PERFORMANCE.md and the scale notes quote it.
  *
- * {{{scripts/sbt.sh 'set spark41/Test/javaOptions += "-Xmx6g"' "spark41/Test/runMain eqdelete.deleteindex.HashedKeyIndexCost 10000000 [keys probed in slot order at once] [string|uuid]"}}}
+ * {{{scripts/sbt.sh 'set spark41/Test/javaOptions += "-Xmx8g"' "spark41/Test/runMain eqdelete.deleteindex.HashedKeyIndexCost 10000000 [keys probed in slot order at once] [string|uuid]"}}}
  */
 object HashedKeyIndexCost {
   private val Global = ScanDeletes.GlobalScope.toLong
@@ -21,7 +22,10 @@ object HashedKeyIndexCost {
   def main(args: Array[String]): Unit = {
     val n = args.headOption.map(_.toInt).getOrElse(10000000)
     args.drop(1).headOption.foreach(rows => FileRows = rows.toInt)
-    args.drop(2).headOption.foreach(shape => Shape = shape)
+    args.drop(2).headOption.foreach { shape =>
+      require(Set("string", "uuid").contains(shape), s"key shape string or uuid, not $shape")
+      Shape = shape
+    }
     val rounds = 5
     val (builds, orderedBuilds, probes, pairs) = (new Array[Double](rounds), new Array[Double](rounds), new Array[Double](rounds), new Array[Double](rounds))
     val (sortedProbes, sortedPairs) = (new Array[Double](rounds), new Array[Double](rounds))
