@@ -121,9 +121,12 @@ final class HashedKeyIndex(
    * The newest delete of the key (of `hash`, see [[KeyHash]]) in `scope` or globally, or
    * NoDelete; callers check `mightContain(hash)` first, before packing the key.
    */
-  def newest(scope: Long, hash: Long, key: KeyBytes): Long = {
-    val global = if (hasGlobal) sequenceOf(find(hash, DeleteKeyIndex.GlobalScope, key.bytes, 0, key.length)) else DeleteKeyIndex.NoDelete
-    if (scoped && scope != DeleteKeyIndex.GlobalScope) math.max(global, sequenceOf(find(hash, scope, key.bytes, 0, key.length))) else global
+  def newest(scope: Long, hash: Long, key: KeyBytes): Long = newestPacked(scope, hash, key.bytes, 0, key.length)
+
+  /** `newest` of the key packed in `length` bytes of `packed` from `offset`. */
+  private def newestPacked(scope: Long, hash: Long, packed: Array[Byte], offset: Int, length: Int): Long = {
+    val global = if (hasGlobal) sequenceOf(find(hash, DeleteKeyIndex.GlobalScope, packed, offset, length)) else DeleteKeyIndex.NoDelete
+    if (scoped && scope != DeleteKeyIndex.GlobalScope) math.max(global, sequenceOf(find(hash, scope, packed, offset, length))) else global
   }
 
   /**
@@ -146,13 +149,7 @@ final class HashedKeyIndex(
       val hash = hashes(i)
       out(i) =
         if (!mightContain(hash)) DeleteKeyIndex.NoDelete
-        else {
-          val from = offsets(i)
-          val length = offsets(i + 1) - from
-          val global = if (hasGlobal) sequenceOf(find(hash, DeleteKeyIndex.GlobalScope, packed, from, length)) else DeleteKeyIndex.NoDelete
-          if (scoped && scope != DeleteKeyIndex.GlobalScope) math.max(global, sequenceOf(find(hash, scope, packed, from, length)))
-          else global
-        }
+        else newestPacked(scope, hash, packed, offsets(i), offsets(i + 1) - offsets(i))
       i += 1
     }
   }
