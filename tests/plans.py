@@ -19,6 +19,20 @@ def nodes(plan: Any) -> Iterator[Any]:
         yield from nodes(child)
 
 
+def physical_nodes(plan: Any) -> Iterator[Any]:
+    """Every node of a physical plan as it ran: through adaptive execution's current plan and its
+    query stages, where a Spark line does not list them as inner children."""
+    yield plan
+    inner = _seq(plan.innerChildren())
+    name = str(plan.getClass().getSimpleName())
+    if not inner and name == "AdaptiveSparkPlanExec":
+        inner = [plan.executedPlan()]
+    elif not inner and name.endswith("QueryStageExec"):
+        inner = [plan.plan()]
+    for child in _seq(plan.children()) + inner:
+        yield from physical_nodes(child)
+
+
 def optimized(df: DataFrame) -> Any:
     return df._jdf.queryExecution().optimizedPlan()  # noqa: SLF001
 

@@ -4,6 +4,8 @@ import eqdelete.deleteindex.build.PlanDeleteKeyIndexes
 import eqdelete.rule.RewriteEqualityDeleteScans
 
 import org.apache.spark.sql.SparkSessionExtensions
+import org.apache.spark.sql.catalyst.rules.Rule
+import org.apache.spark.sql.execution.{ColumnarRule, SparkPlan}
 import org.apache.spark.sql.eqdelete.compat.EqDeleteConf
 
 /** What eqdelete adds to a session, on a Spark and Iceberg it supports. */
@@ -20,6 +22,10 @@ private[eqdelete] object Injections {
 
     // Plans the filter strategy's index subqueries, so indexes are built during execution.
     extensions.injectPlannerStrategy(_ => PlanDeleteKeyIndexes)
+    // Moves the filter's lookups of hashed keys below the columnar-to-row conversion, a batch at a time.
+    extensions.injectColumnar(session => new ColumnarRule {
+      override def postColumnarTransitions: Rule[SparkPlan] = eqdelete.filter.LookUpDeletedKeysInBatches(session)
+    })
     // Plans the join strategy's delete sides, whose nodes show what the join read and removed.
     extensions.injectPlannerStrategy(_ => eqdelete.join.PlanDeleteRows)
 

@@ -1,5 +1,6 @@
 package eqdelete.cost
 
+import eqdelete.deleteindex.DeleteKeyIndex
 import eqdelete.planning.{EqualityDeleteRef, EqualityDeleteSet}
 
 import org.apache.spark.sql.types.DataType
@@ -71,6 +72,9 @@ final case class IndexedSet(
     estimatedBytes: Long,
     coveredBy: Seq[Covering] = Nil,
     kind: IndexKind = IndexKind.Table) {
+  /** Whether the index is a [[eqdelete.deleteindex.HashedKeyIndex]] (the builder picks by the same test). */
+  def hashed: Boolean = kind == IndexKind.Table && !DeleteKeyIndex.isPrimitive(keyTypes, set.newestSequenceNumber)
+
   def describe: String =
     s"${kind.describe} of ${set.describeKeys}: ${read.files.size} file(s), ${read.records} row(s), ${read.tasks} read task(s)" +
       kind.detail + Covering.describe(coveredBy)

@@ -27,6 +27,9 @@ final class KeyBytes {
 
   def reset(): KeyBytes = { used = 0; this }
 
+  /** Drops what was put after the first `length` bytes (a key appended, then not wanted). */
+  def truncate(length: Int): Unit = { require(length <= used); used = length }
+
   def putNull(): Unit = { room(1); buffer(used) = 0; used += 1 }
 
   def putBoolean(value: Boolean): Unit = {
@@ -78,6 +81,37 @@ final class KeyBytes {
     case (d: DecimalType, v: Decimal) => putDecimal(v, d.precision, d.scale)
     case (t, v) if LongKeyIndex.supports(t) => putLong(KeyBits.of(v))
     case (t, v) => throw new IllegalArgumentException(s"not a $t key value: $v")
+  }
+
+  /**
+   * Appends the key of `row` (its columns at `ordinals`, of `types`) and returns its hash, as
+   * [[KeyHash]] hashes the same values boxed, without boxing the common types.
+   */
+  def putKey(row: InternalRow, ordinals: Array[Int], types: Array[DataType]): Long = {
+    var hash = KeyHash.Seed
+    var i = 0
+    while (i < types.length) {
+      val t = types(i)
+      val at = ordinals(i)
+      if (row.isNullAt(at)) {
+        hash = KeyHash.ofNull(hash)
+        putNull()
+      } else if (t == StringType) {
+        val s = row.getUTF8String(at)
+        hash = KeyHash.ofLong(hash, s.hashCode())
+        putUTF8String(s)
+      } else if (LongKeyIndex.supports(t)) {
+        val bits = KeyBits.at(row, at, t)
+        hash = KeyHash.ofLong(hash, bits)
+        putLong(bits)
+      } else {
+        val value = row.get(at, t)
+        hash = KeyHash.ofValue(hash, value)
+        put(t, value)
+      }
+      i += 1
+    }
+    hash
   }
 
   private def header(n: Int): Unit = {

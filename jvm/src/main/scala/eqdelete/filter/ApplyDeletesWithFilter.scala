@@ -32,7 +32,7 @@ object ApplyDeletesWithFilter {
       val removed = SQLMetrics.createMetric(session.sparkContext, "data rows removed by the index")
       val source = DeleteKeyIndexSource(indexed, scan.table.io(), scan.readSchema, covered.get(indexed.set.equalityIds), Some(removed))
       EqualityDeleteMatch(scan.keyColumns(indexed.set), scan.scope.child, scan.sequence.child,
-        ScalarSubquery(BuildDeleteKeyIndex(source)), Some(removed))
+        ScalarSubquery(BuildDeleteKeyIndex(source)), Some(removed), lookUpInBatches = indexed.hashed)
     }
     val deleted = matches.reduce[Expression](Or(_, _))
     Project(scan.columns, Filter(Not(deleted), scan.source))

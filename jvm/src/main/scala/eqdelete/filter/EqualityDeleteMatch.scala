@@ -22,9 +22,13 @@ import org.apache.spark.sql.types.{BooleanType, DataType}
  *
  * The key is looked up first; the row's sequence number (and, for global-only deletes, its
  * scope) is computed only for the few rows whose key has a delete.
+ *
+ * `lookUpInBatches`: the plan builds a [[HashedKeyIndex]] of this set, so where the scan reads
+ * columnar batches, [[LookUpDeletedKeysInBatches]] moves the lookup into
+ * [[LookUpDeletedKeysExec]], which looks up a batch's keys together.
  */
 case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequence: Expression, index: Expression,
-    removed: Option[SQLMetric] = None) extends Expression with NonSQLExpression {
+    removed: Option[SQLMetric] = None, lookUpInBatches: Boolean = false) extends Expression with NonSQLExpression {
 
   override def children: Seq[Expression] = keys ++ Seq(scope, sequence, index)
   override def dataType: DataType = BooleanType
@@ -33,7 +37,7 @@ case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequenc
   override def toString: String = s"$prettyName(${keys.mkString(", ")}; index $index)"
 
   /** The broadcast index; only once the subquery has run (during execution). */
-  private def broadcast: Broadcast[DeleteKeyIndex] = BroadcastHandle.read(index.eval(null).asInstanceOf[Array[Byte]])
+  private[filter] def broadcast: Broadcast[DeleteKeyIndex] = BroadcastHandle.read(index.eval(null).asInstanceOf[Array[Byte]])
 
   @transient private lazy val deleteKeys: DeleteKeyIndex = broadcast.value
 

@@ -8,10 +8,13 @@ import eqdelete.planning.{DataFileScopes, ScanDeletes}
 import eqdelete.scan.DataFileProperty
 import eqdelete.testing.TestSpark
 
+import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{BoundReference, Expression, GenericInternalRow, Literal}
 import org.apache.spark.sql.catalyst.expressions.codegen.GenerateUnsafeProjection
+import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector
 import org.apache.spark.sql.types.{BinaryType, BooleanType, DataType, Decimal, DecimalType, DoubleType, FloatType, IntegerType, LongType, StringType}
+import org.apache.spark.sql.vectorized.{ColumnVector, ColumnarBatch}
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -89,14 +92,53 @@ class ExpressionEvaluationSuite extends AnyFunSuite {
       case (null, _) | (_, null) => false
       case (x: AnyRef, y: AnyRef) => x.equals(y)
     }
+    def deleted(key: Seq[Any], scope: Long, seq: Long) = deletes.exists { case (s, k, dseq) =>
+      (s == scope || s == ScanDeletes.GlobalScope) && k.zip(key).forall { case (a, b) => same(a, b) } && seq < dseq
+    }
     val results = bothWays(expression, inputs)
     rows.zip(results).foreach { case ((key, scope, seq), (interpreted, compiled)) =>
-      val deleted = deletes.exists { case (s, k, dseq) =>
-        (s == scope || s == ScanDeletes.GlobalScope) && k.zip(key).forall { case (a, b) => same(a, b) } && seq < dseq
-      }
-      assert(interpreted == deleted && compiled == deleted, s"key $key scope $scope seq $seq")
+      val expected = deleted(key, scope, seq)
+      assert(interpreted == expected && compiled == expected, s"key $key scope $scope seq $seq")
     }
+
+    // A batch at a time, as LookUpDeletedKeysExec asks: rows as they come (runs of a row or
+    // two, told apart by the scope and sequence columns), and rows of a few files in long runs
+    // (told apart by a file name column, past the 256 keys looked up together).
+    val k = types.size
+    val scattered = BatchDeleteLookup(broadcast.asInstanceOf[Broadcast[DeleteKeyIndex]], types.indices.toArray, types.toArray,
+      BoundReference(k, LongType, nullable = false), BoundReference(k + 1, LongType, nullable = false),
+      Array(k, k + 1), Array(LongType, LongType), None)
+    checkBatch(scattered, types :+ LongType :+ LongType, rows.map { case (key, scope, seq) => key :+ scope :+ seq }, rows.map {
+      case (key, scope, seq) => deleted(key, scope, seq) })
+    val byFile = rows.sortBy { case (_, scope, seq) => (scope, seq) }
+    checkBatch(scattered.copy(runOrdinals = Array(k + 2), runTypes = Array(StringType)), types :+ LongType :+ LongType :+ StringType,
+      byFile.map { case (key, scope, seq) => key :+ scope :+ seq :+ UTF8String.fromString(s"file-$scope-$seq") },
+      byFile.map { case (key, scope, seq) => deleted(key, scope, seq) })
     broadcast.destroy()
+  }
+
+  private def checkBatch(lookup: BatchDeleteLookup, types: Seq[DataType], rows: Seq[Seq[Any]], expected: Seq[Boolean]): Unit = {
+    val columns = types.zipWithIndex.map { case (t, c) =>
+      val vector = new OnHeapColumnVector(rows.size, t)
+      rows.zipWithIndex.foreach { case (row, i) =>
+        (t, row(c)) match {
+          case (_, null) => vector.putNull(i)
+          case (LongType, v: java.lang.Long) => vector.putLong(i, v)
+          case (IntegerType, v: Integer) => vector.putInt(i, v)
+          case (DoubleType, v: java.lang.Double) => vector.putDouble(i, v)
+          case (FloatType, v: java.lang.Float) => vector.putFloat(i, v)
+          case (BooleanType, v: java.lang.Boolean) => vector.putBoolean(i, v)
+          case (StringType, v: UTF8String) => vector.putByteArray(i, v.getBytes)
+          case (BinaryType, v: Array[Byte]) => vector.putByteArray(i, v)
+          case (d: DecimalType, v: Decimal) => vector.putDecimal(i, v, d.precision)
+          case (other, v) => fail(s"no vector for $v of $other")
+        }
+      }
+      vector: ColumnVector
+    }
+    val out = new OnHeapColumnVector(rows.size, BooleanType)
+    lookup.forTask().mark(new ColumnarBatch(columns.toArray, rows.size), out)
+    expected.zipWithIndex.foreach { case (e, i) => assert(out.getBoolean(i) == e, s"row ${rows(i)} in a batch") }
   }
 
   /** A value of `t` from a small range (so keys repeat), NULL one time in ten. */

@@ -162,6 +162,13 @@ object EqDeleteConf {
       "of memory the query fails with an error saying so; the session stays up.",
     default = false)
 
+  val FILTER_BATCHED_LOOKUP: ConfigEntry[Boolean] = booleanConf("filter.batchedLookup",
+    "Where a scan reads columnar batches (Iceberg's vectorized Parquet and ORC reads) and the " +
+      "filter strategy's index is a hashed one (string, binary, decimal, boolean or composite keys), " +
+      "look up a batch's keys together in a LookUpDeletedKeys node below the filter, so their cache " +
+      "misses overlap, instead of one row at a time in the filter's predicate. The same rows either way.",
+    default = true)
+
   val FILTER_CACHE_MAX_KEYS: ConfigEntry[Long] = countConf("filter.cacheMaxKeys",
     "The filter strategy keeps the delete indexes it builds (driver and executor memory, " +
     "about 64 bytes per key for one integral key column; for other keys about 60 bytes plus " +
@@ -334,6 +341,7 @@ object EqDeleteConf {
   def joinBroadcastMaxBytes(conf: SQLConf): Long = conf.getConf(JOIN_BROADCAST_MAX_BYTES)
   def filterMaxHeapFraction(conf: SQLConf): Double = conf.getConf(FILTER_MAX_HEAP_FRACTION)
   def filterForce(conf: SQLConf): Boolean = conf.getConf(FILTER_FORCE)
+  def filterBatchedLookup(conf: SQLConf): Boolean = conf.getConf(FILTER_BATCHED_LOOKUP)
   def filterCacheMaxKeys(conf: SQLConf): Long = conf.getConf(FILTER_CACHE_MAX_KEYS)
   def maintainMaxAttempts(conf: SQLConf): Long = conf.getConf(MAINTAIN_MAX_ATTEMPTS)
   def maintainRetryWaitMillis(conf: SQLConf): Long = conf.getConf(MAINTAIN_RETRY_WAIT_MILLIS)
