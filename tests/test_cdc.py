@@ -17,6 +17,8 @@ from eqdelete.tools.cdc import CdcSpec, generate
         (("int", "string"), "identity", 2),
         (("string", "date", "decimal"), "bucket", 2),
         (("timestamp", "long"), "day", 3),
+        (("uuid_string",), "none", 2),
+        (("uuid", "date"), "bucket", 2),
     ],
 )
 def test_generated_table_matches_expected_rows(spark: SparkSession, table_name: str, keys, partitioning, version) -> None:
@@ -28,7 +30,8 @@ def test_generated_table_matches_expected_rows(spark: SparkSession, table_name: 
     generate(spark, spec, progress=messages.append)
     assert len(messages) == 1 + spec.commits, "a progress line for the base load and each commit"
 
-    with eqdelete.use_strategy(spark, "native"):
+    # Iceberg's own reader loses uuid deletes (docs/known-iceberg-issues.md): read those with eqdelete's filter.
+    with eqdelete.use_strategy(spark, "filter" if "uuid" in keys else "native"):
         actual = sorted_rows(spark.table(table_name).collect())
     expected = sorted_rows(spec.expected(spark).collect())
     assert actual == expected

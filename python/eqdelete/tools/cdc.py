@@ -24,7 +24,9 @@ from eqdelete._progress import stderr_reporter
 from eqdelete.config import PROCEDURE_CATALOG
 from eqdelete.deletes import write_equality_deletes
 
-KEY_TYPES = ("int", "long", "string", "date", "decimal", "timestamp")
+#: ``uuid_string``: a random-looking 36-character UUID in a STRING column (what Debezium and
+#: Kafka Connect write); ``uuid``: the same values in a column of Iceberg's ``uuid`` type.
+KEY_TYPES = ("int", "long", "string", "date", "decimal", "timestamp", "uuid_string", "uuid")
 PARTITIONINGS = {
     "none": None,
     "identity": "region",
@@ -160,9 +162,47 @@ class CdcSpec:
         )
 
     def ddl(self) -> str:
+        """The table's CREATE TABLE (a ``uuid`` key as STRING: Spark's DDL has no uuid type, see ``create``)."""
         key_ddl = ", ".join(f"{c} {_SQL_TYPES[t]}" for c, t in zip(self.key_columns, self.key_types))
         partition = PARTITIONINGS[self.partitioning]
-        properties = {
+        props = ", ".join(f"'{k}'='{v}'" for k, v in self.properties().items())
+        return (
+            f"CREATE TABLE {self.table} ({key_ddl}, region INT, created_at TIMESTAMP, "
+            f"version INT, payload STRING, amount DOUBLE) USING iceberg"
+            + (f" PARTITIONED BY ({partition})" if partition else "")
+            + f" TBLPROPERTIES ({props})"
+        )
+
+    def create(self, spark: SparkSession) -> None:
+        """Creates the (absent) table: by its DDL, or with ``uuid`` keys through Iceberg's catalog API."""
+        uuid_keys = {c for c, t in zip(self.key_columns, self.key_types) if t == "uuid"}
+        if not uuid_keys:
+            spark.sql(self.ddl())
+            return
+        if _remote.is_remote(spark):
+            raise ValueError("a uuid key column needs Iceberg's Java API: generate the table in a classic session")
+        # Spark's schema of the DDL, converted by Iceberg (its field ids), with uuid keys retyped.
+        from eqdelete._jvm import _class, _jsession
+
+        ddl = self.ddl()
+        columns = ddl[ddl.index("(") + 1 : ddl.index(") USING iceberg")]
+        schema = _class(spark, "org.apache.iceberg.spark.SparkSchemaUtil").convert(
+            _class(spark, "org.apache.spark.sql.types.StructType").fromDDL(columns))
+        types = spark.sparkContext._jvm.org.apache.iceberg.types.Types  # noqa: SLF001
+        fields = [types.NestedField.optional(f.fieldId(), f.name(), types.UUIDType.get()) if f.name() in uuid_keys else f
+                  for f in schema.columns()]
+        schema = spark.sparkContext._jvm.org.apache.iceberg.Schema(fields)  # noqa: SLF001
+        builder = _class(spark, "org.apache.iceberg.PartitionSpec").builderFor(schema)
+        partition = {"none": lambda b: b, "identity": lambda b: b.identity("region"),
+                     "bucket": lambda b: b.bucket("k1", 8), "day": lambda b: b.day("created_at")}[self.partitioning]
+        catalog_name, namespace, name = self.table.split(".")
+        catalog = _class(spark, "org.apache.iceberg.spark.Spark3Util").loadIcebergCatalog(_jsession(spark), catalog_name)
+        identifier = _class(spark, "org.apache.iceberg.catalog.TableIdentifier").parse(f"{namespace}.{name}")
+        catalog.createTable(identifier, schema, partition(builder).build(), self.properties())
+
+    def properties(self) -> dict[str, str]:
+        """The table's properties: merge-on-read, and the base load's files as asked."""
+        return {
             "format-version": str(self.format_version),
             "write.delete.mode": "merge-on-read",
             "write.update.mode": "merge-on-read",
@@ -172,13 +212,6 @@ class CdcSpec:
             "write.spark.fanout.enabled": "true",
             **self.extra_properties,
         }
-        props = ", ".join(f"'{k}'='{v}'" for k, v in properties.items())
-        return (
-            f"CREATE TABLE {self.table} ({key_ddl}, region INT, created_at TIMESTAMP, "
-            f"version INT, payload STRING, amount DOUBLE) USING iceberg"
-            + (f" PARTITIONED BY ({partition})" if partition else "")
-            + f" TBLPROPERTIES ({props})"
-        )
 
     def expected(self, spark: SparkSession) -> DataFrame:
         """The rows the table must hold after all commits, computed without Iceberg."""
@@ -200,6 +233,8 @@ _SQL_TYPES = {
     "date": "DATE",
     "decimal": "DECIMAL(18,2)",
     "timestamp": "TIMESTAMP",
+    "uuid_string": "STRING",
+    "uuid": "STRING",  # created as Iceberg's uuid type (CdcSpec.create); Spark reads it as a string
 }
 
 
@@ -214,6 +249,11 @@ def _typed(number: Column, key_type: str) -> Column:
         return F.date_add(F.lit("2000-01-01").cast("date"), number.cast("int"))
     if key_type == "decimal":
         return number.cast("decimal(18,2)")
+    if key_type in ("uuid_string", "uuid"):
+        # 128 bits from two hashes of the number, written as a UUID: unique for every table here.
+        hexes = [F.lpad(F.lower(F.hex(F.xxhash64(F.lit(seed), number))), 16, "0") for seed in (0x5EED, 0xC0DE)]
+        parts = [hexes[0].substr(1, 8), hexes[0].substr(9, 4), hexes[0].substr(13, 4), hexes[1].substr(1, 4), hexes[1].substr(5, 12)]
+        return F.concat_ws("-", *parts)
     return F.timestamp_seconds(F.lit(1_500_000_000) + number)
 
 
@@ -276,7 +316,7 @@ def generate(
         spark.sql(f"DROP TABLE {spec.table} PURGE")
     namespace = spec.table.rsplit(".", 1)[0]
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
-    spark.sql(spec.ddl())
+    spec.create(spark)
     try:
         _write_history(spark, spec, report)
     except BaseException:

@@ -11,6 +11,7 @@ from typing import Any
 
 from eqdelete import _jvm
 from eqdelete.tools.cdc import KEY_TYPES, LAYOUTS, PARTITIONINGS, CdcSpec, generate
+from eqdelete.tools.scale import KEY_SHAPES
 from eqdelete.compare import ResultsDifferError, compare
 from eqdelete.config import DEFAULT_CATALOG, DEFAULT_WAREHOUSE, session
 from eqdelete.errors import CommitOutcomeUnknownError, ResolveConflictError, ResolveFailedError, one_line
@@ -685,8 +686,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-rows", type=int, help="with --scale: only points of at most this many data and delete rows")
     bench.add_argument("--at", type=_sizes, help="with --scale: only the points of these sizes on their axis (data rows "
                                                  "on data_rows, delete rows on delete_rows, new delete rows on delta), e.g. 1e8,1e7")
-    bench.add_argument("--keys", choices=["long", "string", "composite"], default="long",
-                       help="with --scale: the tables' key, one long column, one string column, or (long, string, "
+    bench.add_argument("--keys", choices=list(KEY_SHAPES), default="long",
+                       help="with --scale: the tables' key, one long column, one string column ('key-<n>'), a "
+                            "random 36-character UUID string, the same in Iceberg's uuid type, or (long, string, "
                             "date) (default: %(default)s)")
     bench.add_argument("--time-box", type=float, default=600.0,
                        help="with --scale: seconds a native run (with --resolve: rewrite_data_files) may take before it is "

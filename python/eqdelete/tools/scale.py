@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -61,7 +61,8 @@ NATIVE_BYTES_PER_DELETE_ROW = 150
 DELETES_VIEW = "eqdelete_scale_delete_keys"
 DATA_VIEW = "eqdelete_scale_data_rows"
 #: Key shapes an axis can be run with: the generator's key types of each.
-KEY_SHAPES: dict[str, tuple[str, ...]] = {"long": ("long",), "string": ("string",), "composite": ("long", "string", "date")}
+KEY_SHAPES: dict[str, tuple[str, ...]] = {"long": ("long",), "string": ("string",), "uuid": ("uuid_string",),
+                                          "uuid_type": ("uuid",), "composite": ("long", "string", "date")}
 #: The delete axis of the hashed index's shapes: to 10^7 delete rows.
 HASHED_DELETE_AXIS = tuple(d for d in DELETE_AXIS if d <= 10**7)
 REFERENCE_STYLES = {"floor": {"linestyle": ":", "color": "grey"}, "floor_keys": {"linestyle": "--", "color": "grey"},
@@ -163,7 +164,9 @@ def build(spark: SparkSession, point: ScalePoint, progress: Callable[[str], None
     progress("writing the floor (the live rows, without delete files)")
     floor = f"{spec.table}_floor"
     spark.sql(f"DROP TABLE IF EXISTS {floor} PURGE")
-    live_rows(spark, point).writeTo(floor).using("iceberg").create()
+    # The table's own schema (a uuid key stays Iceberg's uuid type, read as the table's is).
+    replace(spec, table=floor).create(spark)
+    live_rows(spark, point).writeTo(floor).append()
     return floor
 
 
