@@ -195,9 +195,9 @@ class CdcSpec:
         builder = _class(spark, "org.apache.iceberg.PartitionSpec").builderFor(schema)
         partition = {"none": lambda b: b, "identity": lambda b: b.identity("region"),
                      "bucket": lambda b: b.bucket("k1", 8), "day": lambda b: b.day("created_at")}[self.partitioning]
-        catalog_name, namespace, name = self.table.split(".")
+        catalog_name, identifier_text = self.table.split(".", 1)
         catalog = _class(spark, "org.apache.iceberg.spark.Spark3Util").loadIcebergCatalog(_jsession(spark), catalog_name)
-        identifier = _class(spark, "org.apache.iceberg.catalog.TableIdentifier").parse(f"{namespace}.{name}")
+        identifier = _class(spark, "org.apache.iceberg.catalog.TableIdentifier").parse(identifier_text)
         catalog.createTable(identifier, schema, partition(builder).build(), self.properties())
 
     def properties(self) -> dict[str, str]:

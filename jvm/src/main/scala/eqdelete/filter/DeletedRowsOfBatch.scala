@@ -4,7 +4,6 @@ import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBytes}
 
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.sql.catalyst.expressions.Expression
-import org.apache.spark.sql.execution.metric.SQLMetric
 import org.apache.spark.sql.execution.vectorized.WritableColumnVector
 import org.apache.spark.sql.types.{DataType, LongType, StringType}
 import org.apache.spark.sql.vectorized.ColumnarBatch
@@ -22,8 +21,7 @@ private[filter] final case class BatchDeleteLookup(
     scope: Expression,
     sequence: Expression,
     runOrdinals: Array[Int],
-    runTypes: Array[DataType],
-    removed: Option[SQLMetric]) {
+    runTypes: Array[DataType]) {
   require(runTypes.forall(BatchDeleteLookup.runTypeSupported), s"runs of rows by columns of types ${runTypes.mkString(", ")}")
 
   /** One task's lookups, with its own scratch room. */
@@ -56,7 +54,6 @@ private[filter] final class DeletedRowsOfBatch(lookup: BatchDeleteLookup) {
   /** Sets `out`'s rows 0 until the batch's row count to whether each row is deleted. */
   def mark(batch: ColumnarBatch, out: WritableColumnVector): Unit = {
     val n = batch.numRows
-    var removed = 0L
     var start = 0
     while (start < n) {
       val end = runEnd(batch, start, n)
@@ -66,16 +63,15 @@ private[filter] final class DeletedRowsOfBatch(lookup: BatchDeleteLookup) {
       var from = start
       while (from < end) {
         val until = math.min(end, from + Part)
-        removed += markPart(batch, from, until, scope, sequence, out)
+        markPart(batch, from, until, scope, sequence, out)
         from = until
       }
       start = end
     }
-    lookup.removed.foreach(_.add(removed))
   }
 
-  /** Rows `from` until `until`, of one scope and sequence number; returns how many are deleted. */
-  private def markPart(batch: ColumnarBatch, from: Int, until: Int, scope: Long, sequence: Long, out: WritableColumnVector): Int = {
+  /** Rows `from` until `until`, of one scope and sequence number. */
+  private def markPart(batch: ColumnarBatch, from: Int, until: Int, scope: Long, sequence: Long, out: WritableColumnVector): Unit = {
     index match {
       case hashed: HashedKeyIndex =>
         keys.reset()
@@ -104,15 +100,11 @@ private[filter] final class DeletedRowsOfBatch(lookup: BatchDeleteLookup) {
           i += 1
         }
     }
-    var deleted = 0
     var i = 0
     while (i < until - from) {
-      val d = newest(i) != DeleteKeyIndex.NoDelete && sequence < newest(i)
-      out.putBoolean(from + i, d)
-      if (d) deleted += 1
+      out.putBoolean(from + i, newest(i) != DeleteKeyIndex.NoDelete && sequence < newest(i))
       i += 1
     }
-    deleted
   }
 
   /** The end of the run of rows from `start` whose run columns equal `start`'s. */

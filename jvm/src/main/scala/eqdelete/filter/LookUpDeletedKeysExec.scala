@@ -3,7 +3,8 @@ package eqdelete.filter
 import org.apache.spark.TaskContext
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeSet, BindReferences, Expression}
+import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeSet, BindReferences, Expression, SortOrder}
+import org.apache.spark.sql.catalyst.plans.physical.Partitioning
 import org.apache.spark.sql.execution.{SparkPlan, UnaryExecNode}
 import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector
@@ -13,8 +14,9 @@ import org.apache.spark.sql.vectorized.{ColumnVector, ColumnarBatch}
 /**
  * Columnar: passes `child`'s batches on with one boolean column more per lookup of `lookups`,
  * `deleted`'s attribute of the same position: whether that lookup's delete rows delete the row.
- * The filter above reads those columns where it evaluated each [[EqualityDeleteMatch]] row by
- * row; here the keys of a batch are looked up together ([[DeletedRowsOfBatch]]).
+ * The filter above reads those columns ([[DeletedInBatch]], which counts the rows removed) where
+ * it evaluated each [[EqualityDeleteMatch]] row by row; here the keys of a batch are looked up
+ * together ([[DeletedRowsOfBatch]]).
  *
  * The lookups are expressions of this node, so Spark runs their index subqueries before it
  * executes the node, as it did for the filter's.
@@ -26,6 +28,8 @@ case class LookUpDeletedKeysExec(lookups: Seq[EqualityDeleteMatch], deleted: Seq
   override def output: Seq[Attribute] = child.output ++ deleted
   override def producedAttributes: AttributeSet = AttributeSet(deleted)
   override def supportsColumnar: Boolean = true
+  override def outputPartitioning: Partitioning = child.outputPartitioning
+  override def outputOrdering: Seq[SortOrder] = child.outputOrdering
 
   override lazy val metrics: Map[String, SQLMetric] = Map(
     "lookupTime" -> SQLMetrics.createNanoTimingMetric(sparkContext, "time looking up delete keys"))
@@ -76,8 +80,7 @@ case class LookUpDeletedKeysExec(lookups: Seq[EqualityDeleteMatch], deleted: Seq
       BindReferences.bindReference(lookup.scope, input),
       BindReferences.bindReference(lookup.sequence, input),
       runs.map(ordinal).toArray,
-      runs.map(_.dataType).toArray,
-      lookup.removed)
+      runs.map(_.dataType).toArray)
   }
 
   override protected def withNewChildInternal(newChild: SparkPlan): LookUpDeletedKeysExec = copy(child = newChild)

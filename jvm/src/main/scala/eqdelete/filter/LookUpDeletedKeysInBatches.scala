@@ -3,7 +3,7 @@ package eqdelete.filter
 import eqdelete.deleteindex.KeyBytes
 
 import org.apache.spark.sql.SparkSession
-import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeReference, AttributeSet, Expression}
+import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeReference, AttributeSet, Expression, IsNotNull, PredicateHelper}
 import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.eqdelete.compat.EqDeleteConf
 import org.apache.spark.sql.execution.{ColumnarToRowExec, FilterExec, ProjectExec, SparkPlan}
@@ -22,24 +22,33 @@ import org.apache.spark.sql.types.BooleanType
  *                                                                    scan
  * }}}
  * Only lookups it can bind: top-level keys of packable types, scope and sequence number from
- * columns of the scan that mark runs of rows (`_file`). Everything else keeps the row-at-a-time
- * predicate, which gives the same rows. Off with spark.eqdelete.filter.batchedLookup=false.
+ * columns of the scan that mark runs of rows (`_file`); and only filters that hold nothing else
+ * (see `onlyDeletes`). Everything else keeps the row-at-a-time predicate, which gives the same
+ * rows. Off with spark.eqdelete.filter.batchedLookup=false.
  */
-case class LookUpDeletedKeysInBatches(session: SparkSession) extends Rule[SparkPlan] {
+case class LookUpDeletedKeysInBatches(session: SparkSession) extends Rule[SparkPlan] with PredicateHelper {
 
   override def apply(plan: SparkPlan): SparkPlan =
     if (!EqDeleteConf.filterBatchedLookup(session.sessionState.conf)) plan
     else plan.transformUp {
-      case filter @ FilterExec(condition, ColumnarToRowExec(scan)) =>
+      case filter @ FilterExec(condition, ColumnarToRowExec(scan)) if onlyDeletes(condition) =>
         val lookups = condition.collect { case m: EqualityDeleteMatch if bindable(m, scan.outputSet) => m }.distinct
         if (lookups.isEmpty) filter
         else {
           val deleted = lookups.map(_ => AttributeReference("eqdelete_deleted", BooleanType, nullable = false)())
-          val column = lookups.zip(deleted).toMap[Expression, Attribute]
-          val reading = condition.transform { case m: EqualityDeleteMatch if column.contains(m) => column(m) }
+          val column = lookups.zip(deleted).toMap
+          val reading = condition.transform { case m: EqualityDeleteMatch if column.contains(m) => DeletedInBatch(column(m), m.removed) }
           ProjectExec(filter.output, FilterExec(reading, ColumnarToRowExec(LookUpDeletedKeysExec(lookups, deleted, scan))))
         }
     }
+
+  /**
+   * Whether the filter holds nothing but the deletes (and Spark's null checks). A query's own
+   * row filter is evaluated first in the same predicate, and a row it drops is never looked up;
+   * the batch would look up every row, so a selective query keeps the row-at-a-time lookup.
+   */
+  private def onlyDeletes(condition: Expression): Boolean =
+    splitConjunctivePredicates(condition).forall(c => c.isInstanceOf[IsNotNull] || c.exists(_.isInstanceOf[EqualityDeleteMatch]))
 
   private def bindable(m: EqualityDeleteMatch, columns: AttributeSet): Boolean = {
     val runs = m.scope.references ++ m.sequence.references

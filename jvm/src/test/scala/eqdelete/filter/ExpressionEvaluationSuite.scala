@@ -107,7 +107,7 @@ class ExpressionEvaluationSuite extends AnyFunSuite {
     val k = types.size
     val scattered = BatchDeleteLookup(broadcast.asInstanceOf[Broadcast[DeleteKeyIndex]], types.indices.toArray, types.toArray,
       BoundReference(k, LongType, nullable = false), BoundReference(k + 1, LongType, nullable = false),
-      Array(k, k + 1), Array(LongType, LongType), None)
+      Array(k, k + 1), Array(LongType, LongType))
     checkBatch(scattered, types :+ LongType :+ LongType, rows.map { case (key, scope, seq) => key :+ scope :+ seq }, rows.map {
       case (key, scope, seq) => deleted(key, scope, seq) })
     val byFile = rows.sortBy { case (_, scope, seq) => (scope, seq) }
