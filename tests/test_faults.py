@@ -27,6 +27,7 @@ BAD_VALUES = {
     "spark.eqdelete.join.broadcastMaxBytes": ("-5", "or -1"),
     "spark.eqdelete.filter.maxHeapFraction": ("1.5", "above 0 and at most 1"),
     "spark.eqdelete.filter.force": ("yes please", "true or false"),
+    "spark.eqdelete.filter.batchedLookup": ("sometimes", "true or false"),
     "spark.eqdelete.filter.cacheMaxKeys": ("1.5", "a whole number of at least 0"),
     "spark.eqdelete.maintain.maxAttempts": ("0", "a whole number of at least 1"),
     "spark.eqdelete.maintain.retryWaitMillis": ("-1", "a whole number of at least 0"),
