@@ -120,6 +120,13 @@ def plan_decisions(df: DataFrame) -> list[dict[str, Any]]:
     return _decision_dicts(_class(spark, "eqdelete.explain.DecisionLog").ofPlanAsJava(plan))
 
 
+def iceberg_catalog(spark: SparkSession, table: str) -> tuple[Any, Any]:
+    """Iceberg's catalog of ``table`` (``<catalog>.<namespace...>.<name>``) and the table's identifier in it."""
+    catalog_name, identifier = table.split(".", 1)
+    catalog = _class(spark, "org.apache.iceberg.spark.Spark3Util").loadIcebergCatalog(_jsession(spark), catalog_name)
+    return catalog, _class(spark, "org.apache.iceberg.catalog.TableIdentifier").parse(identifier)
+
+
 def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
     """The table's current snapshot id, from Iceberg's catalog (no Spark job)."""
     jtable = _class(spark, "org.apache.iceberg.spark.Spark3Util").loadIcebergTable(_jsession(spark), table)

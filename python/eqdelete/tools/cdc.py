@@ -161,14 +161,16 @@ class CdcSpec:
             .when(u < self.delete_fraction + self.upsert_fraction, F.lit("upsert"))
         )
 
-    def ddl(self) -> str:
-        """The table's CREATE TABLE (a ``uuid`` key as STRING: Spark's DDL has no uuid type, see ``create``)."""
+    def columns_ddl(self) -> str:
+        """The table's columns as DDL (a ``uuid`` key as STRING: Spark's DDL has no uuid type, see ``create``)."""
         key_ddl = ", ".join(f"{c} {_SQL_TYPES[t]}" for c, t in zip(self.key_columns, self.key_types))
+        return f"{key_ddl}, region INT, created_at TIMESTAMP, version INT, payload STRING, amount DOUBLE"
+
+    def ddl(self) -> str:
         partition = PARTITIONINGS[self.partitioning]
         props = ", ".join(f"'{k}'='{v}'" for k, v in self.properties().items())
         return (
-            f"CREATE TABLE {self.table} ({key_ddl}, region INT, created_at TIMESTAMP, "
-            f"version INT, payload STRING, amount DOUBLE) USING iceberg"
+            f"CREATE TABLE {self.table} ({self.columns_ddl()}) USING iceberg"
             + (f" PARTITIONED BY ({partition})" if partition else "")
             + f" TBLPROPERTIES ({props})"
         )
@@ -182,12 +184,10 @@ class CdcSpec:
         if _remote.is_remote(spark):
             raise ValueError("a uuid key column needs Iceberg's Java API: generate the table in a classic session")
         # Spark's schema of the DDL, converted by Iceberg (its field ids), with uuid keys retyped.
-        from eqdelete._jvm import _class, _jsession
+        from eqdelete._jvm import _class, iceberg_catalog
 
-        ddl = self.ddl()
-        columns = ddl[ddl.index("(") + 1 : ddl.index(") USING iceberg")]
         schema = _class(spark, "org.apache.iceberg.spark.SparkSchemaUtil").convert(
-            _class(spark, "org.apache.spark.sql.types.StructType").fromDDL(columns))
+            _class(spark, "org.apache.spark.sql.types.StructType").fromDDL(self.columns_ddl()))
         types = spark.sparkContext._jvm.org.apache.iceberg.types.Types  # noqa: SLF001
         fields = [types.NestedField.optional(f.fieldId(), f.name(), types.UUIDType.get()) if f.name() in uuid_keys else f
                   for f in schema.columns()]
@@ -195,9 +195,7 @@ class CdcSpec:
         builder = _class(spark, "org.apache.iceberg.PartitionSpec").builderFor(schema)
         partition = {"none": lambda b: b, "identity": lambda b: b.identity("region"),
                      "bucket": lambda b: b.bucket("k1", 8), "day": lambda b: b.day("created_at")}[self.partitioning]
-        catalog_name, identifier_text = self.table.split(".", 1)
-        catalog = _class(spark, "org.apache.iceberg.spark.Spark3Util").loadIcebergCatalog(_jsession(spark), catalog_name)
-        identifier = _class(spark, "org.apache.iceberg.catalog.TableIdentifier").parse(identifier_text)
+        catalog, identifier = iceberg_catalog(spark, self.table)
         catalog.createTable(identifier, schema, partition(builder).build(), self.properties())
 
     def properties(self) -> dict[str, str]:

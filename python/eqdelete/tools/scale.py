@@ -201,12 +201,10 @@ def _files_read(spark: SparkSession, table: str, paths: list[str], columns: list
     reader; where the table has a uuid column, which Spark's reader refuses (FIXED_LEN_BYTE_ARRAY
     (UUID)), by Iceberg's vectorized reader instead, through a table ``<table>_<role>_files`` that
     holds the files as its data files (dropped without purge: they are ``table``'s)."""
-    from eqdelete._jvm import _class, _jsession
+    from eqdelete._jvm import _class, iceberg_catalog
 
-    catalog_name, identifier_text = table.split(".", 1)
-    catalog = _class(spark, "org.apache.iceberg.spark.Spark3Util").loadIcebergCatalog(_jsession(spark), catalog_name)
-    identifiers = _class(spark, "org.apache.iceberg.catalog.TableIdentifier")
-    source = catalog.loadTable(identifiers.parse(identifier_text))
+    catalog, identifier = iceberg_catalog(spark, table)
+    source = catalog.loadTable(identifier)
     if not any(str(field.type()) == "uuid" for field in source.schema().columns()):
         read = spark.read.parquet(*paths)
         return read.select(*columns) if columns else read
@@ -214,7 +212,7 @@ def _files_read(spark: SparkSession, table: str, paths: list[str], columns: list
     name = f"{table}_{role}_files"
     spark.sql(f"DROP TABLE IF EXISTS {name}")  # no PURGE: its files are the table's
     unpartitioned = _class(spark, "org.apache.iceberg.PartitionSpec").unpartitioned()
-    files = catalog.createTable(identifiers.parse(name.split(".", 1)[1]), schema, unpartitioned)
+    files = catalog.createTable(iceberg_catalog(spark, name)[1], schema, unpartitioned)
     sizes = {r[0]: (r[1], r[2]) for r in spark.sql(f"SELECT file_path, file_size_in_bytes, record_count FROM {table}.files").collect()}
     append = files.newAppend()
     for path in paths:
