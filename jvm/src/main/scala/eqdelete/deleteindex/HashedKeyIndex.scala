@@ -26,7 +26,7 @@ final class HashedKeyIndex(
     maxRecordBytes: Long = HashedKeyIndex.MaxRecordBytes, // smaller in tests only
     maxBloomKeys: Long = HashedKeyIndex.MaxBloomKeys) // likewise
   extends DeleteKeyIndex {
-  import HashedKeyIndex.{Hash, KeyAt, Scope, Sequence}
+  import HashedKeyIndex.{Hash, KeyAt, RecordLine, Scope, Sequence}
 
   private val keyTypes = types.toArray
   // 0 is an empty slot; else (hash >>> 32) << 32 | (record offset + 1).
@@ -136,7 +136,7 @@ final class HashedKeyIndex(
    * misses of many keys: one key at a time, a key's slot and record were two misses in a row,
    * each waited for whole (~170 ns apart on this machine, where independent loads overlap to
    * ~20 ns). First the home slot of every key the Bloom filter (if any) lets through, then the
-   * first line of the record a matching fingerprint points at, then the lookups themselves,
+   * first two lines of the record a matching fingerprint points at, then the lookups themselves,
    * which find those lines in cache. `out` and `entries` (scratch room of at least `n` longs)
    * are the caller's own: the index itself is only read, by every task thread at once.
    */
@@ -169,9 +169,101 @@ final class HashedKeyIndex(
     i = 0
     while (i < n) {
       val entry = entries(i)
-      if (entry != 0 && entry >>> 32 == hashes(i) >>> 32) entries(i) = records((entry & 0xFFFFFFFFL).toInt - 1 + Sequence)
+      if (entry != 0 && entry >>> 32 == hashes(i) >>> 32) {
+        val at = (entry & 0xFFFFFFFFL).toInt - 1
+        // A 36-character key's record takes 69 bytes, so the line after its first too: the key's
+        // compare waited on it (JFR, 10^7 UUID strings).
+        entries(i) = records(at + Sequence) + records(math.min(at + RecordLine, records.length - 1))
+      }
       i += 1
     }
+  }
+
+  /** The keys its table is sized for: a batch ordered for another size is not in its slot order. */
+  def sizedFor: Long = expectedKeys
+
+  /**
+   * Where to split the table into at most `parts` regions of whole stretches for threads to fill
+   * at once (see [[HashedKeyIndex.Region]]), for `keys` keys: the stretch each region starts at,
+   * then `Stretches`. One region unless the index is empty, big enough to split (from 65,536
+   * slots, a stretch being a slot below that) and needs not grow for them (that would move every slot).
+   */
+  def regionBounds(parts: Int, keys: Long): IndexedSeq[Int] = {
+    val n = if (parts <= 1 || used > 0 || mask + 1 < HashedKeyIndex.Stretches || 2 * keys > mask + 1) 1 else parts
+    (0 to n).map(k => (k.toLong * HashedKeyIndex.Stretches / n).toInt)
+  }
+
+  /**
+   * The regions between `bounds` (from `regionBounds`), region i given `recordBytes(i)` bytes of
+   * the records, for keys in runs of the given (scope, sequence number) pairs. Every region
+   * writes its own slots and its own bytes only, so threads fill them without a lock; `absorb`
+   * them once every thread is done. A single region adds straight to the index.
+   */
+  def regions(bounds: IndexedSeq[Int], recordBytes: IndexedSeq[Long], runs: Seq[(Long, Long)]): IndexedSeq[HashedKeyIndex.Region] = {
+    require(!isSealed, "the index is sealed")
+    runs.foreach { case (scope, seq) => noteScope(scope, seq) }
+    val total = recordBytes.sum
+    if (bounds.size <= 2 || total > maxRecordBytes) IndexedSeq(new HashedKeyIndex.Region(this, 0, 0, 0, whole = true))
+    else {
+      records = new Array[Byte](total.toInt)
+      val bases = recordBytes.scanLeft(0L)(_ + _).map(_.toInt)
+      bounds.indices.init.map { i =>
+        new HashedKeyIndex.Region(this, bounds(i) << stretchShift, bases(i), bases(i + 1), whole = false,
+          until = bounds(i + 1) << stretchShift)
+      }
+    }
+  }
+
+  private def stretchShift: Int = HashedKeyIndex.stretchShift(mask)
+
+  /**
+   * Takes in what `regions` filled: their records moved together (their slots' offsets with them),
+   * their keys counted, then the keys each kept aside (their probe left the region) added.
+   */
+  def absorb(regions: Seq[HashedKeyIndex.Region]): Unit = if (!regions.forall(_.whole)) {
+    var end = 0
+    regions.foreach { region =>
+      val shift = region.base - end
+      if (shift > 0) {
+        System.arraycopy(records, region.base, records, end, region.end - region.base)
+        var i = region.from
+        while (i < region.until) {
+          if (slots(i) != 0) slots(i) -= shift // the offset, in the lower half, stays above the shift
+          i += 1
+        }
+      }
+      end += region.end - region.base
+      used += region.added
+    }
+    recordsEnd = end
+    regions.foreach(_.keptAside.foreach { case (hash, scope, key, seq) => putPacked(hash, scope, key, 0, key.length, seq) })
+  }
+
+  /**
+   * Region `region`'s add: the record of a new key written at `at` (within its bytes), its slot
+   * found by a probe from its home slot that stays within `from until until`. 1 for a new key, 0
+   * for one present (its sequence number raised), -1 when the probe left the region (nothing written).
+   */
+  private[deleteindex] def addWithin(hash: Long, scope: Long, packed: Array[Byte], offset: Int, length: Int,
+      sequenceNumber: Long, from: Int, until: Int, at: Int): Int = {
+    val fingerprint = hash >>> 32
+    var i = slot(hash, scope)
+    if (i < from || i >= until) return -1
+    while (slots(i) != 0) {
+      val entry = slots(i)
+      if (entry >>> 32 == fingerprint) {
+        val record = (entry & 0xFFFFFFFFL).toInt - 1
+        if (KeyBytes.readLong(records, record + Scope) == scope && sameKey(record, packed, offset, length)) {
+          if (KeyBytes.readLong(records, record + Sequence) < sequenceNumber) KeyBytes.writeLong(records, record + Sequence, sequenceNumber)
+          return 0
+        }
+      }
+      i += 1
+      if (i == until) return -1
+    }
+    writeRecord(at, hash, scope, sequenceNumber, packed, offset, length)
+    slots(i) = (fingerprint << 32) | (at + 1L)
+    1
   }
 
   private def sequenceOf(record: Int): Long = if (record < 0) DeleteKeyIndex.NoDelete else KeyBytes.readLong(records, record + Sequence)
@@ -227,13 +319,17 @@ final class HashedKeyIndex(
         else java.util.Arrays.copyOf(records, math.min(maxRecordBytes, math.max(need, 2L * records.length)).toInt)
     }
     val at = recordsEnd
+    writeRecord(at, hash, scope, sequenceNumber, packed, offset, length)
+    recordsEnd = need.toInt
+    at
+  }
+
+  private def writeRecord(at: Int, hash: Long, scope: Long, sequenceNumber: Long, packed: Array[Byte], offset: Int, length: Int): Unit = {
     KeyBytes.writeLong(records, at + Hash, hash)
     KeyBytes.writeLong(records, at + Scope, scope)
     KeyBytes.writeLong(records, at + Sequence, sequenceNumber)
     KeyBytes.writeLength(records, at + KeyAt, length)
     System.arraycopy(packed, offset, records, at + KeyAt + KeyBytes.LengthBytes, length)
-    recordsEnd = need.toInt
-    at
   }
 
   private def grow(): Unit = {
@@ -248,6 +344,40 @@ final class HashedKeyIndex(
 }
 
 object HashedKeyIndex {
+  /**
+   * The slots `from until until` of `index`'s table (its stretches' home slots) and its records'
+   * bytes `base until limit`, which one thread fills while others fill other regions: it writes
+   * only those, so no lock is needed. A key whose probe would leave the region is kept aside for
+   * `absorb`. Linear probing keeps every slot from a key's home to its own filled, so a later
+   * duplicate of a key kept aside is kept aside too, and of one placed finds it: every key is
+   * added once, with its newest sequence number, as one thread adding them all would.
+   */
+  final class Region private[HashedKeyIndex] (index: HashedKeyIndex, val from: Int, val base: Int, limit: Int,
+      val whole: Boolean, val until: Int = 0) {
+    private[HashedKeyIndex] var end = base
+    private[HashedKeyIndex] var added = 0
+    private val aside = scala.collection.mutable.ArrayBuffer[(Long, Long, Array[Byte], Long)]()
+
+    /** Adds a key packed in `length` bytes of `packed` from `offset` (see `addPacked`). */
+    def add(hash: Long, scope: Long, packed: Array[Byte], offset: Int, length: Int, sequenceNumber: Long): Unit =
+      if (whole) index.addPacked(hash, scope, packed, offset, length, sequenceNumber)
+      else {
+        val bytes = KeyAt + KeyBytes.LengthBytes + length
+        val result =
+          if (end + bytes > limit) -1 // more bytes than it was given: never for batches counted right
+          else index.addWithin(hash, scope, packed, offset, length, sequenceNumber, from, until, end)
+        if (result == 1) {
+          end += bytes
+          added += 1
+        } else if (result < 0) aside += ((hash, scope, java.util.Arrays.copyOfRange(packed, offset, offset + length), sequenceNumber))
+      }
+
+    private[HashedKeyIndex] def keptAside: Seq[(Long, Long, Array[Byte], Long)] = aside.toSeq
+  }
+
+  /** Bytes a key's record takes beyond its packed bytes and their length: hash, scope, sequence number. */
+  val RecordHeaderBytes: Int = 24
+
   /** Slots for `keys` keys: a power of two, at most half full. */
   private def slotsFor(keys: Long): Long = {
     var capacity = 1024L
@@ -304,7 +434,7 @@ object HashedKeyIndex {
   val Stretches: Int = 1 << 16
 
   /** How far a home slot of a table of `mask` + 1 slots shifts down to its stretch. */
-  private def stretchShift(mask: Int): Int = math.max(0, Integer.numberOfTrailingZeros(mask + 1) - 16)
+  private[deleteindex] def stretchShift(mask: Int): Int = math.max(0, Integer.numberOfTrailingZeros(mask + 1) - 16)
 
   private def capacityFor(keys: Long): Int = {
     val capacity = slotsFor(keys)
@@ -322,7 +452,9 @@ object HashedKeyIndex {
   private val Hash = 0
   private val Scope = 8
   private val Sequence = 16
-  private val KeyAt = 24
+  private val KeyAt = RecordHeaderBytes
+  // A record's start plus this lies in the cache line after the start's.
+  private val RecordLine = 64
 
   /**
    * Bytes `keys` keys of `types` take at most: the index's fixed parts, its slots, Bloom filter

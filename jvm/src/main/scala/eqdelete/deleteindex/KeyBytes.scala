@@ -98,7 +98,7 @@ final class KeyBytes {
         putNull()
       } else if (t == StringType) {
         val s = row.getUTF8String(at)
-        hash = KeyHash.ofLong(hash, s.hashCode())
+        hash = KeyHash.ofString(hash, s)
         putUTF8String(s)
       } else if (LongKeyIndex.supports(t)) {
         val bits = KeyBits.at(row, at, t)

@@ -85,6 +85,7 @@ object HashedKeyIndexCost {
       sortedPairs(round) = onTwoThreads(n, probeInSlotOrder(ordered, data, _, _, n))
     }
     def median(xs: Array[Double]) = xs.sorted.apply(xs.length / 2)
+    val fills = fillFromTasks(n, rounds)
     println(f"HashedKeyIndex, $n%,d $Shape delete keys, $n%,d probes ($deleted%,d deleted), median of $rounds rounds:")
     println(f"  build, keys as read (one thread): ${median(builds)}%.3f s  (${median(builds) * 1e9 / n}%.0f ns a key)")
     println(f"  build, keys in slot order (one thread, the ordering on the tasks not included): ${median(orderedBuilds)}%.3f s")
@@ -97,6 +98,9 @@ object HashedKeyIndexCost {
       f"${median(sortedProbes)}%.3f s  (${median(sortedProbes) * 1e9 / n}%.0f ns a key)")
     println(f"  probe by data file in slot order (two threads): ${median(sortedPairs)}%.3f s")
     println(f"  index: ${bytes / 1e6}%.0f MB")
+    fills.foreach { case (threads, seconds) =>
+      println(f"  fill from 10 tasks' batches as the driver does ($threads thread(s)): ${median(seconds)}%.3f s")
+    }
   }
 
   /**
@@ -109,6 +113,32 @@ object HashedKeyIndexCost {
   private def keyOf(i: Long): String =
     if (Shape == "uuid") new java.util.UUID(KeyHash.ofLong(KeyHash.Seed, i), KeyHash.ofLong(~KeyHash.Seed, i)).toString
     else s"key-$i"
+
+  /**
+   * Seconds the driver's fill takes on one thread and on two (`DeleteRowBatch.addAll`), per
+   * round: the delete keys shipped by 10 tasks, ordered as they order them.
+   */
+  private def fillFromTasks(n: Int, rounds: Int): Seq[(Int, Array[Double])] = {
+    val types = Seq(org.apache.spark.sql.types.StringType)
+    val tasks = 10
+    val batches = (0 until tasks).map { t =>
+      val rows = (t.toLong * n / tasks until (t + 1L) * n / tasks).iterator.map { i =>
+        org.apache.spark.sql.catalyst.InternalRow(UTF8String.fromString(keyOf(2L * i + 1)), Global, 2L)
+      }
+      build.DeleteRowBatch(rows, types, primitive = false, indexKeys = n)
+    }
+    Seq(1, 2).map { threads =>
+      threads -> Array.fill(rounds) {
+        val index = new HashedKeyIndex(types, n)
+        val started = System.nanoTime()
+        build.DeleteRowBatch.addAll(batches, index, threads)
+        index.seal()
+        val seconds = (System.nanoTime() - started) / 1e9
+        require(index.distinctKeys == n, s"${index.distinctKeys} keys filled of $n")
+        seconds
+      }
+    }
+  }
 
   /** Seconds `probe` takes over keys 0 until `n`, each half on a thread of its own. */
   private def onTwoThreads(n: Int, probe: (Int, Int) => Long): Double = {
@@ -166,7 +196,7 @@ object HashedKeyIndexCost {
     var i = from
     while (i < until) {
       val s = data(i)
-      val hash = KeyHash.ofLong(KeyHash.Seed, s.hashCode())
+      val hash = KeyHash.ofString(KeyHash.Seed, s)
       if (mightContain(hash)) {
         key.reset()
         key.putUTF8String(s)
@@ -202,7 +232,7 @@ object HashedKeyIndexCost {
       var i = 0
       while (i < n) {
         val s = data(start + i)
-        hashes(i) = KeyHash.ofLong(KeyHash.Seed, s.hashCode())
+        hashes(i) = KeyHash.ofString(KeyHash.Seed, s)
         offsets(i) = key.length
         key.putUTF8String(s)
         i += 1
@@ -237,7 +267,7 @@ object HashedKeyIndexCost {
       val end = math.min(until, start + FileRows)
       val hashes = new Array[Long](end - start)
       var i = 0
-      while (i < hashes.length) { hashes(i) = KeyHash.ofLong(KeyHash.Seed, data(start + i).hashCode()); i += 1 }
+      while (i < hashes.length) { hashes(i) = KeyHash.ofString(KeyHash.Seed, data(start + i)); i += 1 }
       val order = HashedKeyIndex.insertOrder(hashes, 0, hashes.length, Global, indexKeys)
       val deleted = new java.util.BitSet(hashes.length)
       i = 0

@@ -204,7 +204,7 @@ object SortedMergeCost {
     val rows = end - start
     val hashes = new Array[Long](rows)
     var i = 0
-    while (i < rows) { hashes(i) = KeyHash.ofLong(KeyHash.Seed, data(start + i).hashCode()); i += 1 }
+    while (i < rows) { hashes(i) = KeyHash.ofString(KeyHash.Seed, data(start + i)); i += 1 }
     val order = byHash(hashes)
     val deleted = new java.util.BitSet(rows)
     val ordered = deletes.hashes

@@ -26,8 +26,8 @@ final class DeleteRowBatch private[build] (
     nullKeys: Array[Long],
     private[build] val packed: Array[Byte],
     val covered: Long,
-    // The keys of the primitive index whose slot order each run's keys are in (0 for hashed
-    // keys: their table is filled on one thread, never split into regions).
+    // The keys of the index whose slot order each run's keys are in: only batches ordered for
+    // the index's own size fill its regions on several threads.
     private[build] val orderedFor: Long = 0L)
   extends Serializable {
 

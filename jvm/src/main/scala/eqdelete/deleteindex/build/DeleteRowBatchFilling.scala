@@ -10,11 +10,11 @@ import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBytes, LongKeyIn
 object DeleteRowBatchFilling {
   /**
    * Adds `batches` to `index` (the table `DeleteKeyIndex.forKeyTypes` made for them) in one pass
-   * over its table, on up to `threads` threads where it is primitive.
+   * over its table, on up to `threads` threads.
    */
   def addAll(batches: Seq[DeleteRowBatch], index: DeleteKeyIndex, threads: Int): Unit = index match {
     case longs: LongKeyIndex => addInSlotOrder(batches, longs, threads)
-    case hashed: HashedKeyIndex => addInSlotOrder(batches, hashed)
+    case hashed: HashedKeyIndex => addInSlotOrder(batches, hashed, threads)
     case other => throw new IllegalArgumentException(s"no delete row batches are added to $other")
   }
 
@@ -64,11 +64,90 @@ object DeleteRowBatchFilling {
           }
         })
 
-    if (regions.size == 1) fill(regions.head)
+    inParallel(regions.map(region => () => fill(region)))
+    index.absorb(regions)
+    batches.foreach(_.addNullKeysTo(index))
+  }
+
+  /**
+   * Adds `batches` to a hashed index in one pass over its table, stretch by stretch, as the
+   * primitive index's `addInSlotOrder`, on up to `threads` threads, each its own region of
+   * stretches and its own bytes of the records (`HashedKeyIndex.regions`): at 10^7 UUID strings
+   * one thread took ~0.4 s, while the other core waited. Added batch by batch as they arrived,
+   * each task's keys walked the whole table again, 10^6 keys over 3x10^7 slots, a cache miss a
+   * key: at 10^7 string keys in 10 tasks, more of the query's thread (`HashedKeyIndex.place`)
+   * than the read tasks took of theirs, while they wanted both cores.
+   */
+  def addInSlotOrder(batches: Seq[DeleteRowBatch], index: HashedKeyIndex, threads: Int): Unit = {
+    index.reserveRecords(batches.map(_.keys.length.toLong).sum, batches.map(_.packed.length.toLong).sum)
+    val runs = new Runs(batches)
+    import runs.{ends, scopes, sequences, starts, keys => hashes}
+    val packed = runs.batches.map(_.packed)
+    val ordered = batches.forall(_.orderedFor == index.sizedFor)
+    val bounds = index.regionBounds(if (ordered) threads else 1, starts.indices.map(r => (ends(r) - starts(r)).toLong).sum)
+
+    // Per run and bound, its first key in that stretch or later (its keys are ordered by stretch)
+    // and where that key's length and bytes start in its batch's packed keys.
+    def firstIn(r: Int, stretch: Int): Int =
+      if (stretch == 0) starts(r) else if (stretch == HashedKeyIndex.Stretches) ends(r) else {
+        var (lo, hi) = (starts(r), ends(r))
+        while (lo < hi) {
+          val mid = (lo + hi) >>> 1
+          if (index.stretchOf(hashes(r)(mid), scopes(r)) < stretch) lo = mid + 1 else hi = mid
+        }
+        lo
+      }
+    val keyAt = starts.indices.map(r => bounds.map(firstIn(r, _)).toArray).toArray
+    val bytesAt = Array.ofDim[Int](starts.length, bounds.length)
+    for (r <- starts.indices) {
+      var at = if (starts(r) == 0) 0 else bytesAt(r - 1)(bounds.length - 1)
+      for (b <- bounds.indices) {
+        at = skipKeys(packed(r), at, keyAt(r)(b) - (if (b == 0) starts(r) else keyAt(r)(b - 1)))
+        bytesAt(r)(b) = at
+      }
+    }
+    // A region's records: each key's header beside its length and bytes as shipped.
+    val recordBytes = bounds.indices.init.map { b =>
+      starts.indices.map { r =>
+        (keyAt(r)(b + 1) - keyAt(r)(b)).toLong * HashedKeyIndex.RecordHeaderBytes + bytesAt(r)(b + 1) - bytesAt(r)(b)
+      }.sum
+    }
+    val regions = index.regions(bounds, recordBytes, scopes.zip(sequences).distinct.toSeq)
+
+    def fill(b: Int, region: HashedKeyIndex.Region): Unit = {
+      val packedAt = bytesAt.map(_(b))
+      inStretchOrder(keyAt.map(_(b)), keyAt.map(_(b + 1)), bounds(b), bounds(b + 1), new StretchRuns {
+        def stretchAt(r: Int, at: Int): Int = index.stretchOf(hashes(r)(at), scopes(r))
+        def addThrough(r: Int, from: Int, end: Int, stretch: Int): Int = {
+          val runHashes = hashes(r)
+          val runPacked = packed(r)
+          val scope = scopes(r)
+          val seq = sequences(r)
+          var at = from
+          var byteAt = packedAt(r)
+          while (at < end && index.stretchOf(runHashes(at), scope) <= stretch) {
+            val length = KeyBytes.readLength(runPacked, byteAt)
+            region.add(runHashes(at), scope, runPacked, byteAt + KeyBytes.LengthBytes, length, seq)
+            byteAt += KeyBytes.LengthBytes + length
+            at += 1
+          }
+          packedAt(r) = byteAt
+          at
+        }
+      })
+    }
+    inParallel(regions.indices.map(b => () => fill(b, regions(b))))
+    index.absorb(regions)
+    batches.foreach(_.addNullKeysTo(index))
+  }
+
+  /** Runs `fills` at once, one thread each (on the caller's where there is one), rethrowing the first failure. */
+  private def inParallel(fills: Seq[() => Unit]): Unit =
+    if (fills.size == 1) fills.head()
     else {
       val failures = new java.util.concurrent.ConcurrentLinkedQueue[Throwable]()
-      val workers = regions.map { region =>
-        val worker = new Thread(() => try fill(region) catch { case e: Throwable => failures.add(e) }, "eqdelete-index-fill")
+      val workers = fills.map { fill =>
+        val worker = new Thread(() => try fill() catch { case e: Throwable => failures.add(e) }, "eqdelete-index-fill")
         worker.setDaemon(true)
         worker.start()
         worker
@@ -76,46 +155,6 @@ object DeleteRowBatchFilling {
       workers.foreach(_.join())
       Option(failures.peek()).foreach(e => throw e)
     }
-    index.absorb(regions)
-    batches.foreach(_.addNullKeysTo(index))
-  }
-
-  /**
-   * Adds `batches` to a hashed index in one pass over its table, stretch by stretch, as the
-   * primitive index's `addInSlotOrder` (on one thread: the records grow at one end). Added batch
-   * by batch as they arrived, each task's keys walked the whole table again, 10^6 keys over 3x10^7
-   * slots, a cache miss a key: at 10^7 string keys in 10 tasks, more of the query's thread
-   * (`HashedKeyIndex.place`) than the read tasks took of theirs, while they wanted both cores.
-   */
-  def addInSlotOrder(batches: Seq[DeleteRowBatch], index: HashedKeyIndex): Unit = {
-    index.reserveRecords(batches.map(_.keys.length.toLong).sum, batches.map(_.packed.length.toLong).sum)
-    val runs = new Runs(batches)
-    import runs.{ends, scopes, sequences, starts, keys => hashes}
-    val packed = runs.batches.map(_.packed)
-    // Per run, where its next key's length and bytes lie in its batch's packed keys.
-    val packedAt = new Array[Int](starts.length)
-    for (r <- starts.indices if starts(r) > 0) packedAt(r) = skipKeys(packed(r), packedAt(r - 1), ends(r - 1) - starts(r - 1))
-    inStretchOrder(starts, ends, 0, HashedKeyIndex.Stretches, new StretchRuns {
-      def stretchAt(r: Int, at: Int): Int = index.stretchOf(hashes(r)(at), scopes(r))
-      def addThrough(r: Int, from: Int, end: Int, stretch: Int): Int = {
-        val runHashes = hashes(r)
-        val runPacked = packed(r)
-        val scope = scopes(r)
-        val seq = sequences(r)
-        var at = from
-        var bytesAt = packedAt(r)
-        while (at < end && index.stretchOf(runHashes(at), scope) <= stretch) {
-          val length = KeyBytes.readLength(runPacked, bytesAt)
-          index.addPacked(runHashes(at), scope, runPacked, bytesAt + KeyBytes.LengthBytes, length, seq)
-          bytesAt += KeyBytes.LengthBytes + length
-          at += 1
-        }
-        packedAt(r) = bytesAt
-        at
-      }
-    })
-    batches.foreach(_.addNullKeysTo(index))
-  }
 
   /** The runs of `batches`, batch by batch: per run its batch, its keys (`starts` until `ends` of them), scope and sequence number. */
   private final class Runs(all: Seq[DeleteRowBatch]) {

@@ -90,7 +90,7 @@ private[build] final class TaskKeys(expectedRows: Long) {
       start = end
       run += 3
     }
-    new DeleteRowBatch(orderedHashes, byRun, Array.emptyLongArray, orderedPacked, 0L)
+    new DeleteRowBatch(orderedHashes, byRun, Array.emptyLongArray, orderedPacked, 0L, indexKeys)
   }
 }
 

@@ -158,16 +158,49 @@ class DeleteRowBatchSuite extends AnyFunSuite {
       val batches = tasks.map(task => shipped(DeleteRowBatch(
         task.iterator.map { case (key, scope, seq) => InternalRow.fromSeq(key ++ Seq(scope, seq)) }, types,
         primitive = false, indexKeys = sizedFor)))
-      val fromBatches = new HashedKeyIndex(types, indexKeys)
-      DeleteRowBatchFilling.addInSlotOrder(batches, fromBatches)
       val oneByOne = new HashedKeyIndex(types, deletes.size)
       deletes.foreach { case (key, scope, seq) => oneByOne.add(scope, key.toArray, seq) }
-      Seq(fromBatches, oneByOne).foreach(_.seal())
-      assert(fromBatches.distinctKeys == oneByOne.distinctKeys && oneByOne.distinctKeys > 3000)
-      for (scope <- Seq(0L, 3L, 8L); (key, _, _) <- deletes) {
-        assert(fromBatches.newestOf(scope, key.toArray) == oneByOne.newestOf(scope, key.toArray), s"$key in $scope, sized for $sizedFor")
+      oneByOne.seal()
+      // On one thread, and on several, each its region, where the table is big enough to split.
+      for (threads <- Seq(1, 3)) {
+        val fromBatches = new HashedKeyIndex(types, indexKeys)
+        DeleteRowBatchFilling.addInSlotOrder(batches, fromBatches, threads)
+        fromBatches.seal()
+        assert(fromBatches.distinctKeys == oneByOne.distinctKeys && oneByOne.distinctKeys > 3000)
+        for (scope <- Seq(0L, 3L, 8L); (key, _, _) <- deletes) {
+          assert(fromBatches.newestOf(scope, key.toArray) == oneByOne.newestOf(scope, key.toArray),
+            s"$key in $scope, sized for $sizedFor, $threads threads")
+        }
       }
     }
+  }
+
+  test("threads filling regions of a hashed table add the keys whose probe leaves their region, and their duplicates, once") {
+    val types = Seq(StringType)
+    val (indexKeys, mask) = (32768L, 65535) // 65,536 slots: two regions split at slot 32,768
+    def key(i: Int) = UTF8String.fromString(s"key-$i")
+    def home(i: Int) = HashedKeyIndex.slotOf(eqdelete.deleteindex.KeyHash.of(Array[Any](key(i))), Global, mask)
+    // Four keys homed in the first region's last slot and two in the second's first: three probes
+    // leave the first region, and the second region's keys find their slots taken.
+    val last = (0 until 2000000).iterator.filter(home(_) == 32767).take(4).toSeq
+    val first = (0 until 2000000).iterator.filter(home(_) == 32768).take(2).toSeq
+    val others = (0 until 20000).filterNot(i => last.contains(i) || first.contains(i))
+    // A later file deletes some again, the crossing ones among them, with a newer sequence number.
+    val files = Seq((last ++ first ++ others, 3L), (last.drop(1) ++ first.take(1) ++ others.take(500), 7L))
+    val batches = files.map { case (keys, seq) => shipped(DeleteRowBatch(
+      keys.iterator.map(i => InternalRow(key(i), Global, seq)), types, primitive = false, indexKeys = indexKeys)) }
+    val regions = new HashedKeyIndex(types, indexKeys)
+    DeleteRowBatchFilling.addInSlotOrder(batches, regions, threads = 2)
+    regions.seal()
+    val oneByOne = new HashedKeyIndex(types, indexKeys)
+    for ((keys, seq) <- files; i <- keys) oneByOne.add(Global, Array[Any](key(i)), seq)
+    oneByOne.seal()
+    assert(regions.distinctKeys == oneByOne.distinctKeys && regions.distinctKeys == (last ++ first ++ others).size)
+    assert(regions.retainedBytes == oneByOne.retainedBytes) // records moved together, no gap left
+    for (i <- 0 until 20500) {
+      assert(regions.newestOf(0L, Array[Any](key(i))) == oneByOne.newestOf(0L, Array[Any](key(i))), s"key-$i")
+    }
+    assert((last ++ first).map(i => regions.newestOf(0L, Array[Any](key(i)))) == Seq(3L, 7L, 7L, 7L, 7L, 3L))
   }
 
   test("hashed batches' records are allocated as exactly as the batches count them, not by the estimate for strings") {
@@ -176,7 +209,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
     val batch = shipped(DeleteRowBatch(keys.iterator.map(k => InternalRow(k, Global, 2L)), types, primitive = false, indexKeys = 5000))
     val index = new HashedKeyIndex(types, 5000)
     val slotsOnly = index.retainedBytes // no record is allocated before the first key
-    DeleteRowBatchFilling.addInSlotOrder(Seq(batch), index)
+    DeleteRowBatchFilling.addInSlotOrder(Seq(batch), index, threads = 2)
     // A record: hash, scope, seq (24 bytes), its packed length (4), then the packed string: a non-NULL tag, its length, its bytes.
     assert(index.retainedBytes - slotsOnly == keys.map(k => 24L + 4 + 1 + 4 + k.numBytes).sum)
     assert(index.seal().distinctKeys == 5000 && index.newestOf(Global, Array[Any](keys(4321))) == 2L)
