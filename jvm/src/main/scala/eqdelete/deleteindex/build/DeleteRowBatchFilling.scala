@@ -114,9 +114,10 @@ object DeleteRowBatchFilling {
     }
     val regions = index.regions(bounds, recordBytes, scopes.zip(sequences).distinct.toSeq)
 
-    def fill(b: Int, region: HashedKeyIndex.Region): Unit = {
+    // The keys between bounds `b` and `end` into `region`.
+    def fill(region: HashedKeyIndex.Region, b: Int, end: Int): Unit = {
       val packedAt = bytesAt.map(_(b))
-      inStretchOrder(keyAt.map(_(b)), keyAt.map(_(b + 1)), bounds(b), bounds(b + 1), new StretchRuns {
+      inStretchOrder(keyAt.map(_(b)), keyAt.map(_(end)), bounds(b), bounds(end), new StretchRuns {
         def stretchAt(r: Int, at: Int): Int = index.stretchOf(hashes(r)(at), scopes(r))
         def addThrough(r: Int, from: Int, end: Int, stretch: Int): Int = {
           val runHashes = hashes(r)
@@ -136,12 +137,14 @@ object DeleteRowBatchFilling {
         }
       })
     }
-    inParallel(regions.indices.map(b => () => fill(b, regions(b))))
+    // One region for all (the records would outgrow one array before duplicates are dropped), or one per bound.
+    if (regions.size == 1) fill(regions.head, 0, bounds.size - 1)
+    else inParallel(regions.indices.map(b => () => fill(regions(b), b, b + 1)))
     index.absorb(regions)
     batches.foreach(_.addNullKeysTo(index))
   }
 
-  /** Runs `fills` at once, one thread each (on the caller's where there is one), rethrowing the first failure. */
+  /** Runs `fills` at once, one thread each (the caller's for a single one), rethrowing the first failure. */
   private def inParallel(fills: Seq[() => Unit]): Unit =
     if (fills.size == 1) fills.head()
     else {

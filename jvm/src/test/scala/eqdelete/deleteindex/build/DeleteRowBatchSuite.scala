@@ -161,9 +161,11 @@ class DeleteRowBatchSuite extends AnyFunSuite {
       val oneByOne = new HashedKeyIndex(types, deletes.size)
       deletes.foreach { case (key, scope, seq) => oneByOne.add(scope, key.toArray, seq) }
       oneByOne.seal()
-      // On one thread, and on several, each its region, where the table is big enough to split.
-      for (threads <- Seq(1, 3)) {
-        val fromBatches = new HashedKeyIndex(types, indexKeys)
+      // On one thread, and on several, each its region, where the table is big enough to split;
+      // on one where the records before duplicates are dropped would outgrow what the index holds.
+      val shippedRecords = batches.map(b => b.keys.length * 24L + b.packed.length).sum
+      for ((threads, maxRecordBytes) <- Seq((1, HashedKeyIndex.MaxRecordBytes), (3, HashedKeyIndex.MaxRecordBytes), (3, shippedRecords - 1))) {
+        val fromBatches = new HashedKeyIndex(types, indexKeys, maxRecordBytes)
         DeleteRowBatchFilling.addInSlotOrder(batches, fromBatches, threads)
         fromBatches.seal()
         assert(fromBatches.distinctKeys == oneByOne.distinctKeys && oneByOne.distinctKeys > 3000)
