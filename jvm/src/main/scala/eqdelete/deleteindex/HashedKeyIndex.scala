@@ -171,9 +171,9 @@ final class HashedKeyIndex(
       val entry = entries(i)
       if (entry != 0 && entry >>> 32 == hashes(i) >>> 32) {
         val at = (entry & 0xFFFFFFFFL).toInt - 1
-        // A 36-character key's record takes 69 bytes, so the line after its first too: the key's
-        // compare waited on it (JFR, 10^7 UUID strings).
-        entries(i) = records(at + Sequence) + records(math.min(at + RecordLine, records.length - 1))
+        // Its first line and the next: a 36-character key's record takes 69 bytes, and the key's
+        // compare waited on its second line (JFR, 10^7 UUID strings).
+        entries(i) = records(at) + records(math.min(at + RecordLine, records.length - 1))
       }
       i += 1
     }
@@ -205,6 +205,7 @@ final class HashedKeyIndex(
     val total = recordBytes.sum
     if (bounds.size <= 2 || total > maxRecordBytes) IndexedSeq(new HashedKeyIndex.Region(this, 0, 0, 0, whole = true))
     else {
+      require(used == 0 && recordsEnd == 0, "only an empty index is split into regions") // regionBounds made sure
       records = new Array[Byte](total.toInt)
       val bases = recordBytes.scanLeft(0L)(_ + _).map(_.toInt)
       bounds.indices.init.map { i =>

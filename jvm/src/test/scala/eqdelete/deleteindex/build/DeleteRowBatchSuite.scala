@@ -183,7 +183,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
     def key(i: Int) = UTF8String.fromString(s"key-$i")
     def home(i: Int) = HashedKeyIndex.slotOf(eqdelete.deleteindex.KeyHash.of(Array[Any](key(i))), Global, mask)
     // Four keys homed in the first region's last slot and two in the second's first: three probes
-    // leave the first region, and the second region's keys find their slots taken.
+    // leave the first region, and those keys, added after, find the second region's first slots taken.
     val last = (0 until 2000000).iterator.filter(home(_) == 32767).take(4).toSeq
     val first = (0 until 2000000).iterator.filter(home(_) == 32768).take(2).toSeq
     val others = (0 until 20000).filterNot(i => last.contains(i) || first.contains(i))
@@ -192,6 +192,7 @@ class DeleteRowBatchSuite extends AnyFunSuite {
     val batches = files.map { case (keys, seq) => shipped(DeleteRowBatch(
       keys.iterator.map(i => InternalRow(key(i), Global, seq)), types, primitive = false, indexKeys = indexKeys)) }
     val regions = new HashedKeyIndex(types, indexKeys)
+    assert(regions.regionBounds(2, 20006L) == Seq(0, 32768, 65536)) // 65,536 stretches of one slot each
     DeleteRowBatchFilling.addInSlotOrder(batches, regions, threads = 2)
     regions.seal()
     val oneByOne = new HashedKeyIndex(types, indexKeys)
