@@ -36,16 +36,7 @@ object DeleteRowBatchFilling {
     val total = keys.indices.map(r => (ends(r) - starts(r)).toLong).sum
     val regions = index.regions(if (ordered) threads else 1, total, scopes.zip(sequences).distinct.toSeq)
 
-    // Per run, the first of its keys in `stretch` or later: its keys are ordered by stretch.
-    def firstIn(r: Int, stretch: Int): Int =
-      if (stretch == 0) starts(r) else if (stretch == LongKeyIndex.Stretches) ends(r) else {
-        var (lo, hi) = (starts(r), ends(r))
-        while (lo < hi) {
-          val mid = (lo + hi) >>> 1
-          if (index.stretchOf(keys(r)(mid), scopes(r)) < stretch) lo = mid + 1 else hi = mid
-        }
-        lo
-      }
+    def firstIn(r: Int, stretch: Int): Int = firstOfRunIn(runs, r, stretch, LongKeyIndex.Stretches, index.stretchOf)
 
     def fill(region: LongKeyIndex.Region): Unit =
       inStretchOrder(keys.indices.map(firstIn(_, region.firstStretch)).toArray, keys.indices.map(firstIn(_, region.endStretch)).toArray,
@@ -86,18 +77,9 @@ object DeleteRowBatchFilling {
     val ordered = batches.forall(_.orderedFor == index.sizedFor)
     val bounds = index.regionBounds(if (ordered) threads else 1, starts.indices.map(r => (ends(r) - starts(r)).toLong).sum)
 
-    // Per run and bound, its first key in that stretch or later (its keys are ordered by stretch)
-    // and where that key's length and bytes start in its batch's packed keys.
-    def firstIn(r: Int, stretch: Int): Int =
-      if (stretch == 0) starts(r) else if (stretch == HashedKeyIndex.Stretches) ends(r) else {
-        var (lo, hi) = (starts(r), ends(r))
-        while (lo < hi) {
-          val mid = (lo + hi) >>> 1
-          if (index.stretchOf(hashes(r)(mid), scopes(r)) < stretch) lo = mid + 1 else hi = mid
-        }
-        lo
-      }
-    val keyAt = starts.indices.map(r => bounds.map(firstIn(r, _)).toArray).toArray
+    // Per run and bound, its first key in that stretch or later, and where that key's length and
+    // bytes start in its batch's packed keys.
+    val keyAt = starts.indices.map(r => bounds.map(firstOfRunIn(runs, r, _, HashedKeyIndex.Stretches, index.stretchOf)).toArray).toArray
     val bytesAt = Array.ofDim[Int](starts.length, bounds.length)
     for (r <- starts.indices) {
       var at = if (starts(r) == 0) 0 else bytesAt(r - 1)(bounds.length - 1)
@@ -169,6 +151,20 @@ object DeleteRowBatchFilling {
     val scopes: Array[Long] = runs.map { case (batch, run) => batch.runs(run + 1) }.toArray
     val sequences: Array[Long] = runs.map { case (batch, run) => batch.runs(run + 2) }.toArray
   }
+
+  /**
+   * The first key of run `r` in `stretch` or later of a table's `stretches`: its keys are
+   * ordered by the stretch `stretchOf(key, scope)` gives.
+   */
+  private def firstOfRunIn(runs: Runs, r: Int, stretch: Int, stretches: Int, stretchOf: (Long, Long) => Int): Int =
+    if (stretch == 0) runs.starts(r) else if (stretch == stretches) runs.ends(r) else {
+      var (lo, hi) = (runs.starts(r), runs.ends(r))
+      while (lo < hi) {
+        val mid = (lo + hi) >>> 1
+        if (stretchOf(runs.keys(r)(mid), runs.scopes(r)) < stretch) lo = mid + 1 else hi = mid
+      }
+      lo
+    }
 
   /** Where the packed key `n` keys after the one at `from` starts. */
   private def skipKeys(packed: Array[Byte], from: Int, n: Int): Int = {
