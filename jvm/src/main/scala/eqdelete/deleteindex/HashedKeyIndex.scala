@@ -408,27 +408,7 @@ object HashedKeyIndex {
     val stretches = new Array[Char](n)
     var i = 0
     while (i < n) { stretches(i) = (slotOf(hashes(from + i), scope, mask) >>> shift).toChar; i += 1 }
-    // Pass one: positions by the stretch's low byte; pass two: those, stably, by its high byte.
-    val byLow = new Array[Int](n)
-    val order = new Array[Int](n)
-    def pass(in: Array[Int], out: Array[Int], shiftBy: Int): Unit = {
-      val starts = new Array[Int](257)
-      var i = 0
-      while (i < n) { starts(((stretches(if (in == null) i else in(i)) >>> shiftBy) & 0xFF) + 1) += 1; i += 1 }
-      var b = 0
-      while (b < 256) { starts(b + 1) += starts(b); b += 1 }
-      i = 0
-      while (i < n) {
-        val at = if (in == null) i else in(i)
-        val digit = (stretches(at) >>> shiftBy) & 0xFF
-        out(starts(digit)) = at
-        starts(digit) += 1
-        i += 1
-      }
-    }
-    pass(null, byLow, 0)
-    pass(byLow, order, 8)
-    order
+    StretchOrder.of(stretches, n)
   }
 
   /** Stretches of a table: its home slots' upper 16 bits (every slot its own below 65,536 slots). */

@@ -1,6 +1,6 @@
 package eqdelete.filter
 
-import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBytes}
+import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBytes, UuidKeyIndex}
 
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.sql.catalyst.expressions.Expression
@@ -36,10 +36,10 @@ private[filter] object BatchDeleteLookup {
 }
 
 /**
- * Marks the rows of a batch that `lookup`'s delete rows delete. A hashed index looks up up to
- * `Part` keys together ([[HashedKeyIndex.newestAll]]): their cache misses overlap, where one
- * row at a time waited for each of a key's two misses in turn. Any other index (the plan said
- * hashed; never expected) is asked one row at a time, boxed.
+ * Marks the rows of a batch that `lookup`'s delete rows delete. A hashed or UUID index looks up
+ * up to `Part` keys together ([[HashedKeyIndex.newestAll]], [[UuidKeyIndex.newestAll]]): their
+ * cache misses overlap, where one row at a time waited for each miss in turn. Any other index
+ * (the plan said hashed; never expected) is asked one row at a time, boxed.
  */
 private[filter] final class DeletedRowsOfBatch(lookup: BatchDeleteLookup) {
   import BatchDeleteLookup.Part
@@ -50,6 +50,8 @@ private[filter] final class DeletedRowsOfBatch(lookup: BatchDeleteLookup) {
   private val offsets = new Array[Int](Part + 1)
   private val newest = new Array[Long](Part)
   private val entries = new Array[Long](Part)
+  private val halves = new Array[Long](2 * Part)
+  private val parsed = new Array[Boolean](Part)
 
   /** Sets `out`'s rows 0 until the batch's row count to whether each row is deleted. */
   def mark(batch: ColumnarBatch, out: WritableColumnVector): Unit = {
@@ -87,6 +89,14 @@ private[filter] final class DeletedRowsOfBatch(lookup: BatchDeleteLookup) {
         }
         offsets(i) = keys.length
         hashed.newestAll(scope, hashes, keys.bytes, offsets, i, newest, entries)
+      case uuids: UuidKeyIndex =>
+        val (column, n) = (batch.column(lookup.keyOrdinals(0)), until - from)
+        var i = 0
+        while (i < n) {
+          parsed(i) = !column.isNullAt(from + i) && UuidKeyIndex.parse(column.getUTF8String(from + i), halves, 2 * i, 2 * i + 1)
+          i += 1
+        }
+        uuids.newestAll(scope, halves, parsed, n, newest, entries)
       case other =>
         var i = 0
         while (i < until - from) {

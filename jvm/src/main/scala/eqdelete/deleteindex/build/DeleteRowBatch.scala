@@ -1,11 +1,12 @@
 package eqdelete.deleteindex.build
 
-import eqdelete.deleteindex.{DeleteKeyIndex, KeyBitmapIndex}
+import eqdelete.deleteindex.{DeleteKeyIndex, KeyBitmapIndex, UuidKeyIndex}
 
 import eqdelete.read.DeleteRowReader
 import eqdelete.read.DeleteRows.TaskFile
 
 import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow
 import org.apache.spark.sql.types.DataType
 
 /**
@@ -28,11 +29,27 @@ final class DeleteRowBatch private[build] (
     val covered: Long,
     // The keys of the index whose slot order each run's keys are in: only batches ordered for
     // the index's own size fill its regions on several threads.
-    private[build] val orderedFor: Long = 0L)
+    private[build] val orderedFor: Long = 0L,
+    // For a UuidKeyIndex: each key's low half, its high half in `keys`.
+    private[build] val lows: Array[Long] = null)
   extends Serializable {
 
   /** The same rows, and `n` rows dropped as covered before them. */
-  def withCovered(n: Long): DeleteRowBatch = new DeleteRowBatch(keys, runs, nullKeys, packed, n, orderedFor)
+  def withCovered(n: Long): DeleteRowBatch = new DeleteRowBatch(keys, runs, nullKeys, packed, n, orderedFor, lows)
+
+  /** Whether its keys are UUIDs, as halves for a [[UuidKeyIndex]]. */
+  def isUuid: Boolean = lows != null
+
+  /** Each key with its scope and sequence number, in order: (run, key) pairs, by position. */
+  private[build] def eachKey(f: (Int, Int) => Unit): Unit = {
+    var (start, run) = (0, 0)
+    while (run < runs.length) {
+      var at = start
+      while (at < runs(run)) { f(run, at); at += 1 }
+      start = runs(run).toInt
+      run += 3
+    }
+  }
 
   private[build] def addNullKeysTo(index: DeleteKeyIndex): Unit = {
     var i = 0
@@ -137,4 +154,49 @@ object DeleteRowBatch {
     eachRow(files, reader, keys)(row => keys.add(packer.add(row, inBatch)), row => keys.add(packer.add(row, inRow)))
     keys.hashed(packer.bytes, packer.length, indexKeys)
   }
+
+  /**
+   * The batch of one task's `files` for a [[UuidKeyIndex]] sized for `indexKeys` keys, their
+   * single string key read as `ofHashedKeyColumns` reads it, or None at the first key that is
+   * no UUID in canonical form (or NULL): the set then gets a hashed index. For other strings
+   * that is the first key read.
+   */
+  def ofUuidKeyColumns(files: Iterator[TaskFile], reader: DeleteRowReader, indexKeys: Long,
+      expectedRows: Long): Option[DeleteRowBatch] = {
+    val keys = new TaskKeys(expectedRows, uuids = true)
+    val halves = new Array[Long](2)
+    def add(row: InternalRow, ordinal: Int): Unit =
+      if (row.isNullAt(ordinal) || !UuidKeyIndex.parse(row.getUTF8String(ordinal), halves, 0, 1)) throw NotUuid
+      else keys.addUuid(halves(0), halves(1))
+    val inBatch = reader.keyOrdinals(0)
+    // Thrown out of the reading: its open file is closed when the task ends.
+    try {
+      eachRow(files, reader, keys)(add(_, inBatch), add(_, 0))
+      Some(keys.uuids(indexKeys))
+    } catch { case NotUuid => None }
+  }
+
+  private object NotUuid extends scala.util.control.ControlThrowable
+
+  /** One task's batch for a set `UuidKeyIndex.mayIndex`: as UUIDs, or, where a key is none, hashed. */
+  def ofUuidOrHashedKeyColumns(files: Iterator[TaskFile], reader: DeleteRowReader, keyTypes: Seq[DataType],
+      indexKeys: Long, expectedRows: Long): DeleteRowBatch = {
+    val all = files.toIndexedSeq
+    ofUuidKeyColumns(all.iterator, reader, indexKeys, expectedRows)
+      .getOrElse(ofHashedKeyColumns(all.iterator, reader, keyTypes, indexKeys, expectedRows))
+  }
+
+  /**
+   * A batch of UUID keys as a hashed index takes them, each key its string again (another task
+   * read a key that is no UUID, so the set gets the hashed index); any other batch as it is.
+   */
+  def asHashed(batch: DeleteRowBatch, keyTypes: Seq[DataType], indexKeys: Long): DeleteRowBatch =
+    if (!batch.isUuid) batch
+    else {
+      val rows = scala.collection.mutable.ArrayBuffer[InternalRow]()
+      batch.eachKey { (run, at) =>
+        rows += new GenericInternalRow(Array[Any](UuidKeyIndex.format(batch.keys(at), batch.lows(at)), batch.runs(run + 1), batch.runs(run + 2)))
+      }
+      apply(rows.iterator, keyTypes, primitive = false, indexKeys, rows.size).withCovered(batch.covered)
+    }
 }

@@ -1,6 +1,6 @@
 package eqdelete.deleteindex.build
 
-import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBytes, LongKeyIndex}
+import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBytes, LongKeyIndex, UuidKeyIndex}
 
 /**
  * Adds the batches a query's read tasks shipped to the index made for them, in one pass over its
@@ -15,6 +15,7 @@ object DeleteRowBatchFilling {
   def addAll(batches: Seq[DeleteRowBatch], index: DeleteKeyIndex, threads: Int): Unit = index match {
     case longs: LongKeyIndex => addInSlotOrder(batches, longs, threads)
     case hashed: HashedKeyIndex => addInSlotOrder(batches, hashed, threads)
+    case uuids: UuidKeyIndex => addInSlotOrder(batches, uuids, threads)
     case other => throw new IllegalArgumentException(s"no delete row batches are added to $other")
   }
 
@@ -36,7 +37,8 @@ object DeleteRowBatchFilling {
     val total = keys.indices.map(r => (ends(r) - starts(r)).toLong).sum
     val regions = index.regions(if (ordered) threads else 1, total, scopes.zip(sequences).distinct.toSeq)
 
-    def firstIn(r: Int, stretch: Int): Int = firstOfRunIn(runs, r, stretch, LongKeyIndex.Stretches, index.stretchOf)
+    def firstIn(r: Int, stretch: Int): Int =
+      firstOfRunIn(runs, r, stretch, LongKeyIndex.Stretches, (r, at) => index.stretchOf(keys(r)(at), scopes(r)))
 
     def fill(region: LongKeyIndex.Region): Unit =
       inStretchOrder(keys.indices.map(firstIn(_, region.firstStretch)).toArray, keys.indices.map(firstIn(_, region.endStretch)).toArray,
@@ -79,7 +81,8 @@ object DeleteRowBatchFilling {
 
     // Per run and bound, its first key in that stretch or later, and where that key's length and
     // bytes start in its batch's packed keys.
-    val keyAt = starts.indices.map(r => bounds.map(firstOfRunIn(runs, r, _, HashedKeyIndex.Stretches, index.stretchOf)).toArray).toArray
+    val keyAt = starts.indices.map(r => bounds.map(firstOfRunIn(runs, r, _, HashedKeyIndex.Stretches,
+      (r, at) => index.stretchOf(hashes(r)(at), scopes(r)))).toArray).toArray
     val bytesAt = Array.ofDim[Int](starts.length, bounds.length)
     for (r <- starts.indices) {
       var at = if (starts(r) == 0) 0 else bytesAt(r - 1)(bounds.length - 1)
@@ -126,6 +129,40 @@ object DeleteRowBatchFilling {
     batches.foreach(_.addNullKeysTo(index))
   }
 
+  /**
+   * Adds `batches` of UUID keys to a [[UuidKeyIndex]] in one pass over its table, on up to
+   * `threads` threads, as the primitive index's `addInSlotOrder`.
+   */
+  def addInSlotOrder(batches: Seq[DeleteRowBatch], index: UuidKeyIndex, threads: Int): Unit = {
+    require(batches.forall(_.isUuid), "only batches of UUID keys go to a UUID index")
+    val runs = new Runs(batches)
+    import runs.{ends, keys => highs, scopes, sequences, starts}
+    val lows = runs.batches.map(_.lows)
+    val ordered = batches.forall(_.orderedFor == index.sizedFor)
+    val total = highs.indices.map(r => (ends(r) - starts(r)).toLong).sum
+    val regions = index.regions(if (ordered) threads else 1, total, scopes.zip(sequences).distinct.toSeq)
+    val stretchOfKey = (r: Int, at: Int) => index.stretchOf(highs(r)(at), lows(r)(at), scopes(r))
+
+    def fill(region: UuidKeyIndex.Region): Unit =
+      inStretchOrder(highs.indices.map(firstOfRunIn(runs, _, region.firstStretch, UuidKeyIndex.Stretches, stretchOfKey)).toArray,
+        highs.indices.map(firstOfRunIn(runs, _, region.endStretch, UuidKeyIndex.Stretches, stretchOfKey)).toArray,
+        region.firstStretch, region.endStretch, new StretchRuns {
+          def stretchAt(r: Int, at: Int): Int = stretchOfKey(r, at)
+          def addThrough(r: Int, from: Int, end: Int, stretch: Int): Int = {
+            val (runHighs, runLows, scope, seq) = (highs(r), lows(r), scopes(r), sequences(r))
+            var at = from
+            while (at < end && index.stretchOf(runHighs(at), runLows(at), scope) <= stretch) {
+              region.add(scope, runHighs(at), runLows(at), seq)
+              at += 1
+            }
+            at
+          }
+        })
+
+    inParallel(regions.map(region => () => fill(region)))
+    index.absorb(regions)
+  }
+
   /** Runs `fills` at once, one thread each (the caller's for a single one), rethrowing the first failure. */
   private def inParallel(fills: Seq[() => Unit]): Unit =
     if (fills.size == 1) fills.head()
@@ -154,14 +191,14 @@ object DeleteRowBatchFilling {
 
   /**
    * The first key of run `r` in `stretch` or later of a table's `stretches`: its keys are
-   * ordered by the stretch `stretchOf(key, scope)` gives.
+   * ordered by the stretch `stretchAt(r, key)` gives.
    */
-  private def firstOfRunIn(runs: Runs, r: Int, stretch: Int, stretches: Int, stretchOf: (Long, Long) => Int): Int =
+  private def firstOfRunIn(runs: Runs, r: Int, stretch: Int, stretches: Int, stretchAt: (Int, Int) => Int): Int =
     if (stretch == 0) runs.starts(r) else if (stretch == stretches) runs.ends(r) else {
       var (lo, hi) = (runs.starts(r), runs.ends(r))
       while (lo < hi) {
         val mid = (lo + hi) >>> 1
-        if (stretchOf(runs.keys(r)(mid), runs.scopes(r)) < stretch) lo = mid + 1 else hi = mid
+        if (stretchAt(r, mid) < stretch) lo = mid + 1 else hi = mid
       }
       lo
     }

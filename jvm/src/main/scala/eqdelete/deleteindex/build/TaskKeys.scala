@@ -2,7 +2,7 @@ package eqdelete.deleteindex.build
 
 import scala.collection.mutable.ArrayBuilder
 
-import eqdelete.deleteindex.{HashedKeyIndex, KeyBitmapIndex, KeyBits, KeyBytes, LongKeyIndex}
+import eqdelete.deleteindex.{HashedKeyIndex, KeyBitmapIndex, KeyBits, KeyBytes, LongKeyIndex, UuidKeyIndex}
 
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.types.DataType
@@ -12,8 +12,10 @@ import org.apache.spark.sql.types.DataType
  * run of one scope and sequence number, kept in a plain long array (a Scala builder boxed each
  * key on its way in).
  */
-private[build] final class TaskKeys(expectedRows: Long) {
+private[build] final class TaskKeys(expectedRows: Long, uuids: Boolean = false) {
   private val keys = new Longs(expectedRows)
+  // UUID keys' low halves (`uuids`), their high halves in `keys`.
+  private val lows = if (uuids) new Longs(expectedRows) else null
   private val runs = new ArrayBuilder.ofLong
   private val nulls = new ArrayBuilder.ofLong
   private var (scope, seq) = (0L, 0L) // of the open run; sequence numbers start at 1, so none is open yet
@@ -31,7 +33,10 @@ private[build] final class TaskKeys(expectedRows: Long) {
     runStart = keys.size
   }
 
-  def reserve(rows: Int): Unit = keys.reserve(rows)
+  def reserve(rows: Int): Unit = {
+    keys.reserve(rows)
+    if (lows != null) lows.reserve(rows)
+  }
 
   def add(key: Long): Unit = keys.add(key)
 
@@ -51,6 +56,26 @@ private[build] final class TaskKeys(expectedRows: Long) {
       run += 3
     }
     new DeleteRowBatch(ordered, byRun, nulls.result(), Array.emptyByteArray, 0L, indexKeys)
+  }
+
+  /** A UUID key's two halves. */
+  def addUuid(high: Long, low: Long): Unit = {
+    keys.add(high)
+    lows.add(low)
+  }
+
+  /** The batch of UUID keys, each run's keys in the order a UuidKeyIndex sized for `indexKeys` fills its table. */
+  def uuids(indexKeys: Long): DeleteRowBatch = {
+    closeRun()
+    val (highs, lowHalves) = (keys.result(), lows.result())
+    val byRun = runs.result()
+    var (start, run) = (0, 0)
+    while (run < byRun.length) {
+      UuidKeyIndex.orderForInsert(highs, lowHalves, start, byRun(run).toInt, byRun(run + 1), indexKeys)
+      start = byRun(run).toInt
+      run += 3
+    }
+    new DeleteRowBatch(highs, byRun, Array.emptyLongArray, Array.emptyByteArray, 0L, indexKeys, lowHalves)
   }
 
   /** The keys (and whether a NULL was among them) as a bitmap part, their runs dropped. */

@@ -1,0 +1,323 @@
+package eqdelete.deleteindex
+
+import org.apache.spark.sql.types.{DataType, StringType}
+import org.apache.spark.unsafe.Platform
+import org.apache.spark.unsafe.types.UTF8String
+
+/**
+ * One string key whose delete keys are all UUIDs in canonical form (36 characters, lowercase
+ * hex and dashes, as `java.util.UUID` writes them and as Spark reads Iceberg's `uuid` type): each
+ * key as its 128 bits, in an open-addressing table of (high half, low half, scope and sequence
+ * number) triples, as [[LongKeyIndex]] holds one long key. A lookup parses the row's key (no
+ * allocation) and loads one slot: the hashed index loaded a slot and then the record it points
+ * at, two cache misses in a row, and its read tasks hashed and packed 40 bytes a key where these
+ * ship 16 (at 10^7 UUID strings, the index and the lookups were most of the query).
+ *
+ * The form is injective both ways (one string per 128 bits), so two keys are equal exactly when
+ * their bits are; a data key not in that form equals no delete key. The read tasks find out
+ * whether every delete key is in it (a NULL is not); where one is not, the set gets the hashed
+ * index ([[eqdelete.deleteindex.build.DeleteIndexBuilder]]).
+ */
+final class UuidKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
+  import UuidKeyIndex.{Empty, SequenceBits, Width}
+
+  private var capacity = UuidKeyIndex.tableSlotsFor(expectedKeys)
+  private var slots = new Array[Long](Width * capacity)
+  private var used = 0
+  // As LongKeyIndex's: only while it stays in cache, filled as keys are added.
+  private val bloom: BlockedBloom =
+    if (expectedKeys <= UuidKeyIndex.MaxBloomKeys) BlockedBloom.forKeys(expectedKeys.toInt) else null
+  private var isSealed = false
+
+  def distinctKeys: Int = used
+
+  override def seal(): this.type = { isSealed = true; this }
+
+  protected def put(scope: Long, values: Array[Any], sequenceNumber: Long): Unit = {
+    val bits = new Array[Long](2)
+    require(values(0).isInstanceOf[UTF8String] && UuidKeyIndex.parse(values(0).asInstanceOf[UTF8String], bits, 0, 1),
+      s"key ${values(0)} is not a UUID in canonical form") // the builder gives such sets the hashed index
+    require(!isSealed, "the index is sealed")
+    insert(bits(0), bits(1), scope, sequenceNumber)
+  }
+
+  /** `add` of a key given as its two halves. */
+  def addBits(scope: Long, high: Long, low: Long, sequenceNumber: Long): Unit = {
+    require(!isSealed, "the index is sealed")
+    noteScope(scope, sequenceNumber)
+    insert(high, low, scope, sequenceNumber)
+  }
+
+  def newestOf(scope: Long, values: Array[Any]): Long = values(0) match {
+    case key: UTF8String => newestOf(scope, key, new Array[Long](2))
+    case _ => DeleteKeyIndex.NoDelete // NULL: this index has no NULL key
+  }
+
+  /** The newest delete of `key` (or NULL) in `scope` or globally; `scratch`, two longs of the caller's (generated code's). */
+  def newestOf(scope: Long, key: UTF8String, scratch: Array[Long]): Long =
+    if (!UuidKeyIndex.parse(key, scratch, 0, 1)) DeleteKeyIndex.NoDelete else newest(scope, scratch(0), scratch(1))
+
+  /** The newest delete of the key of these halves in `scope` or globally, or NoDelete. */
+  def newest(scope: Long, high: Long, low: Long): Long =
+    if (bloom != null && !bloom.mightContain(UuidKeyIndex.bloomHash(high, low))) DeleteKeyIndex.NoDelete
+    else {
+      val global = if (hasGlobal) lookup(high, low, DeleteKeyIndex.GlobalScope) else DeleteKeyIndex.NoDelete
+      if (scoped && scope != DeleteKeyIndex.GlobalScope) math.max(global, lookup(high, low, scope)) else global
+    }
+
+  /**
+   * `newest` of `n` keys at once, key i's halves at `halves(2i)` and `halves(2i + 1)` where
+   * `parsed(i)`, else no UUID (no delete), its newest delete into `out(i)`: first the home slot of
+   * every key loaded, in a loop of loads that do not wait on one another (so the core overlaps
+   * their cache misses, see `HashedKeyIndex.newestAll`), then the lookups, which find them in
+   * cache. `out` and `entries` (at least `n` longs) are the caller's own.
+   */
+  def newestAll(scope: Long, halves: Array[Long], parsed: Array[Boolean], n: Int, out: Array[Long], entries: Array[Long]): Unit = {
+    if (hasGlobal) prefetch(DeleteKeyIndex.GlobalScope, halves, parsed, n, entries)
+    if (scoped && scope != DeleteKeyIndex.GlobalScope) prefetch(scope, halves, parsed, n, entries)
+    var i = 0
+    while (i < n) {
+      out(i) = if (parsed(i)) newest(scope, halves(2 * i), halves(2 * i + 1)) else DeleteKeyIndex.NoDelete
+      i += 1
+    }
+  }
+
+  // What a load read goes to `entries`, which nothing reads after, so that the JIT keeps the load.
+  private def prefetch(scope: Long, halves: Array[Long], parsed: Array[Boolean], n: Int, entries: Array[Long]): Unit = {
+    var i = 0
+    while (i < n) {
+      entries(i) = if (parsed(i)) slots(Width * slot(halves(2 * i), halves(2 * i + 1), scope) + 2) else 0L
+      i += 1
+    }
+  }
+
+  private def slot(high: Long, low: Long, scope: Long): Int = UuidKeyIndex.homeSlot(high, low, scope, capacity)
+
+  /** Which of the table's `UuidKeyIndex.Stretches` stretches the key's home slot lies in (see `orderForInsert`). */
+  def stretchOf(high: Long, low: Long, scope: Long): Int = UuidKeyIndex.stretch(slot(high, low, scope), capacity)
+
+  /** The keys the table is sized for: a batch ordered for another size is not in its slot order. */
+  def sizedFor: Long = expectedKeys
+
+  private def next(i: Int): Int = if (i + 1 == capacity) 0 else i + 1
+
+  private def lookup(high: Long, low: Long, scope: Long): Long = {
+    var i = slot(high, low, scope)
+    while (true) {
+      val entry = slots(Width * i + 2)
+      if (entry == Empty) return DeleteKeyIndex.NoDelete
+      if (slots(Width * i) == high && slots(Width * i + 1) == low && (entry >> SequenceBits) == scope) return entry & UuidKeyIndex.MaxSequenceNumber
+      i = next(i)
+    }
+    DeleteKeyIndex.NoDelete
+  }
+
+  /**
+   * The table split into at most `parts` regions of whole stretches for threads to fill at once,
+   * each only its own, as `LongKeyIndex.regions`: one where it keeps a Bloom filter (shared by
+   * every region) or `keys` more keys could make it grow. `absorb` them once every thread is done.
+   */
+  def regions(parts: Int, keys: Long, runs: Seq[(Long, Long)]): IndexedSeq[UuidKeyIndex.Region] = {
+    require(!isSealed, "the index is sealed")
+    runs.foreach { case (scope, seq) => noteScope(scope, seq) }
+    if (parts <= 1 || bloom != null || used + keys > capacity * UuidKeyIndex.MaxLoad) {
+      IndexedSeq(new UuidKeyIndex.Region(this, 0, UuidKeyIndex.Stretches, whole = true))
+    } else {
+      val n = math.min(parts, UuidKeyIndex.Stretches)
+      val bounds = (0 to n).map(k => (k.toLong * UuidKeyIndex.Stretches / n).toInt)
+      bounds.sliding(2).map { case Seq(first, end) => new UuidKeyIndex.Region(this, first, end, whole = false) }.toIndexedSeq
+    }
+  }
+
+  /** Adds what `regions` kept aside (keys whose probe left their region) and counts their keys. */
+  def absorb(regions: Seq[UuidKeyIndex.Region]): Unit = regions.foreach { region =>
+    used += region.added
+    region.keptAside.foreach { case (scope, high, low, seq) => insert(high, low, scope, seq) }
+  }
+
+  private def firstSlotOf(stretch: Int): Int =
+    ((stretch.toLong * capacity + UuidKeyIndex.Stretches - 1) / UuidKeyIndex.Stretches).toInt
+
+  /** Probes for the key from its home slot: its slot, or where it goes; -1 past `until` (the whole table: never). */
+  private def probe(high: Long, low: Long, scope: Long, start: Int, until: Int): Int = {
+    var i = start
+    while (slots(Width * i + 2) != Empty &&
+      !(slots(Width * i) == high && slots(Width * i + 1) == low && (slots(Width * i + 2) >> SequenceBits) == scope)) {
+      i += 1
+      if (i == until) return -1
+      if (i == capacity) i = 0
+    }
+    i
+  }
+
+  /** Puts the key into slot `i` (from `probe`): true for a new key, else raises its sequence number. */
+  private def write(i: Int, high: Long, low: Long, scope: Long, sequenceNumber: Long): Boolean = {
+    val at = Width * i
+    val entry = (scope << SequenceBits) | sequenceNumber
+    if (slots(at + 2) == Empty) {
+      slots(at) = high
+      slots(at + 1) = low
+      slots(at + 2) = entry
+      if (bloom != null) bloom.add(UuidKeyIndex.bloomHash(high, low))
+      true
+    } else {
+      if ((slots(at + 2) & UuidKeyIndex.MaxSequenceNumber) < sequenceNumber) slots(at + 2) = entry
+      false
+    }
+  }
+
+  private def checkPacks(scope: Long, sequenceNumber: Long): Unit =
+    if (sequenceNumber > UuidKeyIndex.MaxSequenceNumber || scope != scope.toInt) {
+      // The builder gives such sets the hashed index; reaching here is a bug, never a wrong row.
+      throw new IndexCapacityException(s"delete sequence number $sequenceNumber or scope $scope is past the UUID index")
+    }
+
+  private[deleteindex] def insertWithin(high: Long, low: Long, scope: Long, sequenceNumber: Long, from: Int, until: Int): Int = {
+    checkPacks(scope, sequenceNumber)
+    val home = slot(high, low, scope)
+    if (home < from || home >= until) return -1
+    val i = probe(high, low, scope, home, until)
+    if (i < 0) -1 else if (write(i, high, low, scope, sequenceNumber)) 1 else 0
+  }
+
+  private[deleteindex] def insert(high: Long, low: Long, scope: Long, sequenceNumber: Long): Unit = {
+    checkPacks(scope, sequenceNumber)
+    if (used + 1 > capacity * UuidKeyIndex.MaxLoad) grow()
+    if (write(probe(high, low, scope, slot(high, low, scope), -1), high, low, scope, sequenceNumber)) used += 1
+  }
+
+  private def grow(): Unit = {
+    val old = slots
+    capacity = UuidKeyIndex.checked(2L * capacity)
+    slots = new Array[Long](Width * capacity)
+    used = 0
+    var at = 0
+    while (at < old.length) {
+      if (old(at + 2) != Empty) insert(old(at), old(at + 1), old(at + 2) >> SequenceBits, old(at + 2) & UuidKeyIndex.MaxSequenceNumber)
+      at += Width
+    }
+  }
+}
+
+object UuidKeyIndex {
+  /** Stretches `firstStretch until endStretch` of `index`'s table, as `LongKeyIndex.Region`. */
+  final class Region private[UuidKeyIndex] (index: UuidKeyIndex, val firstStretch: Int, val endStretch: Int, whole: Boolean) {
+    private val (from, until) = (index.firstSlotOf(firstStretch), index.firstSlotOf(endStretch))
+    private val aside = scala.collection.mutable.ArrayBuffer[(Long, Long, Long, Long)]()
+    private[UuidKeyIndex] var added = 0
+
+    def add(scope: Long, high: Long, low: Long, sequenceNumber: Long): Unit =
+      if (whole) index.insert(high, low, scope, sequenceNumber)
+      else index.insertWithin(high, low, scope, sequenceNumber, from, until) match {
+        case 1 => added += 1
+        case 0 =>
+        case _ => aside += ((scope, high, low, sequenceNumber))
+      }
+
+    private[UuidKeyIndex] def keptAside: Seq[(Long, Long, Long, Long)] = aside.toSeq
+  }
+
+  /** The newest sequence number a slot holds, as LongKeyIndex's. */
+  val MaxSequenceNumber: Long = 0xFFFFFFFFL
+  private val SequenceBits = 32
+  private val Empty = 0L
+  // Longs a slot takes: high half, low half, scope and sequence number.
+  private val Width = 3
+  private val MaxLoad = 0.65
+  private val MaxBloomKeys = 2000000L
+
+  /** Whether a set of these key types and newest sequence number may get this index, once its keys are read. */
+  def mayIndex(types: Seq[DataType], newestSequenceNumber: Long): Boolean =
+    types == Seq(StringType) && newestSequenceNumber <= MaxSequenceNumber
+
+  private def tableSlotsFor(keys: Long): Int = checked(math.max(1024L, math.ceil(keys / MaxLoad).toLong + 1))
+
+  private def checked(capacity: Long): Int = {
+    require(Width * capacity <= Int.MaxValue - 8, s"${(capacity * MaxLoad).toLong} keys are too many for one index")
+    capacity.toInt
+  }
+
+  /** The table for `keys` keys and its Bloom filter, in bytes. */
+  def bytesFor(keys: Long): Long =
+    4096 + 8L * Width * tableSlotsFor(keys) + (if (keys <= MaxBloomKeys) BlockedBloom.bytesFor(keys) else 0L)
+
+  /** The stretches a table is ordered by, for adding keys front to back. */
+  val Stretches: Int = 1 << 16
+
+  private def stretch(slot: Int, capacity: Int): Int = ((slot.toLong << 16) / capacity).toInt
+
+  private def homeSlot(high: Long, low: Long, scope: Long, capacity: Int): Int = {
+    var h = high * 0x9E3779B97F4A7C15L + low * 0xD6E8FEB86659FD93L + scope * 0xC2B2AE3D27D4EB4FL
+    h ^= h >>> 29
+    h *= 0xBF58476D1CE4E5B9L
+    (((h ^ (h >>> 32)) >>> 32) * capacity >>> 32).toInt
+  }
+
+  private def bloomHash(high: Long, low: Long): Long = {
+    val h = (high ^ low * 0xC2B2AE3D27D4EB4FL) * 0x9E3779B97F4A7C15L
+    h ^ (h >>> 31)
+  }
+
+  /**
+   * Reorders the keys `from until until` (halves in `highs` and `lows`), all of `scope`, by their
+   * home slot's stretch in an index sized for `expectedKeys`: added in that order they fill its
+   * table front to back, as `LongKeyIndex.orderForInsert`.
+   */
+  def orderForInsert(highs: Array[Long], lows: Array[Long], from: Int, until: Int, scope: Long, expectedKeys: Long): Unit = {
+    val n = until - from
+    if (n < 2) return
+    val capacity = tableSlotsFor(expectedKeys)
+    val stretches = new Array[Char](n)
+    var i = 0
+    while (i < n) { stretches(i) = stretch(homeSlot(highs(from + i), lows(from + i), scope, capacity), capacity).toChar; i += 1 }
+    val order = StretchOrder.of(stretches, n)
+    val (h, l) = (java.util.Arrays.copyOfRange(highs, from, until), java.util.Arrays.copyOfRange(lows, from, until))
+    i = 0
+    while (i < n) { highs(from + i) = h(order(i)); lows(from + i) = l(order(i)); i += 1 }
+  }
+
+  // Per byte, its value as a lowercase hex digit, else -1.
+  private val HexValue: Array[Byte] = {
+    val table = Array.fill[Byte](256)(-1)
+    for (c <- '0' to '9') table(c) = (c - '0').toByte
+    for (c <- 'a' to 'f') table(c) = (c - 'a' + 10).toByte
+    table
+  }
+  private val Dashes = Array(8, 13, 18, 23)
+  // Where the 32 hex digits lie in the 36 characters.
+  private val DigitAt: Array[Int] = (0 until 36).filterNot(Dashes.contains).toArray
+
+  /**
+   * Parses `key` into `out(highAt)` and `out(lowAt)` where it is a UUID in canonical form; false
+   * (and `out` untouched) where it is not, or NULL. Reads its bytes where they lie.
+   */
+  def parse(key: UTF8String, out: Array[Long], highAt: Int, lowAt: Int): Boolean = {
+    if (key == null || key.numBytes != 36) return false
+    val (base, offset) = (key.getBaseObject, key.getBaseOffset)
+    if (Platform.getByte(base, offset + 8) != '-' || Platform.getByte(base, offset + 13) != '-' ||
+      Platform.getByte(base, offset + 18) != '-' || Platform.getByte(base, offset + 23) != '-') return false
+    var (high, low, bad) = (0L, 0L, 0)
+    var i = 0
+    while (i < 16) {
+      val digit = HexValue(Platform.getByte(base, offset + DigitAt(i)) & 0xFF)
+      bad |= digit
+      high = (high << 4) | (digit & 0xF)
+      i += 1
+    }
+    while (i < 32) {
+      val digit = HexValue(Platform.getByte(base, offset + DigitAt(i)) & 0xFF)
+      bad |= digit
+      low = (low << 4) | (digit & 0xF)
+      i += 1
+    }
+    if (bad < 0) false
+    else {
+      out(highAt) = high
+      out(lowAt) = low
+      true
+    }
+  }
+
+  /** The canonical form of the key of these halves: what `parse` reads back into them. */
+  def format(high: Long, low: Long): UTF8String = UTF8String.fromString(new java.util.UUID(high, low).toString)
+}

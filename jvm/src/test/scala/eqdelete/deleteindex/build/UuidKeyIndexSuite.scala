@@ -1,0 +1,178 @@
+package eqdelete.deleteindex.build
+
+import java.util.UUID
+
+import scala.util.Random
+
+import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, IndexCapacityException, UuidKeyIndex}
+import eqdelete.planning.{DeletePlanner, ScanDeletes}
+import eqdelete.read.DeleteRowReader
+import eqdelete.read.DeleteRows.TaskFile
+import eqdelete.testing.{IcebergTables, TestSpark}
+
+import org.apache.spark.sql.types.StringType
+import org.apache.spark.unsafe.types.UTF8String
+import org.apache.spark.sql.eqdelete.compat.IcebergSparkTables
+import org.scalatest.funsuite.AnyFunSuite
+
+/**
+ * String keys that are all UUIDs in canonical form, held as their 128 bits: the same newest
+ * delete for every key as the hashed index of the same rows, whether added one by one, from
+ * tasks' batches on several threads, or read from real delete files; any key in another form
+ * (or NULL) gives the set the hashed index.
+ */
+class UuidKeyIndexSuite extends AnyFunSuite {
+
+  private val Global = ScanDeletes.GlobalScope.toLong
+
+  private def utf8(s: String): UTF8String = if (s == null) null else UTF8String.fromString(s)
+  private def randomUuid(random: Random): String = new UUID(random.nextLong(), random.nextLong()).toString
+
+  private def halves(s: String): Option[(Long, Long)] = {
+    val out = new Array[Long](2)
+    if (UuidKeyIndex.parse(utf8(s), out, 0, 1)) Some((out(0), out(1))) else None
+  }
+
+  test("the canonical form parses to java.util.UUID's bits and back; any other form does not parse") {
+    val random = new Random(3)
+    (Seq(new UUID(0L, 0L), new UUID(-1L, -1L), new UUID(Long.MinValue, 1L)) ++ Seq.fill(2000)(new UUID(random.nextLong(), random.nextLong())))
+      .foreach { uuid =>
+        assert(halves(uuid.toString).contains((uuid.getMostSignificantBits, uuid.getLeastSignificantBits)), uuid)
+        assert(UuidKeyIndex.format(uuid.getMostSignificantBits, uuid.getLeastSignificantBits).toString == uuid.toString)
+      }
+    // Where the bytes lie inside a longer buffer, as in a column vector's.
+    val inside = ("xx" + "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0" + "yy").getBytes("UTF-8")
+    val out = new Array[Long](2)
+    assert(UuidKeyIndex.parse(UTF8String.fromBytes(inside, 2, 36), out, 0, 1))
+    assert(new UUID(out(0), out(1)).toString == "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
+    val canonical = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+    Seq(null, "", canonical.toUpperCase, canonical.replace('f', 'F'), s"{$canonical}", canonical.drop(1), canonical + "0",
+      canonical.replace("-", ""), "0f1e2d3c4-b5a-6978-8796-a5b4c3d2e1f0", canonical.replace('0', 'g'),
+      canonical.replace("-4b5a-", "-4b5a+"), "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1\u00e9").foreach { s =>
+      assert(halves(s).isEmpty, String.valueOf(s))
+    }
+  }
+
+  /** (key, scope, seq) rows over a few hundred UUIDs: duplicates across scopes and sequence numbers. */
+  private def rows(random: Random, n: Int): Seq[(String, Long, Long)] = {
+    val keys = Seq.fill(n / 3)(randomUuid(random))
+    Seq.fill(n)((keys(random.nextInt(keys.size)), Seq(Global, 0L, 1L, Int.MaxValue.toLong)(random.nextInt(4)), 1L + random.nextInt(9)))
+  }
+
+  private def hashedOf(deletes: Seq[(String, Long, Long)]): HashedKeyIndex = {
+    val index = new HashedKeyIndex(Seq(StringType), deletes.size)
+    deletes.foreach { case (key, scope, seq) => index.add(scope, Array[Any](utf8(key)), seq) }
+    index.seal()
+  }
+
+  /** Asserts `index` gives `reference`'s newest delete of every key (and some more) in every scope, one by one and together. */
+  private def assertSame(index: UuidKeyIndex, reference: DeleteKeyIndex, keys: Seq[String], random: Random): Unit = {
+    assert(index.distinctKeys == reference.distinctKeys)
+    val probes = (keys ++ Seq.fill(200)(randomUuid(random)) ++ keys.take(50).map(_.toUpperCase) :+ null :+ "key-1").toIndexedSeq
+    for (scope <- Seq(Global, 0L, 1L, 2L, Int.MaxValue.toLong)) {
+      val expected = probes.map(k => reference.newestOf(scope, Array[Any](utf8(k))))
+      probes.zip(expected).foreach { case (k, e) => assert(index.newestOf(scope, Array[Any](utf8(k))) == e, s"$k in $scope") }
+      val parsed = new Array[Boolean](probes.size)
+      val bits = new Array[Long](2 * probes.size)
+      probes.indices.foreach(i => parsed(i) = UuidKeyIndex.parse(utf8(probes(i)), bits, 2 * i, 2 * i + 1))
+      val out = new Array[Long](probes.size)
+      index.newestAll(scope, bits, parsed, probes.size, out, new Array[Long](probes.size))
+      assert(out.toSeq == expected, s"all together in $scope")
+    }
+  }
+
+  test("keys added one by one, the table growing past the keys it was sized for, give the hashed index's newest deletes") {
+    (0 until 4).foreach { seed =>
+      val random = new Random(seed)
+      val deletes = rows(random, 3000)
+      val index = new UuidKeyIndex(expectedKeys = 100) // grows
+      deletes.foreach { case (key, scope, seq) => index.add(scope, Array[Any](utf8(key)), seq) }
+      assertSame(index.seal(), hashedOf(deletes), deletes.map(_._1).distinct, random)
+    }
+    intercept[IllegalArgumentException](new UuidKeyIndex(4).add(Global, Array[Any](utf8("KEY")), 1L))
+    intercept[IndexCapacityException](new UuidKeyIndex(4).addBits(Global, 1L, 2L, UuidKeyIndex.MaxSequenceNumber + 1))
+  }
+
+  /** One task's batch of `deletes`, run by run as its files gave them, for an index sized for `indexKeys`. */
+  private def batchOf(deletes: Seq[(String, Long, Long)], indexKeys: Long): DeleteRowBatch = {
+    val keys = new TaskKeys(4, uuids = true)
+    deletes.foreach { case (key, scope, seq) =>
+      keys.startRun(scope, seq)
+      val (high, low) = halves(key).get
+      keys.addUuid(high, low)
+    }
+    keys.uuids(indexKeys)
+  }
+
+  test("tasks' batches filled on one thread and on several, the table past the Bloom filter's size, give the keys added one by one") {
+    val random = new Random(5)
+    val deletes = rows(random, 60000)
+    // Runs of one (scope, seq), as delete files give them: sorted, a pair coming back in another task.
+    val tasks = deletes.grouped(7000).map(_.sortBy(d => (d._2, d._3))).toSeq
+    val reference = hashedOf(deletes)
+    for (indexKeys <- Seq(deletes.size.toLong, 2500000L); threads <- Seq(1, 2, 3)) {
+      val index = new UuidKeyIndex(indexKeys)
+      // Batches ordered for this size fill regions on threads; for another size, one thread.
+      val batches = tasks.map(task => batchOf(task, if (threads == 3) indexKeys + 1 else indexKeys))
+      DeleteRowBatch.addAll(batches, index, threads)
+      assertSame(index.seal(), reference, deletes.map(_._1).distinct, random)
+    }
+  }
+
+  test("UUID keys read from real delete files, scoped and global, give the hashed index their rows give; a key in another form or NULL gives none") {
+    val spark = TestSpark.session
+    val tables = new IcebergTables(spark, "uuid_columns")
+    import spark.implicits._
+    val random = new Random(9)
+    val keys = IndexedSeq.fill(80)(randomUuid(random))
+    def table(extra: Seq[(java.lang.Long, String, Int)]) = {
+      val table = tables.create(partitioned = true)
+      tables.insert(table, keys.indices.map(i => (i.toLong, keys(i), i % 2)))
+      val deleted = keys.indices.filter(_ % 3 == 0).map(i => (i.toLong, keys(i), i % 2))
+      tables.delete(table, Seq("v"), deleted.toDF("k", "v", "p"))                                      // scoped, one file a partition
+      tables.delete(table, Seq("v"), deleted.take(6).map(r => (r._1, r._2, 0)).toDF("k", "v", "p"), global = true)
+      if (extra.nonEmpty) tables.delete(table, Seq("v"), extra.toDF("k", "v", "p"))
+      val iceberg = IcebergSparkTables.load(spark, table)
+      iceberg.refresh()
+      (iceberg, DeletePlanner.plan(iceberg, iceberg.currentSnapshot().snapshotId(), iceberg.schema()).get.deleteSets.head)
+    }
+    def reading(iceberg: org.apache.iceberg.Table, set: eqdelete.planning.EqualityDeleteSet) = {
+      val reader = new DeleteRowReader(iceberg.io(), iceberg.schema(), set.equalityIds)
+      val files = set.files.map(f => TaskFile(f.file, f.scope.toLong, f.sequenceNumber))
+      val fromRows = new HashedKeyIndex(Seq(StringType), set.records)
+      for (file <- files; row <- reader.read(file.file)) fromRows.add(file.scope, Array[Any](row.getUTF8String(0)), file.sequenceNumber)
+      (reader, files, fromRows.seal())
+    }
+
+    val (uuids, uuidSet) = table(Nil)
+    val (reader, files, fromRows) = reading(uuids, uuidSet)
+    assert(files.map(_.scope).toSet.size == 3)
+    val batch = DeleteRowBatch.ofUuidKeyColumns(files.iterator, reader, uuidSet.records, 4)
+    assert(batch.exists(_.isUuid))
+    val index = new UuidKeyIndex(uuidSet.records)
+    DeleteRowBatch.addAll(Seq(batch.get), index, 2)
+    assertSame(index.seal(), fromRows, keys, random)
+    // Another task's key was no UUID: this one's UUIDs go to the hashed index as their strings.
+    val hashed = new HashedKeyIndex(Seq(StringType), uuidSet.records)
+    DeleteRowBatch.addAll(Seq(DeleteRowBatch.asHashed(batch.get, Seq(StringType), uuidSet.records)), hashed, 2)
+    hashed.seal()
+    for (scope <- Seq(0L, 1L, 7L); key <- keys) {
+      assert(hashed.newestOf(scope, Array[Any](utf8(key))) == fromRows.newestOf(scope, Array[Any](utf8(key))), s"$key in $scope")
+    }
+
+    Seq[(java.lang.Long, String, Int)]((1L, null, 1), (2L, keys(2).toUpperCase, 0)).foreach { odd =>
+      val (other, otherSet) = table(Seq(odd, (3L, keys(3), 1)))
+      val (otherReader, otherFiles, otherRows) = reading(other, otherSet)
+      assert(DeleteRowBatch.ofUuidKeyColumns(otherFiles.iterator, otherReader, otherSet.records, 4).isEmpty, odd)
+      val fallback = DeleteRowBatch.ofUuidOrHashedKeyColumns(otherFiles.iterator, otherReader, Seq(StringType), otherSet.records, 4)
+      assert(!fallback.isUuid)
+      val fromFallback = new HashedKeyIndex(Seq(StringType), otherSet.records)
+      DeleteRowBatch.addAll(Seq(fallback), fromFallback, 1)
+      fromFallback.seal()
+      assert(fromFallback.distinctKeys == otherRows.distinctKeys)
+      for (scope <- Seq(0L, 1L); key <- keys :+ null :+ keys(2).toUpperCase) {
+        assert(fromFallback.newestOf(scope, Array[Any](utf8(key))) == otherRows.newestOf(scope, Array[Any](utf8(key))), s"$key in $scope")
+      }
+    }
+  }
+}
