@@ -13,7 +13,10 @@ sealed trait IndexKind {
 }
 
 object IndexKind {
-  /** A key -> newest delete table: [[eqdelete.deleteindex.LongKeyIndex]] or [[eqdelete.deleteindex.HashedKeyIndex]] by key type. */
+  /**
+   * A key -> newest delete table: [[eqdelete.deleteindex.LongKeyIndex]] or [[eqdelete.deleteindex.HashedKeyIndex]] by key
+   * type, or [[eqdelete.deleteindex.UuidKeyIndex]] for a string key once its delete keys are read and all UUIDs.
+   */
   case object Table extends IndexKind {
     val describe = "index"
   }

@@ -72,7 +72,11 @@ final case class IndexedSet(
     estimatedBytes: Long,
     coveredBy: Seq[Covering] = Nil,
     kind: IndexKind = IndexKind.Table) {
-  /** Whether the index is a [[eqdelete.deleteindex.HashedKeyIndex]] (the builder picks by the same test). */
+  /**
+   * Whether the index is a [[eqdelete.deleteindex.HashedKeyIndex]] (the builder picks by the same
+   * test), or, a string key whose delete keys all turn out UUIDs, a [[eqdelete.deleteindex.UuidKeyIndex]]:
+   * either is looked up a batch at a time.
+   */
   def hashed: Boolean = kind == IndexKind.Table && !DeleteKeyIndex.isPrimitive(keyTypes, set.newestSequenceNumber)
 
   def describe: String =

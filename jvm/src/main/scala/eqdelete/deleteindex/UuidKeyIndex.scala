@@ -82,11 +82,19 @@ final class UuidKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
     }
   }
 
-  // What a load read goes to `entries`, which nothing reads after, so that the JIT keeps the load.
+  // Only keys the Bloom filter (if any) lets through, as `newest` looks them up. A slot's first
+  // and last long, as 24-byte slots may straddle two cache lines. What a load read goes to
+  // `entries`, which nothing reads after, so that the JIT keeps the load.
   private def prefetch(scope: Long, halves: Array[Long], parsed: Array[Boolean], n: Int, entries: Array[Long]): Unit = {
     var i = 0
     while (i < n) {
-      entries(i) = if (parsed(i)) slots(Width * slot(halves(2 * i), halves(2 * i + 1), scope) + 2) else 0L
+      val (high, low) = (halves(2 * i), halves(2 * i + 1))
+      entries(i) =
+        if (!parsed(i) || (bloom != null && !bloom.mightContain(UuidKeyIndex.bloomHash(high, low)))) 0L
+        else {
+          val at = Width * slot(high, low, scope)
+          slots(at) + slots(at + 2)
+        }
       i += 1
     }
   }
@@ -293,10 +301,14 @@ object UuidKeyIndex {
    */
   def parse(key: UTF8String, out: Array[Long], highAt: Int, lowAt: Int): Boolean = {
     if (key == null || key.numBytes != 36) return false
-    val (base, offset) = (key.getBaseObject, key.getBaseOffset)
+    // Plain locals: a tuple here would be built (and its longs boxed) for every row.
+    val base = key.getBaseObject
+    val offset = key.getBaseOffset
     if (Platform.getByte(base, offset + 8) != '-' || Platform.getByte(base, offset + 13) != '-' ||
       Platform.getByte(base, offset + 18) != '-' || Platform.getByte(base, offset + 23) != '-') return false
-    var (high, low, bad) = (0L, 0L, 0)
+    var high = 0L
+    var low = 0L
+    var bad = 0
     var i = 0
     while (i < 16) {
       val digit = HexValue(Platform.getByte(base, offset + DigitAt(i)) & 0xFF)

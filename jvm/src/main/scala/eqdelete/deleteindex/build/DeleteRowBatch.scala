@@ -11,7 +11,8 @@ import org.apache.spark.sql.types.DataType
 
 /**
  * The delete rows one task read, as it ships them: the keys in a long array (for one integral
- * or floating-point key its [[KeyBits]], for other keys their hash, with the keys packed
+ * or floating-point key its [[KeyBits]], for UUIDs their high halves with the low ones in
+ * `lows`, for other keys their hash, with the keys packed
  * ([[KeyBytes]]) one after the other, each after its 4-byte length), and, since every row of
  * a delete file has the file's scope and sequence number, those once per run of rows:
  * (end, scope, seq) triples. NULL keys of one column come as (scope, seq) pairs. 8 bytes a row
@@ -39,17 +40,6 @@ final class DeleteRowBatch private[build] (
 
   /** Whether its keys are UUIDs, as halves for a [[UuidKeyIndex]]. */
   def isUuid: Boolean = lows != null
-
-  /** Each key with its scope and sequence number, in order: (run, key) pairs, by position. */
-  private[build] def eachKey(f: (Int, Int) => Unit): Unit = {
-    var (start, run) = (0, 0)
-    while (run < runs.length) {
-      var at = start
-      while (at < runs(run)) { f(run, at); at += 1 }
-      start = runs(run).toInt
-      run += 3
-    }
-  }
 
   private[build] def addNullKeysTo(index: DeleteKeyIndex): Unit = {
     var i = 0
@@ -193,10 +183,17 @@ object DeleteRowBatch {
   def asHashed(batch: DeleteRowBatch, keyTypes: Seq[DataType], indexKeys: Long): DeleteRowBatch =
     if (!batch.isUuid) batch
     else {
-      val rows = scala.collection.mutable.ArrayBuffer[InternalRow]()
-      batch.eachKey { (run, at) =>
-        rows += new GenericInternalRow(Array[Any](UuidKeyIndex.format(batch.keys(at), batch.lows(at)), batch.runs(run + 1), batch.runs(run + 2)))
-      }
-      apply(rows.iterator, keyTypes, primitive = false, indexKeys, rows.size).withCovered(batch.covered)
+      // One reused row, each key's string made as it is packed: nothing held per key but what the batch keeps.
+      val row = new GenericInternalRow(3)
+      var (run, at) = (0, 0)
+      val rows = Iterator.continually {
+        while (at == batch.runs(run)) run += 3
+        row.update(0, UuidKeyIndex.format(batch.keys(at), batch.lows(at)))
+        row.setLong(1, batch.runs(run + 1))
+        row.setLong(2, batch.runs(run + 2))
+        at += 1
+        row: InternalRow
+      }.take(batch.keys.length)
+      apply(rows, keyTypes, primitive = false, indexKeys, batch.keys.length).withCovered(batch.covered)
     }
 }

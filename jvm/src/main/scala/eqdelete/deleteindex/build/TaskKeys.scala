@@ -8,7 +8,7 @@ import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.types.DataType
 
 /**
- * One task's keys as they arrive (a primitive key's [[KeyBits]], or other keys' hashes), run by
+ * One task's keys as they arrive (a primitive key's [[KeyBits]], a UUID's halves, or other keys' hashes), run by
  * run of one scope and sequence number, kept in a plain long array (a Scala builder boxed each
  * key on its way in).
  */
@@ -38,7 +38,10 @@ private[build] final class TaskKeys(expectedRows: Long, uuids: Boolean = false) 
     if (lows != null) lows.reserve(rows)
   }
 
-  def add(key: Long): Unit = keys.add(key)
+  def add(key: Long): Unit = {
+    require(lows == null, "a UUID key comes in halves (addUuid)")
+    keys.add(key)
+  }
 
   /** The primitive key of `keyType` at ordinal 0 of `row`, or its NULL. */
   def addPrimitive(row: InternalRow, keyType: DataType): Unit =

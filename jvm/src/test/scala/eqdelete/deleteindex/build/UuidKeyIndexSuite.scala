@@ -119,6 +119,27 @@ class UuidKeyIndexSuite extends AnyFunSuite {
     }
   }
 
+  test("keys whose probe leaves their thread's region, or wraps past the table's end, are added once, their duplicates' newest sequence number kept") {
+    val indexKeys = 2500000L // past the Bloom filter's size: the table splits into regions
+    val probe = new UuidKeyIndex(indexKeys)
+    val random = new Random(13)
+    // 150 keys homed in the last stretch of the first of two regions (about 59 slots) and 150 in
+    // the table's last: their probes must run past the region's end, or the table's.
+    def homedIn(stretch: Int): Seq[String] = Iterator.continually((random.nextLong(), random.nextLong()))
+      .filter { case (high, low) => probe.stretchOf(high, low, Global) == stretch }
+      .take(150).map { case (high, low) => new UUID(high, low).toString }.toSeq
+    val crowded = homedIn(UuidKeyIndex.Stretches / 2 - 1) ++ homedIn(UuidKeyIndex.Stretches - 1)
+    val spread = Seq.fill(5000)(randomUuid(random))
+    val first = (crowded ++ spread).map(k => (k, Global, 2L))
+    val again = (crowded.filter(_ => random.nextBoolean()) ++ spread.take(100)).map(k => (k, Global, 5L))
+    val reference = hashedOf(first ++ again)
+    for (threads <- Seq(1, 2)) {
+      val index = new UuidKeyIndex(indexKeys)
+      DeleteRowBatch.addAll(Seq(batchOf(first, indexKeys), batchOf(again, indexKeys)), index, threads)
+      assertSame(index.seal(), reference, crowded ++ spread.take(300), random)
+    }
+  }
+
   test("UUID keys read from real delete files, scoped and global, give the hashed index their rows give; a key in another form or NULL gives none") {
     val spark = TestSpark.session
     val tables = new IcebergTables(spark, "uuid_columns")
