@@ -7,7 +7,7 @@ import org.apache.spark.unsafe.Platform
  * Keys whose packed form ([[KeyBytes]]) takes at most `width` longs, held in the slots
  * themselves: an open-addressing table of (`width` longs of packed key, zero past its end; scope
  * and sequence number) slots. A short string (`key-<n>`: 16 bytes packed) or a (long, string,
- * date) key (34 bytes with an 11-byte string) then costs a lookup one slot, where the hashed index loaded a slot and
+ * date) key (about 35) then costs a lookup one slot, where the hashed index loaded a slot and
  * then the record it points at: two cache misses in a row per row whose key may have a delete,
  * and at 10^7 such keys past any cache, most of the query.
  *
@@ -153,12 +153,10 @@ final class InlineKeyIndex(types: Seq[DataType], expectedKeys: Long, val width: 
   private def word(packed: Array[Byte], offset: Int, length: Int, j: Int): Long = {
     val start = 8 * j
     val left = length - start
-    if (left >= 8) {
-      val native = Platform.getLong(packed, Platform.BYTE_ARRAY_OFFSET + offset + start)
-      if (InlineKeyIndex.BigEndian) java.lang.Long.reverseBytes(native) else native // little-endian, as below
-    } else if (left <= 0) 0L
+    if (left >= 8) Platform.getLong(packed, Platform.BYTE_ARRAY_OFFSET + offset + start)
+    else if (left <= 0) 0L
     else {
-      // Only its own bytes, little-endian, as a full word reads.
+      // Only its own bytes, in the order the 8-byte read puts them (little-endian).
       var value = 0L
       var k = left - 1
       while (k >= 0) {
@@ -234,7 +232,6 @@ final class InlineKeyIndex(types: Seq[DataType], expectedKeys: Long, val width: 
 
   private[deleteindex] def addWithin(hash: Long, scope: Long, packed: Array[Byte], offset: Int, length: Int,
       sequenceNumber: Long, from: Int, until: Int): Int = {
-    require(length <= 8 * width, s"a key of $length bytes packed in an index of $width longs a key")
     checkPacks(scope, sequenceNumber)
     val start = home(hash, scope)
     if (start < from || start >= until) return -1
@@ -265,11 +262,10 @@ object InlineKeyIndex {
   private val SequenceBits = 32
   private val Empty = 0L
   private val LineLongs = 8
-  private val BigEndian = java.nio.ByteOrder.nativeOrder == java.nio.ByteOrder.BIG_ENDIAN
   // Half full, as the UUID index: a probe for a key not there walks ~2.5 slots.
   private val MaxLoad = 0.5
 
-  /** The longest keys held inline, in longs: a (long, string of up to 17 bytes, date) key packs into 40 bytes. */
+  /** The longest keys held inline, in longs: a (long, string of up to 11 bytes, date) key packs into 35 bytes. */
   val MaxWidth = 5
 
   /** The longs a key of `packedBytes` bytes takes, if it is held inline at all. */
@@ -288,10 +284,9 @@ object InlineKeyIndex {
     longs.toInt
   }
 
-  /** The table for `keys` keys of `width` longs and its Bloom filter, in bytes; Long.MaxValue past one array's longs. */
+  /** The table for `keys` keys of `width` longs and its Bloom filter, in bytes. */
   def bytesFor(keys: Long, width: Int): Long = {
     val capacity = math.min(HashedKeyIndex.capacityFor(keys).toLong, slotsFor(keys))
-    if ((width + 1) * capacity > Int.MaxValue - 8) Long.MaxValue
-    else 4096 + 8L * (width + 1) * capacity + (if (keys <= HashedKeyIndex.MaxBloomKeys) BlockedBloom.bytesFor(keys) else 0L)
+    4096 + 8L * (width + 1) * capacity + (if (keys <= HashedKeyIndex.MaxBloomKeys) BlockedBloom.bytesFor(keys) else 0L)
   }
 }

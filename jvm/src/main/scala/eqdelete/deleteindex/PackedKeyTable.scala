@@ -26,7 +26,7 @@ trait PackedKeyTable {
 
   /**
    * The regions between `bounds`, region i taking `recordBytes(i)` bytes of records where the
-   * table keeps records (the inline table keeps none and ignores them), for keys in runs of the given (scope, sequence number) pairs; `absorb`
+   * table keeps records, for keys in runs of the given (scope, sequence number) pairs; `absorb`
    * them once every thread is done.
    */
   def regions(bounds: IndexedSeq[Int], recordBytes: IndexedSeq[Long], runs: Seq[(Long, Long)]): IndexedSeq[Region]

@@ -1,6 +1,6 @@
 package eqdelete.filter
 
-import eqdelete.deleteindex.{DeleteKeyIndex, KeyBytes, PackedKeyTable, UuidKeyIndex}
+import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBytes, PackedKeyTable, UuidKeyIndex}
 
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.sql.catalyst.expressions.Expression
@@ -37,7 +37,7 @@ private[filter] object BatchDeleteLookup {
 
 /**
  * Marks the rows of a batch that `lookup`'s delete rows delete. A hashed, inline or UUID index looks up
- * up to `Part` keys together ([[PackedKeyTable.newestAll]], [[UuidKeyIndex.newestAll]]): their
+ * up to `Part` keys together ([[HashedKeyIndex.newestAll]], [[UuidKeyIndex.newestAll]]): their
  * cache misses overlap, where one row at a time waited for each miss in turn. Any other index
  * (the plan said hashed; never expected) is asked one row at a time, boxed.
  */
@@ -75,7 +75,7 @@ private[filter] final class DeletedRowsOfBatch(lookup: BatchDeleteLookup) {
   /** Rows `from` until `until`, of one scope and sequence number. */
   private def markPart(batch: ColumnarBatch, from: Int, until: Int, scope: Long, sequence: Long, out: WritableColumnVector): Unit = {
     index match {
-      case packedKeys: PackedKeyTable =>
+      case hashed: PackedKeyTable =>
         keys.reset()
         var i = 0
         while (i < until - from) {
@@ -84,11 +84,11 @@ private[filter] final class DeletedRowsOfBatch(lookup: BatchDeleteLookup) {
           val hash = keys.putKey(batch.getRow(from + i), lookup.keyOrdinals, lookup.keyTypes)
           hashes(i) = hash
           // newestAll skips what the Bloom filter rules out; its bytes need not stay.
-          if (!packedKeys.mightContain(hash)) keys.truncate(before)
+          if (!hashed.mightContain(hash)) keys.truncate(before)
           i += 1
         }
         offsets(i) = keys.length
-        packedKeys.newestAll(scope, hashes, keys.bytes, offsets, i, newest, entries)
+        hashed.newestAll(scope, hashes, keys.bytes, offsets, i, newest, entries)
       case uuids: UuidKeyIndex =>
         val (column, n) = (batch.column(lookup.keyOrdinals(0)), until - from)
         var i = 0

@@ -23,8 +23,8 @@ import org.apache.spark.sql.types.{BooleanType, DataType}
  * The key is looked up first; the row's sequence number (and, for global-only deletes, its
  * scope) is computed only for the few rows whose key has a delete.
  *
- * `lookUpInBatches`: the plan builds a [[HashedKeyIndex]] (or, once its keys are read, an
- * [[eqdelete.deleteindex.InlineKeyIndex]] of short keys or a [[UuidKeyIndex]]) of this set, so where the scan reads
+ * `lookUpInBatches`: the plan builds a [[HashedKeyIndex]] (or, its keys all UUIDs, a
+ * [[UuidKeyIndex]]) of this set, so where the scan reads
  * columnar batches, [[LookUpDeletedKeysInBatches]] moves the lookup into
  * [[LookUpDeletedKeysExec]], which looks up a batch's keys together.
  */

@@ -138,22 +138,20 @@ object DeleteIndexBuilder {
       else {
         // Some task read a key that is no UUID: the others' UUIDs go to the index as strings.
         for (i <- held.indices if held(i).isUuid) held(i) = DeleteRowBatch.asHashed(held(i), keyTypes, indexKeys)
-        packedKeyIndex(indexed, (0 +: held.map(_.longestKey)).max, held.map(_.keys.length.toLong).sum)
+        packedKeyIndex(indexed, (0 +: held.map(_.longestKey)).max)
       }
     try DeleteRowBatch.addAll(held.toSeq, index, Runtime.getRuntime.availableProcessors()) finally held.clear()
     (index.seal(), covered)
   }
 
   /**
-   * The index of `shipped` packed keys whose longest takes `longestKey` bytes: inline where they
-   * are short enough, at most the delete rows the metadata counts (the inline table never grows)
-   * and its table fits the memory the plan counted for the hashed one; else hashed.
+   * The index of packed keys whose longest takes `longestKey` bytes: inline where they are short
+   * enough and its table fits the memory the plan counted for the hashed one, else hashed.
    */
-  private def packedKeyIndex(indexed: eqdelete.cost.IndexedSet, longestKey: Int, shipped: Long): DeleteKeyIndex = {
+  private def packedKeyIndex(indexed: eqdelete.cost.IndexedSet, longestKey: Int): DeleteKeyIndex = {
     val keys = indexed.read.records
     InlineKeyIndex.widthFor(longestKey)
-      .filter(width => InlineKeyIndex.mayIndex(indexed.set.newestSequenceNumber) && shipped <= keys &&
-        InlineKeyIndex.bytesFor(keys, width) <= indexed.estimatedBytes)
+      .filter(width => InlineKeyIndex.mayIndex(indexed.set.newestSequenceNumber) && InlineKeyIndex.bytesFor(keys, width) <= indexed.estimatedBytes)
       .map(width => new InlineKeyIndex(indexed.keyTypes, keys, width): DeleteKeyIndex)
       .getOrElse(new HashedKeyIndex(indexed.keyTypes, keys))
   }

@@ -104,8 +104,8 @@ object DeleteRowBatch {
 
   /**
    * The batch of `rows`: (key values..., scope, seq) as [[eqdelete.read.DeleteRows]] reads
-   * them; for a [[LongKeyIndex]] (`primitive`) or else a [[HashedKeyIndex]] (or the inline index
-   * homed as it) sized for `indexKeys` keys, whose keys come in the order that index fills its table in
+   * them; for a [[LongKeyIndex]] (`primitive`) or else a [[HashedKeyIndex]] sized for
+   * `indexKeys` keys, whose keys come in the order that index fills its table in
    * (`LongKeyIndex.orderForInsert`, `HashedKeyIndex.insertOrder`).
    */
   def apply(rows: Iterator[InternalRow], keyTypes: Seq[DataType], primitive: Boolean, indexKeys: Long,
@@ -131,7 +131,7 @@ object DeleteRowBatch {
   }
 
   /**
-   * The batch of one task's `files` for a [[HashedKeyIndex]] (or the inline index homed as it) sized for `indexKeys` keys (as
+   * The batch of one task's `files` for a [[HashedKeyIndex]] sized for `indexKeys` keys (as
    * `apply` without `primitive`): a file Iceberg's vectorized reader reads gives its key
    * columns batch by batch, each row hashed and packed where it lies in the column vectors;
    * any other row by row. At 10^7 string delete rows, the rows copied out of the vectors and

@@ -85,9 +85,8 @@ private[build] final class TaskKeys(expectedRows: Long, uuids: Boolean = false) 
   def bitmapPart(): KeyBitmapIndex.Part = KeyBitmapIndex.Part.of(keys.unshrunk, keys.size, nulls.result().nonEmpty)
 
   /**
-   * The batch of hashed keys, their keys packed in the same order in `packer`'s bytes, each run
-   * reordered as a HashedKeyIndex sized for `indexKeys` fills its slots (`HashedKeyIndex.insertOrder`),
-   * with the length of its longest packed key.
+   * The batch of hashed keys, their keys packed in the same order in `packer`'s bytes, each run reordered as a HashedKeyIndex sized for `indexKeys` fills its
+   * slots (`HashedKeyIndex.insertOrder`).
    */
   def hashed(packer: HashedKeys, indexKeys: Long): DeleteRowBatch = {
     val (packed, packedLength) = (packer.bytes, packer.length)
