@@ -25,10 +25,8 @@ final class HashedKeyIndex(
     expectedKeys: Long,
     maxRecordBytes: Long = HashedKeyIndex.MaxRecordBytes, // smaller in tests only
     maxBloomKeys: Long = HashedKeyIndex.MaxBloomKeys) // likewise
-  extends DeleteKeyIndex with PackedKeyTable {
+  extends DeleteKeyIndex {
   import HashedKeyIndex.{Hash, KeyAt, RecordLine, Scope, Sequence}
-
-  type Region = HashedKeyIndex.Region
 
   private val keyTypes = types.toArray
   // 0 is an empty slot; else (hash >>> 32) << 32 | (record offset + 1).
@@ -356,7 +354,7 @@ object HashedKeyIndex {
    * added once, with its newest sequence number, as one thread adding them all would.
    */
   final class Region private[HashedKeyIndex] (index: HashedKeyIndex, val from: Int, val base: Int, limit: Int,
-      val whole: Boolean, val until: Int = 0) extends PackedKeyTable.Region {
+      val whole: Boolean, val until: Int = 0) {
     private[HashedKeyIndex] var end = base
     private[HashedKeyIndex] var added = 0
     private val aside = scala.collection.mutable.ArrayBuffer[(Long, Long, Array[Byte], Long)]()
@@ -419,7 +417,7 @@ object HashedKeyIndex {
   /** How far a home slot of a table of `mask` + 1 slots shifts down to its stretch. */
   private[deleteindex] def stretchShift(mask: Int): Int = math.max(0, Integer.numberOfTrailingZeros(mask + 1) - 16)
 
-  private[deleteindex] def capacityFor(keys: Long): Int = {
+  private def capacityFor(keys: Long): Int = {
     val capacity = slotsFor(keys)
     require(capacity <= Int.MaxValue - 8, s"$keys keys are too many for one index")
     capacity.toInt

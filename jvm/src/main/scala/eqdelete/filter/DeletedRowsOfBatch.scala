@@ -1,6 +1,6 @@
 package eqdelete.filter
 
-import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBytes, PackedKeyTable, UuidKeyIndex}
+import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBytes, UuidKeyIndex}
 
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.sql.catalyst.expressions.Expression
@@ -36,7 +36,7 @@ private[filter] object BatchDeleteLookup {
 }
 
 /**
- * Marks the rows of a batch that `lookup`'s delete rows delete. A hashed, inline or UUID index looks up
+ * Marks the rows of a batch that `lookup`'s delete rows delete. A hashed or UUID index looks up
  * up to `Part` keys together ([[HashedKeyIndex.newestAll]], [[UuidKeyIndex.newestAll]]): their
  * cache misses overlap, where one row at a time waited for each miss in turn. Any other index
  * (the plan said hashed; never expected) is asked one row at a time, boxed.
@@ -75,7 +75,7 @@ private[filter] final class DeletedRowsOfBatch(lookup: BatchDeleteLookup) {
   /** Rows `from` until `until`, of one scope and sequence number. */
   private def markPart(batch: ColumnarBatch, from: Int, until: Int, scope: Long, sequence: Long, out: WritableColumnVector): Unit = {
     index match {
-      case hashed: PackedKeyTable =>
+      case hashed: HashedKeyIndex =>
         keys.reset()
         var i = 0
         while (i < until - from) {

@@ -1,6 +1,6 @@
 package eqdelete.filter
 
-import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBitmapIndex, KeyBits, KeyBytes, KeyHash, LongKeyIndex, PackedKeyTable, UuidKeyIndex}
+import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBitmapIndex, KeyBits, KeyBytes, KeyHash, LongKeyIndex, UuidKeyIndex}
 import eqdelete.deleteindex.build.BroadcastHandle
 
 import org.apache.spark.broadcast.Broadcast
@@ -72,7 +72,7 @@ case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequenc
         val k = keyCodes.head
         val halves = ctx.addMutableState("long[]", "uuidHalves", v => s"$v = new long[2];", forceInline = true)
         ("", s"${k.isNull} ? ${DeleteKeyIndex.NoDelete}L : $indexRef.newestOf($scopeValue, ${k.value}, $halves)")
-      case _: PackedKeyTable => // hashed or inline: the same calls
+      case _: HashedKeyIndex =>
         // The hash first, from the values as they are; the key is packed into this task's
         // buffer for the index only when the Bloom filter says it may hold it.
         val hash = ctx.freshName("keyHash")

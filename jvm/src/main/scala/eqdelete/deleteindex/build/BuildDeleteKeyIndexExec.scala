@@ -1,6 +1,6 @@
 package eqdelete.deleteindex.build
 
-import eqdelete.deleteindex.{DeleteKeyIndex, InlineKeyIndex, LongKeyIndex, UuidKeyIndex}
+import eqdelete.deleteindex.{DeleteKeyIndex, UuidKeyIndex}
 
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.rdd.RDD
@@ -44,7 +44,7 @@ final case class BuildDeleteKeyIndexExec(@transient source: DeleteKeyIndexSource
     "buildTime" -> SQLMetrics.createTimingMetric(sparkContext, "time to build the index (0 if kept)"),
     "kept" -> SQLMetrics.createMetric(sparkContext, "index kept from an earlier query (1) or built (0)"),
     "indexBytes" -> SQLMetrics.createSizeMetric(sparkContext, "index size in memory"),
-    "keyLongs" -> SQLMetrics.createMetric(sparkContext, "longs a key takes in the index's slots (0: hashed or a bitmap)")) ++
+    "uuidKeys" -> SQLMetrics.createMetric(sparkContext, "keys held as UUIDs, 16 bytes each (1), or not (0)")) ++
     Option(source).flatMap(_.removed).map("rowsRemoved" -> _)
 
   private def report(built: DeleteIndexCache.BuiltIndex, nanos: Long): Unit = {
@@ -54,12 +54,7 @@ final case class BuildDeleteKeyIndexExec(@transient source: DeleteKeyIndexSource
     metrics("buildTime").set(if (built.kept) 0L else nanos / 1000000L)
     metrics("kept").set(if (built.kept) 1L else 0L)
     metrics("indexBytes").set(built.bytes)
-    metrics("keyLongs").set(built.index.value match {
-      case _: LongKeyIndex => 1L
-      case _: UuidKeyIndex => 2L
-      case inline: InlineKeyIndex => inline.width.toLong
-      case _ => 0L
-    })
+    metrics("uuidKeys").set(if (built.index.value.isInstanceOf[UuidKeyIndex]) 1L else 0L)
     SQLMetrics.postDriverMetricUpdates(sparkContext, sparkContext.getLocalProperty(SQLExecution.EXECUTION_ID_KEY),
       metrics.collect { case (name, metric) if name != "rowsRemoved" => metric }.toSeq)
   }

@@ -3,7 +3,7 @@ package eqdelete.deleteindex.build
 import org.apache.spark.util.SizeEstimator
 import eqdelete.cost.IndexKind
 import eqdelete.explain.JobDescription
-import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, IndexCapacityException, InlineKeyIndex, KeyBitmapIndex, UuidKeyIndex}
+import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, IndexCapacityException, KeyBitmapIndex, UuidKeyIndex}
 import eqdelete.read.{DeleteRowReader, DeleteRows}
 
 import org.apache.spark.SparkContext
@@ -133,26 +133,13 @@ object DeleteIndexBuilder {
     // The job's own failure (a delete file that cannot be read), as runJob would throw it.
     job.get()
     val index =
-      if (primitive) DeleteKeyIndex.forKeyTypes(keyTypes, indexKeys, newestSequenceNumber)
-      else if (uuids && held.forall(_.isUuid)) new UuidKeyIndex(indexKeys)
-      else {
-        // Some task read a key that is no UUID: the others' UUIDs go to the index as strings.
-        for (i <- held.indices if held(i).isUuid) held(i) = DeleteRowBatch.asHashed(held(i), keyTypes, indexKeys)
-        packedKeyIndex(indexed, (0 +: held.map(_.longestKey)).max)
-      }
+      if (uuids && held.forall(_.isUuid)) new UuidKeyIndex(indexKeys)
+      else DeleteKeyIndex.forKeyTypes(keyTypes, indexKeys, newestSequenceNumber)
+    if (index.isInstanceOf[HashedKeyIndex]) {
+      // Some task read a key that is no UUID: the others' UUIDs go to the hashed index as strings.
+      for (i <- held.indices if held(i).isUuid) held(i) = DeleteRowBatch.asHashed(held(i), keyTypes, indexKeys)
+    }
     try DeleteRowBatch.addAll(held.toSeq, index, Runtime.getRuntime.availableProcessors()) finally held.clear()
     (index.seal(), covered)
-  }
-
-  /**
-   * The index of packed keys whose longest takes `longestKey` bytes: inline where they are short
-   * enough and its table fits the memory the plan counted for the hashed one, else hashed.
-   */
-  private def packedKeyIndex(indexed: eqdelete.cost.IndexedSet, longestKey: Int): DeleteKeyIndex = {
-    val keys = indexed.read.records
-    InlineKeyIndex.widthFor(longestKey)
-      .filter(width => InlineKeyIndex.mayIndex(indexed.set.newestSequenceNumber) && InlineKeyIndex.bytesFor(keys, width) <= indexed.estimatedBytes)
-      .map(width => new InlineKeyIndex(indexed.keyTypes, keys, width): DeleteKeyIndex)
-      .getOrElse(new HashedKeyIndex(indexed.keyTypes, keys))
   }
 }

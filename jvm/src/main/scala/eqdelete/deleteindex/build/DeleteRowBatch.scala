@@ -32,13 +32,11 @@ final class DeleteRowBatch private[build] (
     // the index's own size fill its regions on several threads.
     private[build] val orderedFor: Long = 0L,
     // For a UuidKeyIndex: each key's low half, its high half in `keys`.
-    private[build] val lows: Array[Long] = null,
-    // Packed keys: the bytes of the longest, which says whether an InlineKeyIndex holds them.
-    val longestKey: Int = 0)
+    private[build] val lows: Array[Long] = null)
   extends Serializable {
 
   /** The same rows, and `n` rows dropped as covered before them. */
-  def withCovered(n: Long): DeleteRowBatch = new DeleteRowBatch(keys, runs, nullKeys, packed, n, orderedFor, lows, longestKey)
+  def withCovered(n: Long): DeleteRowBatch = new DeleteRowBatch(keys, runs, nullKeys, packed, n, orderedFor, lows)
 
   /** Whether its keys are UUIDs, as halves for a [[UuidKeyIndex]]. */
   def isUuid: Boolean = lows != null
@@ -126,7 +124,7 @@ object DeleteRowBatch {
         keys.startRun(row.getLong(scopeAt), row.getLong(seqAt))
         keys.add(packer.add(row, ordinals))
       }
-      keys.hashed(packer, indexKeys)
+      keys.hashed(packer.bytes, packer.length, indexKeys)
     }
   }
 
@@ -144,7 +142,7 @@ object DeleteRowBatch {
     val packer = new HashedKeys(types)
     val (inBatch, inRow) = (reader.keyOrdinals, types.indices.toArray)
     eachRow(files, reader, keys)(row => keys.add(packer.add(row, inBatch)), row => keys.add(packer.add(row, inRow)))
-    keys.hashed(packer, indexKeys)
+    keys.hashed(packer.bytes, packer.length, indexKeys)
   }
 
   /**

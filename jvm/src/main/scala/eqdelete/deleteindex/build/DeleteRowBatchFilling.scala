@@ -1,6 +1,6 @@
 package eqdelete.deleteindex.build
 
-import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBytes, LongKeyIndex, PackedKeyTable, UuidKeyIndex}
+import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBytes, LongKeyIndex, UuidKeyIndex}
 
 /**
  * Adds the batches a query's read tasks shipped to the index made for them, in one pass over its
@@ -14,7 +14,7 @@ object DeleteRowBatchFilling {
    */
   def addAll(batches: Seq[DeleteRowBatch], index: DeleteKeyIndex, threads: Int): Unit = index match {
     case longs: LongKeyIndex => addInSlotOrder(batches, longs, threads)
-    case packed: PackedKeyTable => addInSlotOrder(batches, packed, threads)
+    case hashed: HashedKeyIndex => addInSlotOrder(batches, hashed, threads)
     case uuids: UuidKeyIndex => addInSlotOrder(batches, uuids, threads)
     case other => throw new IllegalArgumentException(s"no delete row batches are added to $other")
   }
@@ -63,16 +63,15 @@ object DeleteRowBatchFilling {
   }
 
   /**
-   * Adds `batches` of packed keys to a hashed or inline index in one pass over its table, stretch
-   * by stretch, as the primitive index's `addInSlotOrder`, on up to `threads` threads, each its
-   * own region of stretches and, in a hashed index, its own bytes of the records
-   * (`HashedKeyIndex.regions`; their NULL keys are packed, none apart): at 10^7 UUID strings
+   * Adds `batches` to a hashed index in one pass over its table, stretch by stretch, as the
+   * primitive index's `addInSlotOrder`, on up to `threads` threads, each its own region of
+   * stretches and its own bytes of the records (`HashedKeyIndex.regions`): at 10^7 UUID strings
    * one thread took ~0.4 s, while the other core waited. Added batch by batch as they arrived,
    * each task's keys walked the whole table again, 10^6 keys over 3x10^7 slots, a cache miss a
    * key: at 10^7 string keys in 10 tasks, more of the query's thread (`HashedKeyIndex.place`)
    * than the read tasks took of theirs, while they wanted both cores.
    */
-  def addInSlotOrder(batches: Seq[DeleteRowBatch], index: PackedKeyTable, threads: Int): Unit = {
+  def addInSlotOrder(batches: Seq[DeleteRowBatch], index: HashedKeyIndex, threads: Int): Unit = {
     index.reserveRecords(batches.map(_.keys.length.toLong).sum, batches.map(_.packed.length.toLong).sum)
     val runs = new Runs(batches)
     import runs.{ends, scopes, sequences, starts, keys => hashes}
@@ -101,7 +100,7 @@ object DeleteRowBatchFilling {
     val regions = index.regions(bounds, recordBytes, scopes.zip(sequences).distinct.toSeq)
 
     // The keys between bounds `b` and `end` into `region`.
-    def fill(region: index.Region, b: Int, end: Int): Unit = {
+    def fill(region: HashedKeyIndex.Region, b: Int, end: Int): Unit = {
       val packedAt = bytesAt.map(_(b))
       inStretchOrder(keyAt.map(_(b)), keyAt.map(_(end)), bounds(b), bounds(end), new StretchRuns {
         def stretchAt(r: Int, at: Int): Int = index.stretchOf(hashes(r)(at), scopes(r))
@@ -127,6 +126,7 @@ object DeleteRowBatchFilling {
     if (regions.size == 1) fill(regions.head, 0, bounds.size - 1)
     else inParallel(regions.indices.map(b => () => fill(regions(b), b, b + 1)))
     index.absorb(regions)
+    batches.foreach(_.addNullKeysTo(index))
   }
 
   /**

@@ -13,7 +13,6 @@ private[build] final class HashedKeys(types: Array[DataType]) {
   private val key = new KeyBytes
   private var buffer = new Array[Byte](1 << 16)
   private var used = 0
-  private var longestKey = 0
 
   /** Packs `row`'s key, its columns at `ordinals`; returns its hash. */
   def add(row: InternalRow, ordinals: Array[Int]): Long = {
@@ -22,16 +21,12 @@ private[build] final class HashedKeys(types: Array[DataType]) {
     KeyBytes.writeLength(buffer, used, key.length)
     System.arraycopy(key.bytes, 0, buffer, used + KeyBytes.LengthBytes, key.length)
     used += KeyBytes.LengthBytes + key.length
-    if (key.length > longestKey) longestKey = key.length
     hash
   }
 
   /** The packed keys: the first `length` bytes of `bytes` (the buffer itself, not copied: `hashed` reorders them into an exact array). */
   def bytes: Array[Byte] = buffer
   def length: Int = used
-
-  /** The bytes of the longest key packed. */
-  def longest: Int = longestKey
 
   private def room(n: Int): Unit = if (used + n > buffer.length) {
     buffer = java.util.Arrays.copyOf(buffer, math.max(used + n, math.min(Int.MaxValue - 8L, 2L * buffer.length).toInt))

@@ -85,11 +85,11 @@ private[build] final class TaskKeys(expectedRows: Long, uuids: Boolean = false) 
   def bitmapPart(): KeyBitmapIndex.Part = KeyBitmapIndex.Part.of(keys.unshrunk, keys.size, nulls.result().nonEmpty)
 
   /**
-   * The batch of hashed keys, their keys packed in the same order in `packer`'s bytes, each run reordered as a HashedKeyIndex sized for `indexKeys` fills its
+   * The batch of hashed keys, their keys packed in the same order in the first `packedLength`
+   * bytes of `packed`, each run reordered as a HashedKeyIndex sized for `indexKeys` fills its
    * slots (`HashedKeyIndex.insertOrder`).
    */
-  def hashed(packer: HashedKeys, indexKeys: Long): DeleteRowBatch = {
-    val (packed, packedLength) = (packer.bytes, packer.length)
+  def hashed(packed: Array[Byte], packedLength: Int, indexKeys: Long): DeleteRowBatch = {
     closeRun()
     val (hashes, n) = (keys.unshrunk, keys.size) // read only, not shipped: no copy of its exact length
     val byRun = runs.result()
@@ -118,7 +118,7 @@ private[build] final class TaskKeys(expectedRows: Long, uuids: Boolean = false) 
       start = end
       run += 3
     }
-    new DeleteRowBatch(orderedHashes, byRun, Array.emptyLongArray, orderedPacked, 0L, indexKeys, longestKey = packer.longest)
+    new DeleteRowBatch(orderedHashes, byRun, Array.emptyLongArray, orderedPacked, 0L, indexKeys)
   }
 }
 
