@@ -129,12 +129,9 @@ final class LongKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
   def regions(parts: Int, keys: Long, runs: Seq[(Long, Long)]): IndexedSeq[LongKeyIndex.Region] = {
     require(!isSealed, "the index is sealed")
     runs.foreach { case (scope, seq) => noteScope(scope, seq) }
-    if (parts <= 1 || bloom != null || used + keys > capacity * LongKeyIndex.MaxLoad) {
-      IndexedSeq(new LongKeyIndex.Region(this, 0, LongKeyIndex.Stretches, whole = true))
-    } else {
-      val n = math.min(parts, LongKeyIndex.Stretches)
-      val bounds = (0 to n).map(k => (k.toLong * LongKeyIndex.Stretches / n).toInt)
-      bounds.sliding(2).map { case Seq(first, end) => new LongKeyIndex.Region(this, first, end, whole = false) }.toIndexedSeq
+    val whole = parts <= 1 || bloom != null || used + keys > capacity * LongKeyIndex.MaxLoad
+    StretchOrder.regions(parts, LongKeyIndex.Stretches, whole).map { case (first, end) =>
+      new LongKeyIndex.Region(this, first, end, whole)
     }
   }
 

@@ -30,4 +30,13 @@ private[deleteindex] object StretchOrder {
     pass(byLow, order, 8)
     order
   }
+
+  /**
+   * The (first, end) stretches of at most `parts` regions of whole stretches of `stretches`, one
+   * region where `whole`: what threads fill at once, each its own.
+   */
+  def regions(parts: Int, stretches: Int, whole: Boolean): IndexedSeq[(Int, Int)] = {
+    val n = if (whole) 1 else math.min(parts, stretches)
+    (0 until n).map(k => ((k.toLong * stretches / n).toInt, ((k + 1).toLong * stretches / n).toInt))
+  }
 }

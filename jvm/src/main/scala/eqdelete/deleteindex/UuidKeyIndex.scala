@@ -128,12 +128,9 @@ final class UuidKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
   def regions(parts: Int, keys: Long, runs: Seq[(Long, Long)]): IndexedSeq[UuidKeyIndex.Region] = {
     require(!isSealed, "the index is sealed")
     runs.foreach { case (scope, seq) => noteScope(scope, seq) }
-    if (parts <= 1 || bloom != null || used + keys > capacity * UuidKeyIndex.MaxLoad) {
-      IndexedSeq(new UuidKeyIndex.Region(this, 0, UuidKeyIndex.Stretches, whole = true))
-    } else {
-      val n = math.min(parts, UuidKeyIndex.Stretches)
-      val bounds = (0 to n).map(k => (k.toLong * UuidKeyIndex.Stretches / n).toInt)
-      bounds.sliding(2).map { case Seq(first, end) => new UuidKeyIndex.Region(this, first, end, whole = false) }.toIndexedSeq
+    val whole = parts <= 1 || bloom != null || used + keys > capacity * UuidKeyIndex.MaxLoad
+    StretchOrder.regions(parts, UuidKeyIndex.Stretches, whole).map { case (first, end) =>
+      new UuidKeyIndex.Region(this, first, end, whole)
     }
   }
 
