@@ -87,7 +87,8 @@ final class UuidKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
   private def prefetch(scope: Long, halves: Array[Long], parsed: Array[Boolean], n: Int, entries: Array[Long]): Unit = {
     var i = 0
     while (i < n) {
-      val (high, low) = (halves(2 * i), halves(2 * i + 1))
+      val high = halves(2 * i)
+      val low = halves(2 * i + 1)
       entries(i) =
         if (!parsed(i) || (bloom != null && !bloom.mightContain(UuidKeyIndex.bloomHash(high, low)))) 0L
         else {
@@ -245,10 +246,6 @@ object UuidKeyIndex {
     require(Width * capacity <= Int.MaxValue - 8, s"${(capacity * MaxLoad).toLong} keys are too many for one index")
     capacity.toInt
   }
-
-  /** The table for `keys` keys and its Bloom filter, in bytes. */
-  def bytesFor(keys: Long): Long =
-    4096 + 8L * Width * tableSlotsFor(keys) + (if (keys <= MaxBloomKeys) BlockedBloom.bytesFor(keys) else 0L)
 
   /** The stretches a table is ordered by, for adding keys front to back. */
   val Stretches: Int = 1 << 16
