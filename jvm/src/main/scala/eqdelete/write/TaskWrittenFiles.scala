@@ -6,7 +6,7 @@ import scala.util.Try
 import scala.util.control.NonFatal
 
 import org.apache.iceberg.io.FileIO
-import org.apache.spark.{TaskContext, TaskKilledException}
+import org.apache.spark.{SparkConf, TaskContext, TaskKilledException}
 import org.apache.spark.internal.Logging
 import org.apache.spark.rdd.RDD
 
@@ -16,6 +16,7 @@ import org.apache.spark.rdd.RDD
  * fails or it is killed ([[deletingOnFailure]]), and the driver gathers each finished task's result
  * as the task finishes, as Spark's own writes gather task commit messages, so it deletes the files
  * of tasks that finished before the job ended ([[gathered]]): a cancelled job returns none of them.
+ * A task's failure ends the job only after every task has finished ([[TaskOutcome]]).
  */
 object TaskWrittenFiles extends Logging {
 
@@ -47,22 +48,51 @@ object TaskWrittenFiles extends Logging {
    * in partition order. When the job fails or is cancelled, the files the finished tasks wrote
    * (`locations` of a result) are deleted before the failure goes on; `what` names the write in
    * a warning when one cannot be deleted.
+   *
+   * A task's last allowed attempt reports its failure as its result rather than throwing it: Spark
+   * ends a job at its first failed task and drops the results of tasks finishing meanwhile, so a
+   * task that wrote its files just then would leave them behind. Reported, the failure ends the job
+   * only once every task has finished and its files are known. Earlier attempts throw, so Spark's
+   * retries stay; a fetch failure or a kill always throws, so a lost shuffle is recomputed and a
+   * cancelled job ends at once (its tasks delete their own files, [[deletingOnFailure]]).
    */
   def gathered[T: ClassTag](rdd: RDD[T], io: FileIO, what: String)(locations: T => Seq[String]): Seq[T] = {
     val finished = mutable.Map.empty[Int, Array[T]]
+    val failed = mutable.ArrayBuffer.empty[TaskFailure]
+    val attempts = attemptsAllowed(rdd.sparkContext.master, rdd.sparkContext.getConf)
+    def files(): Seq[String] = finished.synchronized(finished.values.flatMap(_.toSeq).toVector).flatMap(locations)
     try {
-      rdd.sparkContext.runJob(rdd, (rows: Iterator[T]) => rows.toArray, (p: Int, rows: Array[T]) => finished.synchronized {
-        finished(p) = rows
-      })
-      finished.synchronized(finished.toSeq.sortBy(_._1).flatMap(_._2.toSeq))
+      rdd.sparkContext.runJob(new TaskOutcome.OfTasks(rdd, attempts), (outcomes: Iterator[TaskOutcome[T]]) => outcomes.next(),
+        (p: Int, outcome: TaskOutcome[T]) => finished.synchronized(outcome match {
+          case TaskOutcome.Wrote(rows) => finished(p) = rows
+          case TaskOutcome.Failed(failure) => failed += failure
+        }))
     } catch {
       case failure: Throwable =>
         val interrupted = Thread.interrupted()
-        try delete(io, finished.synchronized(finished.values.flatMap(_.toSeq).toVector).flatMap(locations), what)
+        try delete(io, files(), what)
         finally if (interrupted) Thread.currentThread().interrupt()
         throw failure
     }
+    finished.synchronized(failed.headOption) match {
+      case Some(failure) =>
+        delete(io, files(), what)
+        throw failure.exception(what)
+      case None => finished.synchronized(finished.toSeq.sortBy(_._1).flatMap(_._2.toSeq))
+    }
   }
+
+  /**
+   * How many times Spark runs a task before failing its job: once in `local` and `local[n]`, `f`
+   * times in `local[n, f]`, `spark.task.maxFailures` elsewhere (SparkContext's own reading).
+   */
+  private[write] def attemptsAllowed(master: String, conf: SparkConf): Int = master.trim match {
+    case LocalWithFailures(failures) => failures.toInt
+    case local if local == "local" || local.startsWith("local[") => 1
+    case _ => conf.getInt("spark.task.maxFailures", 4)
+  }
+
+  private val LocalWithFailures = """local\[\s*(?:[0-9]+|\*)\s*,\s*([0-9]+)\s*\]""".r
 
   /** Deletes files written for a commit that is known not to have landed (or was never sent). */
   def delete(io: FileIO, locations: Seq[String], what: String): Unit = locations.distinct.foreach { path =>
