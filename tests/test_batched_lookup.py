@@ -3,8 +3,8 @@ checked against rows the test computes itself from what it wrote: UUID strings, 
 ``uuid`` type, binary keys and a (long, string, date) key with NULL parts, over partition-scoped
 deletes of several sequence numbers, rows re-inserted after their delete, position deletes
 (Iceberg then hands out filtered batches holding more columns than the scan's), and files of
-more rows than one lookup takes together (256). Where every delete key is a UUID in canonical form, the
-index holds them as 128 bits, which its metrics show."""
+more rows than one lookup takes together (256). Where every delete key is a UUID in canonical form, or
+every one a string of at most 15 bytes, the index holds them as two longs, which its metrics show."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from eqdelete import write_equality_deletes
 
 FILTER = [("spark.eqdelete.strategy", "filter")]
 BATCHED = ("spark.eqdelete.filter.batchedLookup", "true")
-UUID_KEYS = "keys held as UUIDs, 16 bytes each (1), or not (0)"
+TWO_LONG_KEYS = "keys held in two longs: UUIDs (1), strings of at most 15 bytes (2), or not (0)"
 ONE_AT_A_TIME = ("spark.eqdelete.filter.batchedLookup", "false")
 
 
@@ -41,6 +41,10 @@ SHAPES: dict[str, tuple[Any, Callable[[random.Random], tuple]]] = {
     # Every key a UUID: the index holds them as 128 bits (a NULL or any other string makes it hashed).
     "uuid string, no NULL": ("k STRING", lambda r: (_uuid(r),)),
     "uuid type, no NULL": (lambda t: t.UUIDType.get(), lambda r: (_uuid(r),)),
+    # Every key at most 15 bytes (two-byte characters, a trailing NUL byte): two longs as well.
+    "short string, no NULL": ("k STRING", lambda r: (f"k\u00e9-{r.randint(0, 400)}" + r.choice(["", "\x00"]),)),
+    # Two forms in one set: the hashed index.
+    "uuid and short strings": ("k STRING", lambda r: (_uuid(r) if r.random() < 0.5 else f"k-{r.randint(0, 400)}",)),
     "binary": ("k BINARY", lambda r: (None,) if r.random() < 0.02 else (r.randbytes(r.randint(0, 12)),)),
     "long, string, date": (
         "k1 BIGINT, k2 STRING, k3 DATE",
@@ -51,6 +55,10 @@ SHAPES: dict[str, tuple[Any, Callable[[random.Random], tuple]]] = {
         ),
     ),
 }
+
+
+#: The index's form of the shapes whose keys it holds in two longs (the metric); the others are hashed (0).
+TWO_LONGS = {"uuid string, no NULL": 1, "uuid type, no NULL": 1, "short string, no NULL": 2}
 
 
 def _lookups(df: DataFrame) -> int:
@@ -133,7 +141,7 @@ def test_hashed_keys_looked_up_a_batch_at_a_time_delete_the_rows_icebergs_rules_
     # A query's own row filter: its rows are looked up one at a time, only those it keeps.
     with eqdelete.use_conf(spark, [*FILTER, BATCHED]):
         index = scan_metrics(spark, query, "BuildDeleteKeyIndex")
-        assert index[UUID_KEYS] == [1 if shape.endswith("no NULL") else 0], index
+        assert index[TWO_LONG_KEYS] == [TWO_LONGS.get(shape, 0)], index
         df = spark.sql(f"{query} WHERE v % 3 = 1")
         assert multiset(df.collect()) == multiset([row for row, _ in live if row[-1] % 3 == 1])
         assert _lookups(df) == 0

@@ -15,7 +15,8 @@ sealed trait IndexKind {
 object IndexKind {
   /**
    * A key -> newest delete table: [[eqdelete.deleteindex.LongKeyIndex]] or [[eqdelete.deleteindex.HashedKeyIndex]] by key
-   * type, or [[eqdelete.deleteindex.UuidKeyIndex]] for a string key once its delete keys are read and all UUIDs.
+   * type, or [[eqdelete.deleteindex.TwoLongKeyIndex]] for a string key once its delete keys are
+   * read and all UUIDs, or all strings of at most 15 bytes.
    */
   case object Table extends IndexKind {
     val describe = "index"

@@ -74,8 +74,8 @@ final case class IndexedSet(
     kind: IndexKind = IndexKind.Table) {
   /**
    * Whether the index is a [[eqdelete.deleteindex.HashedKeyIndex]] (the builder picks by the same
-   * test), or, a string key whose delete keys all turn out UUIDs, a [[eqdelete.deleteindex.UuidKeyIndex]]:
-   * either is looked up a batch at a time.
+   * test), or, a string key whose delete keys all turn out UUIDs (or all strings of at most 15
+   * bytes), a [[eqdelete.deleteindex.TwoLongKeyIndex]]: either is looked up a batch at a time.
    */
   def hashed: Boolean = kind == IndexKind.Table && !DeleteKeyIndex.isPrimitive(keyTypes, set.newestSequenceNumber)
 

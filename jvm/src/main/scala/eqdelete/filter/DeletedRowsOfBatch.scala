@@ -1,6 +1,6 @@
 package eqdelete.filter
 
-import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBytes, UuidKeyIndex}
+import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBytes, TwoLongKeyIndex}
 
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.sql.catalyst.expressions.Expression
@@ -36,8 +36,8 @@ private[filter] object BatchDeleteLookup {
 }
 
 /**
- * Marks the rows of a batch that `lookup`'s delete rows delete. A hashed or UUID index looks up
- * up to `Part` keys together ([[HashedKeyIndex.newestAll]], [[UuidKeyIndex.newestAll]]): their
+ * Marks the rows of a batch that `lookup`'s delete rows delete. A hashed or two-long index looks up
+ * up to `Part` keys together ([[HashedKeyIndex.newestAll]], [[TwoLongKeyIndex.newestAll]]): their
  * cache misses overlap, where one row at a time waited for each miss in turn. Any other index
  * (the plan said hashed; never expected) is asked one row at a time, boxed.
  */
@@ -89,14 +89,14 @@ private[filter] final class DeletedRowsOfBatch(lookup: BatchDeleteLookup) {
         }
         offsets(i) = keys.length
         hashed.newestAll(scope, hashes, keys.bytes, offsets, i, newest, entries)
-      case uuids: UuidKeyIndex =>
-        val (column, n) = (batch.column(lookup.keyOrdinals(0)), until - from)
+      case pairs: TwoLongKeyIndex =>
+        val (column, n, form) = (batch.column(lookup.keyOrdinals(0)), until - from, pairs.form)
         var i = 0
         while (i < n) {
-          parsed(i) = !column.isNullAt(from + i) && UuidKeyIndex.parse(column.getUTF8String(from + i), halves, 2 * i, 2 * i + 1)
+          parsed(i) = !column.isNullAt(from + i) && form.read(column.getUTF8String(from + i), halves, 2 * i, 2 * i + 1)
           i += 1
         }
-        uuids.newestAll(scope, halves, parsed, n, newest, entries)
+        pairs.newestAll(scope, halves, parsed, n, newest, entries)
       case other =>
         var i = 0
         while (i < until - from) {

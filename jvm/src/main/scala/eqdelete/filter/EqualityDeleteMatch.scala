@@ -1,6 +1,6 @@
 package eqdelete.filter
 
-import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBitmapIndex, KeyBits, KeyBytes, KeyHash, LongKeyIndex, UuidKeyIndex}
+import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBitmapIndex, KeyBits, KeyBytes, KeyHash, LongKeyIndex, TwoLongKeyIndex}
 import eqdelete.deleteindex.build.BroadcastHandle
 
 import org.apache.spark.broadcast.Broadcast
@@ -23,8 +23,8 @@ import org.apache.spark.sql.types.{BooleanType, DataType}
  * The key is looked up first; the row's sequence number (and, for global-only deletes, its
  * scope) is computed only for the few rows whose key has a delete.
  *
- * `lookUpInBatches`: the plan builds a [[HashedKeyIndex]] (or, its keys all UUIDs, a
- * [[UuidKeyIndex]]) of this set, so where the scan reads
+ * `lookUpInBatches`: the plan builds a [[HashedKeyIndex]] (or, its keys all UUIDs or all short strings, a
+ * [[TwoLongKeyIndex]]) of this set, so where the scan reads
  * columnar batches, [[LookUpDeletedKeysInBatches]] moves the lookup into
  * [[LookUpDeletedKeysExec]], which looks up a batch's keys together.
  */
@@ -68,9 +68,9 @@ case class EqualityDeleteMatch(keys: Seq[Expression], scope: Expression, sequenc
       case _: LongKeyIndex | _: KeyBitmapIndex => // the same `newest`, from the key's KeyBits
         val k = keyCodes.head
         ("", s"$indexRef.newest($scopeValue, ${k.isNull}, ${k.isNull} ? 0L : ${KeyBits.code(keys.head.dataType, k.value.toString)})")
-      case _: UuidKeyIndex => // parsed into this task's two longs, without allocating
+      case _: TwoLongKeyIndex => // parsed into this task's two longs, without allocating
         val k = keyCodes.head
-        val halves = ctx.addMutableState("long[]", "uuidHalves", v => s"$v = new long[2];", forceInline = true)
+        val halves = ctx.addMutableState("long[]", "keyLongs", v => s"$v = new long[2];", forceInline = true)
         ("", s"${k.isNull} ? ${DeleteKeyIndex.NoDelete}L : $indexRef.newestOf($scopeValue, ${k.value}, $halves)")
       case _: HashedKeyIndex =>
         // The hash first, from the values as they are; the key is packed into this task's

@@ -1,6 +1,6 @@
 package eqdelete.deleteindex.build
 
-import eqdelete.deleteindex.{DeleteKeyIndex, UuidKeyIndex}
+import eqdelete.deleteindex.{DeleteKeyIndex, TwoLongKeyIndex}
 
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.rdd.RDD
@@ -44,7 +44,7 @@ final case class BuildDeleteKeyIndexExec(@transient source: DeleteKeyIndexSource
     "buildTime" -> SQLMetrics.createTimingMetric(sparkContext, "time to build the index (0 if kept)"),
     "kept" -> SQLMetrics.createMetric(sparkContext, "index kept from an earlier query (1) or built (0)"),
     "indexBytes" -> SQLMetrics.createSizeMetric(sparkContext, "index size in memory"),
-    "uuidKeys" -> SQLMetrics.createMetric(sparkContext, "keys held as UUIDs, 16 bytes each (1), or not (0)")) ++
+    "keysInTwoLongs" -> SQLMetrics.createMetric(sparkContext, "keys held in two longs: UUIDs (1), strings of at most 15 bytes (2), or not (0)")) ++
     Option(source).flatMap(_.removed).map("rowsRemoved" -> _)
 
   private def report(built: DeleteIndexCache.BuiltIndex, nanos: Long): Unit = {
@@ -54,7 +54,7 @@ final case class BuildDeleteKeyIndexExec(@transient source: DeleteKeyIndexSource
     metrics("buildTime").set(if (built.kept) 0L else nanos / 1000000L)
     metrics("kept").set(if (built.kept) 1L else 0L)
     metrics("indexBytes").set(built.bytes)
-    metrics("uuidKeys").set(if (built.index.value.isInstanceOf[UuidKeyIndex]) 1L else 0L)
+    metrics("keysInTwoLongs").set(built.index.value match { case pairs: TwoLongKeyIndex => pairs.form.id.toLong; case _ => 0L })
     SQLMetrics.postDriverMetricUpdates(sparkContext, sparkContext.getLocalProperty(SQLExecution.EXECUTION_ID_KEY),
       metrics.collect { case (name, metric) if name != "rowsRemoved" => metric }.toSeq)
   }

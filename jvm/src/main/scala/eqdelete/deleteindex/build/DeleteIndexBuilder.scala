@@ -3,7 +3,7 @@ package eqdelete.deleteindex.build
 import org.apache.spark.util.SizeEstimator
 import eqdelete.cost.IndexKind
 import eqdelete.explain.JobDescription
-import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, IndexCapacityException, KeyBitmapIndex, UuidKeyIndex}
+import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, IndexCapacityException, KeyBitmapIndex, TwoLongKeyForm, TwoLongKeyIndex}
 import eqdelete.read.{DeleteRowReader, DeleteRows}
 
 import org.apache.spark.SparkContext
@@ -79,8 +79,8 @@ object DeleteIndexBuilder {
     val indexKeys = indexed.read.records
     val newestSequenceNumber = indexed.set.newestSequenceNumber
     val primitive = DeleteKeyIndex.isPrimitive(indexed.keyTypes, newestSequenceNumber) // the batches' format follows the index
-    // Whether the keys are UUIDs is known once they are read: each task ships them as such while they are.
-    val uuids = !primitive && coverers.isEmpty && UuidKeyIndex.mayIndex(indexed.keyTypes, newestSequenceNumber)
+    // Whether the keys fit two longs is known once they are read: each task ships them so while they do.
+    val twoLongs = !primitive && coverers.isEmpty && TwoLongKeyIndex.mayIndex(indexed.keyTypes, newestSequenceNumber)
     val reader = new DeleteRowReader(source.io, source.readSchema, indexed.set.equalityIds)
     val keyTypes = indexed.keyTypes
     val rowsPerTask = indexKeys / indexed.read.tasks // a size hint: files are about alike
@@ -88,7 +88,7 @@ object DeleteIndexBuilder {
       DeleteRows.perTask(context, indexed.read.files, indexed.read.tasks, indexed.set.describeKeys) { files =>
         Iterator(
           if (primitive) DeleteRowBatch.ofKeyColumns(files, reader, keyTypes.head, indexKeys, rowsPerTask)
-          else if (uuids) DeleteRowBatch.ofUuidOrHashedKeyColumns(files, reader, keyTypes, indexKeys, rowsPerTask)
+          else if (twoLongs) DeleteRowBatch.ofTwoLongOrHashedKeyColumns(files, reader, keyTypes, indexKeys, rowsPerTask)
           else DeleteRowBatch.ofHashedKeyColumns(files, reader, keyTypes, indexKeys, rowsPerTask))
       }
     } else DeleteRows.rdd(context, reader, indexed.read.files, indexed.read.tasks, indexed.set.describeKeys).mapPartitions { rows =>
@@ -133,11 +133,13 @@ object DeleteIndexBuilder {
     // The job's own failure (a delete file that cannot be read), as runJob would throw it.
     job.get()
     val index =
-      if (uuids && held.forall(_.isUuid)) new UuidKeyIndex(indexKeys)
+      // A task that read no key has no form.
+      if (twoLongs && held.forall(_.inTwoLongs) && held.flatMap(b => Option(b.form)).distinct.size <= 1)
+        new TwoLongKeyIndex(indexKeys, held.flatMap(b => Option(b.form)).headOption.getOrElse(TwoLongKeyForm.Uuid))
       else DeleteKeyIndex.forKeyTypes(keyTypes, indexKeys, newestSequenceNumber)
     if (index.isInstanceOf[HashedKeyIndex]) {
-      // Some task read a key that is no UUID: the others' UUIDs go to the hashed index as strings.
-      for (i <- held.indices if held(i).isUuid) held(i) = DeleteRowBatch.asHashed(held(i), keyTypes, indexKeys)
+      // Some task read a key in no form, or tasks read keys of two forms: the keys go to the hashed index as strings.
+      for (i <- held.indices if held(i).inTwoLongs) held(i) = DeleteRowBatch.asHashed(held(i), keyTypes, indexKeys)
     }
     try DeleteRowBatch.addAll(held.toSeq, index, Runtime.getRuntime.availableProcessors()) finally held.clear()
     (index.seal(), covered)

@@ -1,6 +1,6 @@
 package eqdelete.deleteindex.build
 
-import eqdelete.deleteindex.{DeleteKeyIndex, KeyBitmapIndex, UuidKeyIndex}
+import eqdelete.deleteindex.{DeleteKeyIndex, KeyBitmapIndex, TwoLongKeyForm, TwoLongKeyIndex}
 
 import eqdelete.read.DeleteRowReader
 import eqdelete.read.DeleteRows.TaskFile
@@ -11,8 +11,8 @@ import org.apache.spark.sql.types.DataType
 
 /**
  * The delete rows one task read, as it ships them: the keys in a long array (for one integral
- * or floating-point key its [[KeyBits]], for UUIDs their high halves with the low ones in
- * `lows`, for other keys their hash, with the keys packed
+ * or floating-point key its [[KeyBits]], for keys in a [[TwoLongKeyForm]] their high longs with
+ * the low ones in `lows`, for other keys their hash, with the keys packed
  * ([[KeyBytes]]) one after the other, each after its 4-byte length), and, since every row of
  * a delete file has the file's scope and sequence number, those once per run of rows:
  * (end, scope, seq) triples. NULL keys of one column come as (scope, seq) pairs. 8 bytes a row
@@ -31,15 +31,16 @@ final class DeleteRowBatch private[build] (
     // The keys of the index whose slot order each run's keys are in: only batches ordered for
     // the index's own size fill its regions on several threads.
     private[build] val orderedFor: Long = 0L,
-    // For a UuidKeyIndex: each key's low half, its high half in `keys`.
-    private[build] val lows: Array[Long] = null)
+    // For a TwoLongKeyIndex: each key's low long, its high long in `keys`, both in `form`.
+    private[build] val lows: Array[Long] = null,
+    val form: TwoLongKeyForm = null)
   extends Serializable {
 
   /** The same rows, and `n` rows dropped as covered before them. */
-  def withCovered(n: Long): DeleteRowBatch = new DeleteRowBatch(keys, runs, nullKeys, packed, n, orderedFor, lows)
+  def withCovered(n: Long): DeleteRowBatch = new DeleteRowBatch(keys, runs, nullKeys, packed, n, orderedFor, lows, form)
 
-  /** Whether its keys are UUIDs, as halves for a [[UuidKeyIndex]]. */
-  def isUuid: Boolean = lows != null
+  /** Whether its keys are in a [[TwoLongKeyForm]] (`form`), as two longs for a [[TwoLongKeyIndex]]. */
+  def inTwoLongs: Boolean = lows != null
 
   private[build] def addNullKeysTo(index: DeleteKeyIndex): Unit = {
     var i = 0
@@ -146,49 +147,54 @@ object DeleteRowBatch {
   }
 
   /**
-   * The batch of one task's `files` for a [[UuidKeyIndex]] sized for `indexKeys` keys, their
-   * single string key read as `ofHashedKeyColumns` reads it, or None at the first key that is
-   * no UUID in canonical form (or NULL): the set then gets a hashed index. For other strings
-   * that is the first key read.
+   * The batch of one task's `files` for a [[TwoLongKeyIndex]] sized for `indexKeys` keys, their
+   * single string key read as `ofHashedKeyColumns` reads it, in the form of the first key (a
+   * UUID, or a string of at most 15 bytes); None at the first key in no form or in another, or
+   * NULL: the set then gets a hashed index. For a longer string that is the first key read.
    */
-  def ofUuidKeyColumns(files: Iterator[TaskFile], reader: DeleteRowReader, indexKeys: Long,
+  def ofTwoLongKeyColumns(files: Iterator[TaskFile], reader: DeleteRowReader, indexKeys: Long,
       expectedRows: Long): Option[DeleteRowBatch] = {
-    val keys = new TaskKeys(expectedRows, uuids = true)
-    val halves = new Array[Long](2)
-    def add(row: InternalRow, ordinal: Int): Unit =
-      if (row.isNullAt(ordinal) || !UuidKeyIndex.parse(row.getUTF8String(ordinal), halves, 0, 1)) throw NotUuid
-      else keys.addUuid(halves(0), halves(1))
+    val keys = new TaskKeys(expectedRows, twoLongs = true)
+    val pair = new Array[Long](2)
+    var form: TwoLongKeyForm = null
+    def add(row: InternalRow, ordinal: Int): Unit = {
+      val key = if (row.isNullAt(ordinal)) null else row.getUTF8String(ordinal)
+      if (form == null) form = TwoLongKeyForm.of(key, pair).getOrElse(throw NotInForm)
+      else if (!form.read(key, pair, 0, 1)) throw NotInForm
+      keys.addPair(pair(0), pair(1))
+    }
     val inBatch = reader.keyOrdinals(0)
     // Thrown out of the reading: its open file is closed when the task ends.
     try {
       eachRow(files, reader, keys)(add(_, inBatch), add(_, 0))
-      Some(keys.uuids(indexKeys))
-    } catch { case NotUuid => None }
+      Some(keys.pairs(indexKeys, form)) // no form where it read no key
+    } catch { case NotInForm => None }
   }
 
-  private object NotUuid extends scala.util.control.ControlThrowable
+  private object NotInForm extends scala.util.control.ControlThrowable
 
-  /** One task's batch for a set `UuidKeyIndex.mayIndex`: as UUIDs, or, where a key is none, hashed. */
-  def ofUuidOrHashedKeyColumns(files: Iterator[TaskFile], reader: DeleteRowReader, keyTypes: Seq[DataType],
+  /** One task's batch for a set `TwoLongKeyIndex.mayIndex`: in two longs, or, where a key is in no form (or another), hashed. */
+  def ofTwoLongOrHashedKeyColumns(files: Iterator[TaskFile], reader: DeleteRowReader, keyTypes: Seq[DataType],
       indexKeys: Long, expectedRows: Long): DeleteRowBatch = {
     val all = files.toIndexedSeq
-    ofUuidKeyColumns(all.iterator, reader, indexKeys, expectedRows)
+    ofTwoLongKeyColumns(all.iterator, reader, indexKeys, expectedRows)
       .getOrElse(ofHashedKeyColumns(all.iterator, reader, keyTypes, indexKeys, expectedRows))
   }
 
   /**
-   * A batch of UUID keys as a hashed index takes them, each key its string again (another task
-   * read a key that is no UUID, so the set gets the hashed index); any other batch as it is.
+   * A batch of keys in two longs as a hashed index takes them, each key its string again
+   * (another task read a key in no form or another one, so the set gets the hashed index); any
+   * other batch as it is.
    */
   def asHashed(batch: DeleteRowBatch, keyTypes: Seq[DataType], indexKeys: Long): DeleteRowBatch =
-    if (!batch.isUuid) batch
+    if (!batch.inTwoLongs) batch
     else {
       // One reused row, each key's string made as it is packed: nothing held per key but what the batch keeps.
       val row = new GenericInternalRow(3)
       var (run, at) = (0, 0)
       val rows = Iterator.continually {
         while (at == batch.runs(run)) run += 3
-        row.update(0, UuidKeyIndex.format(batch.keys(at), batch.lows(at)))
+        row.update(0, batch.form.write(batch.keys(at), batch.lows(at)))
         row.setLong(1, batch.runs(run + 1))
         row.setLong(2, batch.runs(run + 2))
         at += 1

@@ -1,6 +1,6 @@
 package eqdelete.deleteindex.build
 
-import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBytes, LongKeyIndex, UuidKeyIndex}
+import eqdelete.deleteindex.{DeleteKeyIndex, HashedKeyIndex, KeyBytes, LongKeyIndex, TwoLongKeyIndex}
 
 /**
  * Adds the batches a query's read tasks shipped to the index made for them, in one pass over its
@@ -15,7 +15,7 @@ object DeleteRowBatchFilling {
   def addAll(batches: Seq[DeleteRowBatch], index: DeleteKeyIndex, threads: Int): Unit = index match {
     case longs: LongKeyIndex => addInSlotOrder(batches, longs, threads)
     case hashed: HashedKeyIndex => addInSlotOrder(batches, hashed, threads)
-    case uuids: UuidKeyIndex => addInSlotOrder(batches, uuids, threads)
+    case pairs: TwoLongKeyIndex => addInSlotOrder(batches, pairs, threads)
     case other => throw new IllegalArgumentException(s"no delete row batches are added to $other")
   }
 
@@ -130,11 +130,12 @@ object DeleteRowBatchFilling {
   }
 
   /**
-   * Adds `batches` of UUID keys to a [[UuidKeyIndex]] in one pass over its table, on up to
+   * Adds `batches` of keys in two longs to a [[TwoLongKeyIndex]] in one pass over its table, on up to
    * `threads` threads, as the primitive index's `addInSlotOrder`.
    */
-  def addInSlotOrder(batches: Seq[DeleteRowBatch], index: UuidKeyIndex, threads: Int): Unit = {
-    require(batches.forall(_.isUuid), "only batches of UUID keys go to a UUID index")
+  def addInSlotOrder(batches: Seq[DeleteRowBatch], index: TwoLongKeyIndex, threads: Int): Unit = {
+    require(batches.forall(b => b.inTwoLongs && (b.form == null || b.form == index.form)),
+      s"only batches of keys in the index's form (${index.form.describe}) go to it")
     val runs = new Runs(batches)
     import runs.{ends, keys => highs, scopes, sequences, starts}
     val lows = runs.batches.map(_.lows)
@@ -143,9 +144,9 @@ object DeleteRowBatchFilling {
     val regions = index.regions(if (ordered) threads else 1, total, scopes.zip(sequences).distinct.toSeq)
     val stretchOfKey = (r: Int, at: Int) => index.stretchOf(highs(r)(at), lows(r)(at), scopes(r))
 
-    def fill(region: UuidKeyIndex.Region): Unit =
-      inStretchOrder(highs.indices.map(firstOfRunIn(runs, _, region.firstStretch, UuidKeyIndex.Stretches, stretchOfKey)).toArray,
-        highs.indices.map(firstOfRunIn(runs, _, region.endStretch, UuidKeyIndex.Stretches, stretchOfKey)).toArray,
+    def fill(region: TwoLongKeyIndex.Region): Unit =
+      inStretchOrder(highs.indices.map(firstOfRunIn(runs, _, region.firstStretch, TwoLongKeyIndex.Stretches, stretchOfKey)).toArray,
+        highs.indices.map(firstOfRunIn(runs, _, region.endStretch, TwoLongKeyIndex.Stretches, stretchOfKey)).toArray,
         region.firstStretch, region.endStretch, new StretchRuns {
           def stretchAt(r: Int, at: Int): Int = stretchOfKey(r, at)
           def addThrough(r: Int, from: Int, end: Int, stretch: Int): Int = {

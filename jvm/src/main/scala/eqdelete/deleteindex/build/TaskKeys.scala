@@ -2,20 +2,20 @@ package eqdelete.deleteindex.build
 
 import scala.collection.mutable.ArrayBuilder
 
-import eqdelete.deleteindex.{HashedKeyIndex, KeyBitmapIndex, KeyBits, KeyBytes, LongKeyIndex, UuidKeyIndex}
+import eqdelete.deleteindex.{HashedKeyIndex, KeyBitmapIndex, KeyBits, KeyBytes, LongKeyIndex, TwoLongKeyForm, TwoLongKeyIndex}
 
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.types.DataType
 
 /**
- * One task's keys as they arrive (a primitive key's [[KeyBits]], a UUID's halves, or other keys' hashes), run by
+ * One task's keys as they arrive (a primitive key's [[KeyBits]], a key's two longs, or other keys' hashes), run by
  * run of one scope and sequence number, kept in a plain long array (a Scala builder boxed each
  * key on its way in).
  */
-private[build] final class TaskKeys(expectedRows: Long, uuids: Boolean = false) {
+private[build] final class TaskKeys(expectedRows: Long, twoLongs: Boolean = false) {
   private val keys = new Longs(expectedRows)
-  // UUID keys' low halves (`uuids`), their high halves in `keys`.
-  private val lows = if (uuids) new Longs(expectedRows) else null
+  // Keys' low longs (`twoLongs`), their high longs in `keys`.
+  private val lows = if (twoLongs) new Longs(expectedRows) else null
   private val runs = new ArrayBuilder.ofLong
   private val nulls = new ArrayBuilder.ofLong
   private var (scope, seq) = (0L, 0L) // of the open run; sequence numbers start at 1, so none is open yet
@@ -39,7 +39,7 @@ private[build] final class TaskKeys(expectedRows: Long, uuids: Boolean = false) 
   }
 
   def add(key: Long): Unit = {
-    require(lows == null, "a UUID key comes in halves (addUuid)")
+    require(lows == null, "a key in two longs comes as a pair (addPair)")
     keys.add(key)
   }
 
@@ -61,24 +61,24 @@ private[build] final class TaskKeys(expectedRows: Long, uuids: Boolean = false) 
     new DeleteRowBatch(ordered, byRun, nulls.result(), Array.emptyByteArray, 0L, indexKeys)
   }
 
-  /** A UUID key's two halves. */
-  def addUuid(high: Long, low: Long): Unit = {
+  /** A key's two longs. */
+  def addPair(high: Long, low: Long): Unit = {
     keys.add(high)
     lows.add(low)
   }
 
-  /** The batch of UUID keys, each run's keys in the order a UuidKeyIndex sized for `indexKeys` fills its table. */
-  def uuids(indexKeys: Long): DeleteRowBatch = {
+  /** The batch of keys in `form`, each run's keys in the order a TwoLongKeyIndex sized for `indexKeys` fills its table. */
+  def pairs(indexKeys: Long, form: TwoLongKeyForm): DeleteRowBatch = {
     closeRun()
     val (highs, lowHalves) = (keys.result(), lows.result())
     val byRun = runs.result()
     var (start, run) = (0, 0)
     while (run < byRun.length) {
-      UuidKeyIndex.orderForInsert(highs, lowHalves, start, byRun(run).toInt, byRun(run + 1), indexKeys)
+      TwoLongKeyIndex.orderForInsert(highs, lowHalves, start, byRun(run).toInt, byRun(run + 1), indexKeys)
       start = byRun(run).toInt
       run += 3
     }
-    new DeleteRowBatch(highs, byRun, Array.emptyLongArray, Array.emptyByteArray, 0L, indexKeys, lowHalves)
+    new DeleteRowBatch(highs, byRun, Array.emptyLongArray, Array.emptyByteArray, 0L, indexKeys, lowHalves, form)
   }
 
   /** The keys (and whether a NULL was among them) as a bitmap part, their runs dropped. */

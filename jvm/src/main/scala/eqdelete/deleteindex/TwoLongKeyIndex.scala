@@ -1,32 +1,30 @@
 package eqdelete.deleteindex
 
 import org.apache.spark.sql.types.{DataType, StringType}
-import org.apache.spark.unsafe.Platform
 import org.apache.spark.unsafe.types.UTF8String
 
 /**
- * One string key whose delete keys are all UUIDs in canonical form (36 characters, lowercase
- * hex and dashes, as `java.util.UUID` writes them and as Spark reads Iceberg's `uuid` type): each
- * key as its 128 bits, in an open-addressing table of (high half, low half, scope and sequence
- * number) triples, as [[LongKeyIndex]] holds one long key. A lookup parses the row's key (no
- * allocation) and loads one slot: the hashed index loaded a slot and then the record it points
- * at, two cache misses in a row, and its read tasks hashed and packed 40 bytes a key where these
- * ship 16 (at 10^7 UUID strings, the index and the lookups were most of the query).
+ * One string key whose delete keys are all in one [[TwoLongKeyForm]] (UUIDs in canonical form,
+ * or strings of at most 15 bytes): each key as its two longs, in an open-addressing table of
+ * (high long, low long, scope and sequence number) triples, as [[LongKeyIndex]] holds one long
+ * key. A lookup reads the row's key into two longs (no allocation) and loads one slot: the
+ * hashed index loaded a slot and then the record it points at, two cache misses in a row, and
+ * its read tasks hashed and packed 40 bytes a UUID where these ship 16 (at 10^7 UUID strings,
+ * the index and the lookups were most of the query).
  *
- * The form is injective both ways (one string per 128 bits), so two keys are equal exactly when
- * their bits are; a data key not in that form equals no delete key. The read tasks find out
- * whether every delete key is in it (a NULL is not); where one is not, the set gets the hashed
- * index ([[eqdelete.deleteindex.build.DeleteIndexBuilder]]).
+ * A data key not in the form equals no delete key (the form is injective both ways). The read
+ * tasks find out whether every delete key is in one form (a NULL is in none); where not, the
+ * set gets the hashed index ([[eqdelete.deleteindex.build.DeleteIndexBuilder]]).
  */
-final class UuidKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
-  import UuidKeyIndex.{Empty, LineLongs, SequenceBits, Width}
+final class TwoLongKeyIndex(expectedKeys: Long, val form: TwoLongKeyForm) extends DeleteKeyIndex {
+  import TwoLongKeyIndex.{Empty, LineLongs, SequenceBits, Width}
 
-  private var capacity = UuidKeyIndex.tableSlotsFor(expectedKeys)
+  private var capacity = TwoLongKeyIndex.tableSlotsFor(expectedKeys)
   private var slots = new Array[Long](Width * capacity)
   private var used = 0
   // As LongKeyIndex's: only while it stays in cache, filled as keys are added.
   private val bloom: BlockedBloom =
-    if (expectedKeys <= UuidKeyIndex.MaxBloomKeys) BlockedBloom.forKeys(expectedKeys.toInt) else null
+    if (expectedKeys <= TwoLongKeyIndex.MaxBloomKeys) BlockedBloom.forKeys(expectedKeys.toInt) else null
   private var isSealed = false
 
   def distinctKeys: Int = used
@@ -35,8 +33,8 @@ final class UuidKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
 
   protected def put(scope: Long, values: Array[Any], sequenceNumber: Long): Unit = {
     val bits = new Array[Long](2)
-    require(values(0).isInstanceOf[UTF8String] && UuidKeyIndex.parse(values(0).asInstanceOf[UTF8String], bits, 0, 1),
-      s"key ${values(0)} is not a UUID in canonical form") // the builder gives such sets the hashed index
+    require(values(0).isInstanceOf[UTF8String] && form.read(values(0).asInstanceOf[UTF8String], bits, 0, 1),
+      s"key ${values(0)} is not one of ${form.describe}") // the builder gives such sets the hashed index
     require(!isSealed, "the index is sealed")
     insert(bits(0), bits(1), scope, sequenceNumber)
   }
@@ -55,11 +53,11 @@ final class UuidKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
 
   /** The newest delete of `key` (or NULL) in `scope` or globally; `scratch`, two longs of the caller's (generated code's). */
   def newestOf(scope: Long, key: UTF8String, scratch: Array[Long]): Long =
-    if (!UuidKeyIndex.parse(key, scratch, 0, 1)) DeleteKeyIndex.NoDelete else newest(scope, scratch(0), scratch(1))
+    if (!form.read(key, scratch, 0, 1)) DeleteKeyIndex.NoDelete else newest(scope, scratch(0), scratch(1))
 
   /** The newest delete of the key of these halves in `scope` or globally, or NoDelete. */
   def newest(scope: Long, high: Long, low: Long): Long =
-    if (bloom != null && !bloom.mightContain(UuidKeyIndex.bloomHash(high, low))) DeleteKeyIndex.NoDelete
+    if (bloom != null && !bloom.mightContain(TwoLongKeyIndex.bloomHash(high, low))) DeleteKeyIndex.NoDelete
     else {
       val global = if (hasGlobal) lookup(high, low, DeleteKeyIndex.GlobalScope) else DeleteKeyIndex.NoDelete
       if (scoped && scope != DeleteKeyIndex.GlobalScope) math.max(global, lookup(high, low, scope)) else global
@@ -67,7 +65,7 @@ final class UuidKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
 
   /**
    * `newest` of `n` keys at once, key i's halves at `halves(2i)` and `halves(2i + 1)` where
-   * `parsed(i)`, else no UUID (no delete), its newest delete into `out(i)`: first the home slot of
+   * `parsed(i)`, else not in the form (no delete), its newest delete into `out(i)`: first the home slot of
    * every key loaded, in a loop of loads that do not wait on one another (so the core overlaps
    * their cache misses, see `HashedKeyIndex.newestAll`), then the lookups, which find them in
    * cache. `out` and `entries` (at least `n` longs) are the caller's own.
@@ -90,7 +88,7 @@ final class UuidKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
       val high = halves(2 * i)
       val low = halves(2 * i + 1)
       entries(i) =
-        if (!parsed(i) || (bloom != null && !bloom.mightContain(UuidKeyIndex.bloomHash(high, low)))) 0L
+        if (!parsed(i) || (bloom != null && !bloom.mightContain(TwoLongKeyIndex.bloomHash(high, low)))) 0L
         else {
           // The home slot's line and the next: a probe for a key not there walks ~2.5 slots (60 bytes) at this load.
           val at = Width * slot(high, low, scope)
@@ -100,10 +98,10 @@ final class UuidKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
     }
   }
 
-  private def slot(high: Long, low: Long, scope: Long): Int = UuidKeyIndex.homeSlot(high, low, scope, capacity)
+  private def slot(high: Long, low: Long, scope: Long): Int = TwoLongKeyIndex.homeSlot(high, low, scope, capacity)
 
-  /** Which of the table's `UuidKeyIndex.Stretches` stretches the key's home slot lies in (see `orderForInsert`). */
-  def stretchOf(high: Long, low: Long, scope: Long): Int = UuidKeyIndex.stretch(slot(high, low, scope), capacity)
+  /** Which of the table's `TwoLongKeyIndex.Stretches` stretches the key's home slot lies in (see `orderForInsert`). */
+  def stretchOf(high: Long, low: Long, scope: Long): Int = TwoLongKeyIndex.stretch(slot(high, low, scope), capacity)
 
   /** The keys the table is sized for: a batch ordered for another size is not in its slot order. */
   def sizedFor: Long = expectedKeys
@@ -115,7 +113,7 @@ final class UuidKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
     while (true) {
       val entry = slots(Width * i + 2)
       if (entry == Empty) return DeleteKeyIndex.NoDelete
-      if (slots(Width * i) == high && slots(Width * i + 1) == low && (entry >> SequenceBits) == scope) return entry & UuidKeyIndex.MaxSequenceNumber
+      if (slots(Width * i) == high && slots(Width * i + 1) == low && (entry >> SequenceBits) == scope) return entry & TwoLongKeyIndex.MaxSequenceNumber
       i = next(i)
     }
     DeleteKeyIndex.NoDelete
@@ -126,23 +124,23 @@ final class UuidKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
    * each only its own, as `LongKeyIndex.regions`: one where it keeps a Bloom filter (shared by
    * every region) or `keys` more keys could make it grow. `absorb` them once every thread is done.
    */
-  def regions(parts: Int, keys: Long, runs: Seq[(Long, Long)]): IndexedSeq[UuidKeyIndex.Region] = {
+  def regions(parts: Int, keys: Long, runs: Seq[(Long, Long)]): IndexedSeq[TwoLongKeyIndex.Region] = {
     require(!isSealed, "the index is sealed")
     runs.foreach { case (scope, seq) => noteScope(scope, seq) }
-    val whole = parts <= 1 || bloom != null || used + keys > capacity * UuidKeyIndex.MaxLoad
-    StretchOrder.regions(parts, UuidKeyIndex.Stretches, whole).map { case (first, end) =>
-      new UuidKeyIndex.Region(this, first, end, whole)
+    val whole = parts <= 1 || bloom != null || used + keys > capacity * TwoLongKeyIndex.MaxLoad
+    StretchOrder.regions(parts, TwoLongKeyIndex.Stretches, whole).map { case (first, end) =>
+      new TwoLongKeyIndex.Region(this, first, end, whole)
     }
   }
 
   /** Adds what `regions` kept aside (keys whose probe left their region) and counts their keys. */
-  def absorb(regions: Seq[UuidKeyIndex.Region]): Unit = regions.foreach { region =>
+  def absorb(regions: Seq[TwoLongKeyIndex.Region]): Unit = regions.foreach { region =>
     used += region.added
     region.keptAside.foreach { case (scope, high, low, seq) => insert(high, low, scope, seq) }
   }
 
   private def firstSlotOf(stretch: Int): Int =
-    ((stretch.toLong * capacity + UuidKeyIndex.Stretches - 1) / UuidKeyIndex.Stretches).toInt
+    ((stretch.toLong * capacity + TwoLongKeyIndex.Stretches - 1) / TwoLongKeyIndex.Stretches).toInt
 
   /** Probes for the key from its home slot: its slot, or where it goes; -1 past `until` (the whole table: never). */
   private def probe(high: Long, low: Long, scope: Long, start: Int, until: Int): Int = {
@@ -164,18 +162,18 @@ final class UuidKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
       slots(at) = high
       slots(at + 1) = low
       slots(at + 2) = entry
-      if (bloom != null) bloom.add(UuidKeyIndex.bloomHash(high, low))
+      if (bloom != null) bloom.add(TwoLongKeyIndex.bloomHash(high, low))
       true
     } else {
-      if ((slots(at + 2) & UuidKeyIndex.MaxSequenceNumber) < sequenceNumber) slots(at + 2) = entry
+      if ((slots(at + 2) & TwoLongKeyIndex.MaxSequenceNumber) < sequenceNumber) slots(at + 2) = entry
       false
     }
   }
 
   private def checkPacks(scope: Long, sequenceNumber: Long): Unit =
-    if (sequenceNumber > UuidKeyIndex.MaxSequenceNumber || scope != scope.toInt) {
+    if (sequenceNumber > TwoLongKeyIndex.MaxSequenceNumber || scope != scope.toInt) {
       // The builder gives such sets the hashed index; reaching here is a bug, never a wrong row.
-      throw new IndexCapacityException(s"delete sequence number $sequenceNumber or scope $scope is past the UUID index")
+      throw new IndexCapacityException(s"delete sequence number $sequenceNumber or scope $scope is past the two-long index")
     }
 
   private[deleteindex] def insertWithin(high: Long, low: Long, scope: Long, sequenceNumber: Long, from: Int, until: Int): Int = {
@@ -188,29 +186,29 @@ final class UuidKeyIndex(expectedKeys: Long) extends DeleteKeyIndex {
 
   private[deleteindex] def insert(high: Long, low: Long, scope: Long, sequenceNumber: Long): Unit = {
     checkPacks(scope, sequenceNumber)
-    if (used + 1 > capacity * UuidKeyIndex.MaxLoad) grow()
+    if (used + 1 > capacity * TwoLongKeyIndex.MaxLoad) grow()
     if (write(probe(high, low, scope, slot(high, low, scope), -1), high, low, scope, sequenceNumber)) used += 1
   }
 
   private def grow(): Unit = {
     val old = slots
-    capacity = UuidKeyIndex.checked(2L * capacity)
+    capacity = TwoLongKeyIndex.checked(2L * capacity)
     slots = new Array[Long](Width * capacity)
     used = 0
     var at = 0
     while (at < old.length) {
-      if (old(at + 2) != Empty) insert(old(at), old(at + 1), old(at + 2) >> SequenceBits, old(at + 2) & UuidKeyIndex.MaxSequenceNumber)
+      if (old(at + 2) != Empty) insert(old(at), old(at + 1), old(at + 2) >> SequenceBits, old(at + 2) & TwoLongKeyIndex.MaxSequenceNumber)
       at += Width
     }
   }
 }
 
-object UuidKeyIndex {
+object TwoLongKeyIndex {
   /** Stretches `firstStretch until endStretch` of `index`'s table, as `LongKeyIndex.Region`. */
-  final class Region private[UuidKeyIndex] (index: UuidKeyIndex, val firstStretch: Int, val endStretch: Int, whole: Boolean) {
+  final class Region private[TwoLongKeyIndex] (index: TwoLongKeyIndex, val firstStretch: Int, val endStretch: Int, whole: Boolean) {
     private val (from, until) = (index.firstSlotOf(firstStretch), index.firstSlotOf(endStretch))
     private val aside = scala.collection.mutable.ArrayBuffer[(Long, Long, Long, Long)]()
-    private[UuidKeyIndex] var added = 0
+    private[TwoLongKeyIndex] var added = 0
 
     def add(scope: Long, high: Long, low: Long, sequenceNumber: Long): Unit =
       if (whole) index.insert(high, low, scope, sequenceNumber)
@@ -220,7 +218,7 @@ object UuidKeyIndex {
         case _ => aside += ((scope, high, low, sequenceNumber))
       }
 
-    private[UuidKeyIndex] def keptAside: Seq[(Long, Long, Long, Long)] = aside.toSeq
+    private[TwoLongKeyIndex] def keptAside: Seq[(Long, Long, Long, Long)] = aside.toSeq
   }
 
   /** The newest sequence number a slot holds, as LongKeyIndex's. */
@@ -253,15 +251,20 @@ object UuidKeyIndex {
   private def stretch(slot: Int, capacity: Int): Int = ((slot.toLong << 16) / capacity).toInt
 
   private def homeSlot(high: Long, low: Long, scope: Long, capacity: Int): Int = {
-    var h = high * 0x9E3779B97F4A7C15L + low * 0xD6E8FEB86659FD93L + scope * 0xC2B2AE3D27D4EB4FL
-    h ^= h >>> 29
-    h *= 0xBF58476D1CE4E5B9L
-    (((h ^ (h >>> 32)) >>> 32) * capacity >>> 32).toInt
+    val h = mix(high * 0x9E3779B97F4A7C15L + low * 0xD6E8FEB86659FD93L + scope * 0xC2B2AE3D27D4EB4FL)
+    ((h >>> 32) * capacity >>> 32).toInt
   }
 
-  private def bloomHash(high: Long, low: Long): Long = {
-    val h = (high ^ low * 0xC2B2AE3D27D4EB4FL) * 0x9E3779B97F4A7C15L
-    h ^ (h >>> 31)
+  private def bloomHash(high: Long, low: Long): Long = mix(high ^ low * 0xC2B2AE3D27D4EB4FL)
+
+  // Murmur3's finalizer: a short string's bytes differ in few bits, and any of them must move the home slot.
+  private def mix(x: Long): Long = {
+    var h = x
+    h ^= h >>> 33
+    h *= 0xFF51AFD7ED558CCDL
+    h ^= h >>> 33
+    h *= 0xC4CEB9FE1A85EC53L
+    h ^ (h >>> 33)
   }
 
   /**
@@ -281,53 +284,4 @@ object UuidKeyIndex {
     i = 0
     while (i < n) { highs(from + i) = h(order(i)); lows(from + i) = l(order(i)); i += 1 }
   }
-
-  // Per byte, its value as a lowercase hex digit, else -1.
-  private val HexValue: Array[Byte] = {
-    val table = Array.fill[Byte](256)(-1)
-    for (c <- '0' to '9') table(c) = (c - '0').toByte
-    for (c <- 'a' to 'f') table(c) = (c - 'a' + 10).toByte
-    table
-  }
-  private val Dashes = Array(8, 13, 18, 23)
-  // Where the 32 hex digits lie in the 36 characters.
-  private val DigitAt: Array[Int] = (0 until 36).filterNot(Dashes.contains).toArray
-
-  /**
-   * Parses `key` into `out(highAt)` and `out(lowAt)` where it is a UUID in canonical form; false
-   * (and `out` untouched) where it is not, or NULL. Reads its bytes where they lie.
-   */
-  def parse(key: UTF8String, out: Array[Long], highAt: Int, lowAt: Int): Boolean = {
-    if (key == null || key.numBytes != 36) return false
-    // Plain locals: a tuple here would be built (and its longs boxed) for every row.
-    val base = key.getBaseObject
-    val offset = key.getBaseOffset
-    if (Platform.getByte(base, offset + 8) != '-' || Platform.getByte(base, offset + 13) != '-' ||
-      Platform.getByte(base, offset + 18) != '-' || Platform.getByte(base, offset + 23) != '-') return false
-    var high = 0L
-    var low = 0L
-    var bad = 0
-    var i = 0
-    while (i < 16) {
-      val digit = HexValue(Platform.getByte(base, offset + DigitAt(i)) & 0xFF)
-      bad |= digit
-      high = (high << 4) | (digit & 0xF)
-      i += 1
-    }
-    while (i < 32) {
-      val digit = HexValue(Platform.getByte(base, offset + DigitAt(i)) & 0xFF)
-      bad |= digit
-      low = (low << 4) | (digit & 0xF)
-      i += 1
-    }
-    if (bad < 0) false
-    else {
-      out(highAt) = high
-      out(lowAt) = low
-      true
-    }
-  }
-
-  /** The canonical form of the key of these halves: what `parse` reads back into them. */
-  def format(high: Long, low: Long): UTF8String = UTF8String.fromString(new java.util.UUID(high, low).toString)
 }
