@@ -48,10 +48,13 @@ object WrittenDeletes {
  */
 object PositionDeleteWriting {
 
-  def write(table: Table, formatVersion: Int, targets: Map[String, TargetFile], positions: DataFrame): Seq[WrittenDeletes] = {
+  /** `tasks`: how many write tasks (a sink's batch: few), else spark.sql.shuffle.partitions. */
+  def write(table: Table, formatVersion: Int, targets: Map[String, TargetFile], positions: DataFrame,
+      tasks: Option[Int] = None): Seq[WrittenDeletes] = {
     val serializable = IcebergWriters.serializable(table)
     val shipped = positions.sparkSession.sparkContext.broadcast(targets)
-    val sorted = positions.repartition(col("_file")).sortWithinPartitions("_file", "_pos")
+    val clustered = tasks.fold(positions.repartition(col("_file")))(n => positions.repartition(n, col("_file")))
+    val sorted = clustered.sortWithinPartitions("_file", "_pos")
     WrittenDeletes.gathered(table, sorted.queryExecution.toRdd.mapPartitions { rows =>
       val files = shipped.value
       Iterator(if (formatVersion >= 3) deletionVectors(serializable, files, rows) else positionDeleteFiles(serializable, files, rows))

@@ -146,22 +146,29 @@ object ApplyChanges extends Logging {
       .when(F.col(ChangesPlan.ChangeType).isin(ChangesPlan.Delete, ChangesPlan.UpdateBefore), -1)
       .otherwise(F.raise_error(F.concat(F.lit("eqdelete: apply_changes cannot apply a change of type "),
         F.coalesce(F.col(ChangesPlan.ChangeType), F.lit("NULL")))).cast(IntegerType))
-    val net = changes.groupBy(ExactRows.rowKey(changes, columns).as(Key))
+    // As many partitions as the changes come in (a micro-batch: a few), not spark.sql.shuffle.partitions:
+    // each empty task of a stage of 200 cost ~5 ms, and a batch of 10^4 changes ran a dozen such stages.
+    val keyed = changes.withColumn(Key, ExactRows.rowKey(changes, columns))
+    val net = keyed.repartition(BatchTasks.of(changes), F.col(Key)).groupBy(F.col(Key))
       .agg(F.first(F.struct(columns.map(quoted): _*)).as(Row), F.sum(sign).as(Net))
       .where(F.col(Net) =!= 0).cache()
     try {
       checkRequired(table, tableName, changes, columns, net.where(F.col(Net) > 0))
       val snapshot = Option(table.currentSnapshot()).map(_.snapshotId())
       val removed = net.where(F.col(Net) < 0)
-      val wanted = removed.agg(F.coalesce(F.sum(-F.col(Net)), F.lit(0L))).head().getLong(0)
+      val counts = net.agg(F.coalesce(F.sum(F.when(F.col(Net) < 0, -F.col(Net))), F.lit(0L)),
+        F.coalesce(F.sum(F.when(F.col(Net) > 0, F.col(Net))), F.lit(0L))).head()
+      val (wanted, adding) = (counts.getLong(0), counts.getLong(1))
       val positions = if (wanted == 0) None else Some(found(session, tableName, table, snapshot, removed, columns, keys, wanted))
       val added = net.where(F.col(Net) > 0)
         .select(F.col(Row), F.explode(F.array_repeat(F.lit(true), F.col(Net).cast(IntegerType))).as("_copy"))
         .select(copyColumns.map(c => columns.find(_.equalsIgnoreCase(c)).map(d => reshaped(F.col(s"$Row.${quote(d)}"),
           changes.schema(d).dataType, copyType(table, c))).getOrElse(F.lit(null)).as(c)): _*)
-      val dataFiles = EqualityDeleteWriter.dataFilesOf(table, added)
+      // A data file a task, sized to the rows added: a batch's 10^4 rows in one file, not one per partition of `net`.
+      val dataFiles = EqualityDeleteWriter.dataFilesOf(table, added.coalesce(BatchTasks.forRows(adding, session)))
       val written = try positions.toSeq.flatMap { case (rows, files) =>
-        PositionDeleteWriting.write(table, IcebergInternals.formatVersion(table), targets(table, snapshot.get, files), rows)
+        PositionDeleteWriting.write(table, IcebergInternals.formatVersion(table), targets(table, snapshot.get, files), rows,
+          Some(BatchTasks.forRows(wanted, session)))
       } catch {
         case e: Throwable =>
           TaskWrittenFiles.delete(table.io(), dataFiles.map(_.location()), "apply_changes")
@@ -190,7 +197,9 @@ object ApplyChanges extends Logging {
     val matched = copy.map { rows =>
       val keyed = rows.withColumn(Key, ExactRows.rowKey(rows, columns))
       val nth = Window.partitionBy(F.col(Key)).orderBy(F.col("_file"), F.col("_pos"))
+      // The rows found are about as many as those removed: their window in tasks sized to them.
       keyed.join(F.broadcast(removed.select(F.col(Key), (-F.col(Net)).as(Net))), Seq(Key))
+        .repartition(BatchTasks.forRows(wanted, session), F.col(Key))
         .withColumn("_nth", F.row_number().over(nth)).where(F.col("_nth") <= F.col(Net)).select("_file", "_pos").cache()
     }
     val count = matched.map(_.count()).getOrElse(0L)
@@ -204,14 +213,15 @@ object ApplyChanges extends Logging {
         "(seed it with the source's rows at that snapshot, or apply the changes from the start); nothing was written")
     }
     val rows = matched.get
-    (rows, rows.select("_file").distinct().collect().map(_.getString(0)).toSet)
+    (rows, rows.select("_file").distinct().coalesce(1).collect().map(_.getString(0)).toSet)
   }
 
   /** The copy's rows, kept to those whose `keys` one of `removed` has, when the keys are few (Iceberg prunes files by them). */
   private def narrowed(read: DataFrame, removed: DataFrame, keys: Seq[String]): DataFrame =
     if (keys.isEmpty) read
     else {
-      val values = removed.select(keys.map(k => F.col(s"$Row.${quote(k)}").as(k)): _*).distinct().limit(MaxKeys + 1).collect()
+      val values = removed.select(keys.map(k => F.col(s"$Row.${quote(k)}").as(k)): _*).distinct().coalesce(1)
+        .limit(MaxKeys + 1).collect()
       if (values.length > MaxKeys) read
       else keys.zipWithIndex.foldLeft(read) { case (df, (k, i)) =>
         val (nulls, present) = values.map(_.get(i)).distinct.partition(_ == null)
