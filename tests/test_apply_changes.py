@@ -201,3 +201,59 @@ def test_a_copy_one_nested_field_ahead_takes_the_changes_of_the_old_schema(spark
         f"SELECT k, st IS NULL, st.a, st.b, to_json(arr), exists(arr, e -> e.y IS NOT NULL) FROM {copy}").collect())
     assert got == [(2, True, None, None, None, None), (3, False, 5, None, "[]", False),
                    (4, False, 4, None, '[{"x":4}]', False)], got
+
+
+@pytest.mark.parametrize("seed", [0])
+def test_keys_narrow_the_copys_read_and_never_its_rows(spark: SparkSession, table_name: str, seed: int) -> None:
+    """The copy's read narrowed by `keys` (each key between the least and greatest removed, and among
+    their values for up to 200 rows removed) finds every row a batch removes: random upserts by a
+    (long, string, date) key with NULL parts over a copy in several files, clustered by the long,
+    applied in batches of under and over 200 rows removed with the long, the three columns, and a
+    double (never bounded; NaN and -0.0 among its values), into one copy per `keys` and one
+    without; each ends as the source."""
+    import datetime as dt
+    import random
+
+    rng = random.Random(seed)
+    source = table_name
+    spark.sql(f"CREATE TABLE {source} (k1 BIGINT, k2 STRING, k3 DATE, x DOUBLE, v INT) USING iceberg "
+              f"TBLPROPERTIES ({MOR.format(v=2)})")
+
+    def key() -> tuple:
+        return (None if rng.random() < 0.03 else rng.randrange(3000),
+                None if rng.random() < 0.03 else f"s{rng.randrange(5)}",
+                None if rng.random() < 0.03 else dt.date(2024, 1, 1) + dt.timedelta(days=rng.randrange(3)))
+
+    def x() -> float:
+        return rng.choice([float("nan"), -0.0, 0.0, rng.random()])
+
+    live = {key() for _ in range(2500)}
+    base = spark.createDataFrame([(*k, x(), 0) for k in live], "k1 BIGINT, k2 STRING, k3 DATE, x DOUBLE, v INT")
+    base.repartitionByRange(4, "k1").writeTo(source).append()
+    copies = {name: f"{table_name}_copy_{i}" for i, name in enumerate(["none", "k1", "x", "k1,k2,k3"])}
+    for copy in copies.values():
+        spark.sql(f"CREATE TABLE {copy} USING iceberg TBLPROPERTIES ({MOR.format(v=2)}) AS SELECT * FROM {source} LIMIT 0")
+
+    def apply_all() -> None:
+        for name, copy in copies.items():
+            keys = None if name == "none" else name.split(",")
+            eqdelete.apply_changes_from(spark, source, copy, keys=keys)
+
+    apply_all()
+    for round_, updates in enumerate([40, 900, 120]):
+        changed = rng.sample(sorted(live, key=repr), updates)
+        new = {key() for _ in range(updates // 3)} - live
+        write_equality_deletes(spark, source, ["k1", "k2", "k3"], [list(k) for k in changed],
+                               inserts=[(*k, x(), round_ + 1) for k in [*changed, *new]])
+        live |= new
+        apply_all()
+        expected = rows(spark, source)
+        for name, copy in copies.items():
+            assert _same_rows(rows(spark, copy), expected), f"round {round_}, keys {name}"
+
+
+def _same_rows(a: Counter, b: Counter) -> bool:
+    """Counters of rows equal, NaN equal to NaN (a row holding NaN is no key of its own to Counter)."""
+    def norm(c: Counter) -> Counter:
+        return Counter({tuple("NaN" if isinstance(v, float) and v != v else v for v in r): n for r, n in c.items()})
+    return norm(a) == norm(b)

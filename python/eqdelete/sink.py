@@ -41,7 +41,8 @@ def apply_changes(changes: DataFrame, table: str, *, keys: Optional[Sequence[str
                      df, "lake.db.orders_copy", keys=["id"], writer_id="orders-copy", batch_id=batch_id))
                  .option("checkpointLocation", "/checkpoints/orders-copy").start())
 
-    ``keys`` only narrow the copy's read to the rows of those keys. A DELETE of a row the copy
+    ``keys`` only narrow the copy's read (Iceberg prunes data files by the keys' range, and by
+    their values for up to 200 rows removed). A DELETE of a row the copy
     does not hold fails, naming it, and writes nothing."""
     if not isinstance(table, str) or not table.strip():
         raise ValueError(f"table must be a table name such as 'lake.db.orders_copy', not {table!r}")

@@ -12,7 +12,7 @@ import org.apache.spark.internal.Logging
 import org.apache.spark.sql.{functions => F, Column, DataFrame, SparkSession}
 import org.apache.spark.sql.eqdelete.compat.{IcebergInternals, IcebergSparkTables}
 import org.apache.spark.sql.expressions.Window
-import org.apache.spark.sql.types.{ArrayType, DataType, IntegerType, LongType, MapType,
+import org.apache.spark.sql.types.{ArrayType, DataType, DoubleType, FloatType, IntegerType, LongType, MapType,
   StructType}
 
 /**
@@ -23,7 +23,7 @@ import org.apache.spark.sql.types.{ArrayType, DataType, IntegerType, LongType, M
  *    its row, a DELETE or UPDATE_BEFORE removes one. So NULL keys, a key live twice (two appends)
  *    and updates whose two images tie in order all come out as the source's rows, and the order
  *    of the rows within the changes does not matter. Rows are compared exactly (ExactRows: -0.0
- *    is not 0.0). `keys`, when given, only narrow the copy's read to the rows of those keys.
+ *    is not 0.0). `keys`, when given, only narrow the copy's read (by their range, and their values when few).
  *  - One commit: the rows removed as position deletes (deletion vectors in format v3) of the rows
  *    found in the copy, the rows added as new data files, and a mark of what was applied in the
  *    snapshot's summary. A stream's batch is marked by its writer id and batch id, as Delta's
@@ -193,7 +193,7 @@ object ApplyChanges extends Logging {
     val read = snapshot.map(s => ByFieldId.aligned(ChangesPlan.pinnedRows(session, table, s),
       ChangesPlan.schemaOf(table, table.snapshot(s)), table.schema(), Seq("_file", "_pos"))).getOrElse(session.emptyDataFrame)
     val theirs = removed.schema(Row).dataType.asInstanceOf[StructType]
-    val copy = if (snapshot.isEmpty) None else Some(inTheirTypes(narrowed(read, removed, keys), columns, theirs))
+    val copy = snapshot.map(_ => inTheirTypes(narrowed(read, removed, keys, wanted), columns, theirs))
     val matched = copy.map { rows =>
       val keyed = rows.withColumn(Key, ExactRows.rowKey(rows, columns))
       val nth = Window.partitionBy(F.col(Key)).orderBy(F.col("_file"), F.col("_pos"))
@@ -216,21 +216,42 @@ object ApplyChanges extends Logging {
     (rows, rows.select("_file").distinct().coalesce(1).collect().map(_.getString(0)).toSet)
   }
 
-  /** The copy's rows, kept to those whose `keys` one of `removed` has, when the keys are few (Iceberg prunes files by them). */
-  private def narrowed(read: DataFrame, removed: DataFrame, keys: Seq[String]): DataFrame =
+  /**
+   * The copy's rows kept to those whose `keys` could be one of `removed`'s, by filters Iceberg prunes
+   * data files with: each key between the least and the greatest of `removed`'s values (a copy
+   * clustered by key, as tables of growing ids are, reads only the files of the keys changed), and,
+   * for up to `InLimit` rows removed (`wanted`), among their values (which finds a few keys spread
+   * over the table).
+   * The rows are matched exactly after, by the join: these only read fewer. An IN of thousands of
+   * values pruned nothing (Iceberg gives up on an IN past 200 values) and cost a job and its
+   * evaluation. A float or double key is not bounded: NaN orders differently in Spark and Iceberg.
+   */
+  private def narrowed(read: DataFrame, removed: DataFrame, keys: Seq[String], wanted: Long): DataFrame =
     if (keys.isEmpty) read
     else {
-      val values = removed.select(keys.map(k => F.col(s"$Row.${quote(k)}").as(k)): _*).distinct().coalesce(1)
-        .limit(MaxKeys + 1).collect()
-      if (values.length > MaxKeys) read
-      else keys.zipWithIndex.foldLeft(read) { case (df, (k, i)) =>
-        val (nulls, present) = values.map(_.get(i)).distinct.partition(_ == null)
-        val in = if (present.isEmpty) F.lit(false) else F.col(quote(k)).isin(present.toSeq: _*)
-        df.where(if (nulls.nonEmpty) in || F.col(quote(k)).isNull else in)
+      val values = keys.map(k => F.col(s"$Row.${quote(k)}"))
+      // `wanted` rows removed have at most as many keys: past the limit, no job collects them.
+      val few = if (wanted > InLimit) Array.empty[org.apache.spark.sql.Row]
+        else removed.select(values.zip(keys).map { case (v, k) => v.as(k) }: _*).distinct().coalesce(1).collect()
+      val bounds = removed.agg(F.lit(0), values.flatMap(v => Seq(F.min(v), F.max(v), F.max(v.isNull.cast(IntegerType)))): _*).head()
+      keys.zipWithIndex.foldLeft(read) { case (df, (k, i)) =>
+        val column = F.col(quote(k))
+        val (lo, hi, hasNull) = (bounds.get(1 + 3 * i), bounds.get(2 + 3 * i), bounds.getInt(3 + 3 * i) == 1)
+        val bounded = read.schema.fields.find(_.name.equalsIgnoreCase(k)).map(_.dataType) match {
+          case Some(FloatType | DoubleType) => None
+          case _ => Option(lo).map(l => column >= F.lit(l) && column <= F.lit(hi))
+        }
+        val among = if (wanted > InLimit) None else {
+          val present = few.map(_.get(i)).filter(_ != null).distinct.toSeq
+          Some(if (present.isEmpty) F.lit(false) else column.isin(present: _*))
+        }
+        val kept = Seq(bounded, among).flatten.reduceOption(_ && _).map(c => if (hasNull) c || column.isNull else c)
+        kept.fold(df)(df.where)
       }
     }
 
-  private val MaxKeys = 10000
+  /** Values of an IN that Iceberg still prunes data files by (`InclusiveMetricsEvaluator`'s limit). */
+  private val InLimit = 200
 
   /** The Spark type of the copy's column `name`. */
   private def copyType(table: Table, name: String): DataType =
