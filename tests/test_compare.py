@@ -115,6 +115,20 @@ def test_changes_bench_quick_profile_checks_rows(spark: SparkSession, tmp_path: 
     assert (tmp_path / "changes.md").read_text().startswith("| data rows")
 
 
+def test_apply_bench_quick_profile_checks_rows(spark: SparkSession, tmp_path: Path) -> None:
+    from eqdelete.tools import apply_bench
+
+    # Each copy (apply_changes with keys, without, MERGE INTO) is checked inside to hold the table's rows.
+    [result] = apply_bench.run(spark, apply_bench.default_points(quick=True), tmp_path, runs=1, warmup=0,
+                               progress=lambda _m: None)
+    assert (result.keys, result.rows, result.upserts) == ("composite", 10**4, 100)
+    # Each upsert is an UPDATE_BEFORE and an UPDATE_AFTER; the generator draws each key with
+    # probability upserts / rows, so about 100 of them.
+    assert 120 <= result.changed_rows <= 300 and result.changed_rows % 2 == 0
+    assert set(result.medians) == set(apply_bench.VARIANTS)
+    assert (tmp_path / "apply.md").read_text().startswith("| key")
+
+
 def test_resolve_scale_quick_profile_reads_only_the_files_new_deletes_can_touch(spark: SparkSession, tmp_path: Path) -> None:
     from eqdelete.tools import resolve_scale
 

@@ -457,6 +457,21 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print(f"results in {args.out}/maintain-scale.json, maintain-scale.md, maintain-scale.png")
         return 0
 
+    if args.apply:
+        from eqdelete.tools import apply_bench
+
+        keys = (args.keys,) if args.keys else tuple(apply_bench.KEYS)
+        if any(k not in apply_bench.KEYS for k in keys):
+            raise SystemExit(f"bench --apply: --keys is one of {', '.join(apply_bench.KEYS)}, not {args.keys}")
+        sizes = tuple(sorted(args.at)) if args.at else None
+        points = apply_bench.default_points(quick=args.quick, sizes=sizes, keys=keys)
+        spark = _session(args, "eqdelete bench --apply")
+        results = apply_bench.run(spark, points, Path(args.out), runs=1 if args.quick else args.runs,
+                                  warmup=0 if args.quick else 1)
+        print(apply_bench.markdown(results))
+        print(f"results in {args.out}/apply.json, apply.md")
+        return 0
+
     if args.changes:
         from eqdelete.tools import changes_bench
 
@@ -507,7 +522,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.scale:
         from eqdelete.tools import scale
 
-        points = scale.default_points(quick=args.quick, delete_axis_data_rows=args.delete_axis_data_rows, keys=args.keys)
+        points = scale.default_points(quick=args.quick, delete_axis_data_rows=args.delete_axis_data_rows, keys=args.keys or "long")
         points = _scale_points(points, args)
         if args.max_rows is not None:
             points = [p for p in points if max(p.data_rows, p.delete_rows) <= args.max_rows]
@@ -657,6 +672,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "10^7 and 10^8 rows, beside the difference of two time-travel reads (EXCEPT ALL), then new "
                             "commits' changes with kept row images and without, and after a restart inside the application and as "
                             "a new one; sizes with --at (data rows)")
+    bench.add_argument("--apply", action="store_true",
+                       help="instead: seconds to apply one commit's changes (10^4 upserts) to a copy of 10^6, 10^7 and "
+                            "10^8 rows with apply_changes, with keys and without, beside MERGE INTO, for a long, a UUID "
+                            "string and a (long, string, date) key; every copy checked to hold the table's rows; sizes "
+                            "with --at (copy rows), one key with --keys (long, uuid or composite)")
     bench.add_argument("--reuse-tables", action="store_true",
                        help="with --changes: measure the tables an earlier run generated, where they exist, instead of "
                             "generating them again (what their first commit changed is measured; the commits kept row "
@@ -686,10 +706,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-rows", type=int, help="with --scale: only points of at most this many data and delete rows")
     bench.add_argument("--at", type=_sizes, help="with --scale: only the points of these sizes on their axis (data rows "
                                                  "on data_rows, delete rows on delete_rows, new delete rows on delta), e.g. 1e8,1e7")
-    bench.add_argument("--keys", choices=list(KEY_SHAPES), default="long",
+    bench.add_argument("--keys", choices=list(KEY_SHAPES),
                        help="with --scale: the tables' key, one long column, one string column ('key-<n>'), a "
                             "random 36-character UUID string, the same in Iceberg's uuid type, or (long, string, "
-                            "date) (default: %(default)s)")
+                            "date) (default: long); with --apply: one of long, uuid, composite (default: all three)")
     bench.add_argument("--time-box", type=float, default=600.0,
                        help="with --scale: seconds a native run (with --resolve: rewrite_data_files) may take before it is "
                             "cancelled and shown as '> N s' "

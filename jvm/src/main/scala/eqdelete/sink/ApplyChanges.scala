@@ -146,19 +146,18 @@ object ApplyChanges extends Logging {
       .when(F.col(ChangesPlan.ChangeType).isin(ChangesPlan.Delete, ChangesPlan.UpdateBefore), -1)
       .otherwise(F.raise_error(F.concat(F.lit("eqdelete: apply_changes cannot apply a change of type "),
         F.coalesce(F.col(ChangesPlan.ChangeType), F.lit("NULL")))).cast(IntegerType))
-    // As many partitions as the changes come in (a micro-batch: a few), not spark.sql.shuffle.partitions:
-    // each empty task of a stage of 200 cost ~5 ms, and a batch of 10^4 changes ran a dozen such stages.
-    val keyed = changes.withColumn(Key, ExactRows.rowKey(changes, columns))
-    val net = keyed.repartition(BatchTasks.of(changes), F.col(Key)).groupBy(F.col(Key))
+    val cached = BatchTasks.cachedAsShuffled(changes.groupBy(ExactRows.rowKey(changes, columns).as(Key))
       .agg(F.first(F.struct(columns.map(quoted): _*)).as(Row), F.sum(sign).as(Net))
-      .where(F.col(Net) =!= 0).cache()
+      .where(F.col(Net) =!= 0))
     try {
+      val counts = cached.agg(F.count(F.lit(1)), F.coalesce(F.sum(F.when(F.col(Net) < 0, -F.col(Net))), F.lit(0L)),
+        F.coalesce(F.sum(F.when(F.col(Net) > 0, F.col(Net))), F.lit(0L))).head()
+      val (wanted, adding) = (counts.getLong(1), counts.getLong(2))
+      // Read in tasks sized to its rows from here on (Spark 3.5 caches all spark.sql.shuffle.partitions).
+      val net = cached.coalesce(BatchTasks.forRows(counts.getLong(0), session))
       checkRequired(table, tableName, changes, columns, net.where(F.col(Net) > 0))
       val snapshot = Option(table.currentSnapshot()).map(_.snapshotId())
       val removed = net.where(F.col(Net) < 0)
-      val counts = net.agg(F.coalesce(F.sum(F.when(F.col(Net) < 0, -F.col(Net))), F.lit(0L)),
-        F.coalesce(F.sum(F.when(F.col(Net) > 0, F.col(Net))), F.lit(0L))).head()
-      val (wanted, adding) = (counts.getLong(0), counts.getLong(1))
       val positions = if (wanted == 0) None else Some(found(session, tableName, table, snapshot, removed, columns, keys, wanted))
       val added = net.where(F.col(Net) > 0)
         .select(F.col(Row), F.explode(F.array_repeat(F.lit(true), F.col(Net).cast(IntegerType))).as("_copy"))
@@ -178,7 +177,7 @@ object ApplyChanges extends Logging {
       val inserted = dataFiles.map(_.recordCount()).sum
       if (dataFiles.isEmpty && written.isEmpty && !(markAlone && mark.isDefined)) Applied(None, 0, 0, Some("the changes cancel out"))
       else commit(session, tableName, table, snapshot, dataFiles, written, mark, wanted, inserted)
-    } finally net.unpersist()
+    } finally cached.unpersist()
   }
 
   /**

@@ -11,13 +11,24 @@ object BatchTasks {
   /** Rows one task takes: a batch of up to this many changes is one task. */
   val RowsPerTask = 1000000L
 
-  /** The tasks `changes` are read in (its plan's partitions, no job run), at most the shuffle partitions. */
-  def of(changes: DataFrame): Int =
-    math.max(1, math.min(changes.rdd.getNumPartitions, shufflePartitions(changes.sparkSession)))
-
   /** Tasks for `rows` rows, `RowsPerTask` each, at least one and at most the shuffle partitions. */
   def forRows(rows: Long, session: SparkSession): Int =
     math.max(1L, math.min(shufflePartitions(session).toLong, (rows + RowsPerTask - 1) / RowsPerTask)).toInt
 
   private def shufflePartitions(session: SparkSession): Int = session.conf.get("spark.sql.shuffle.partitions", "200").toInt
+
+  private val CachedPartitioning = "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning"
+
+  /**
+   * `frame` cached with its shuffles' partitions coalesced to their data, as an uncached query's
+   * are: Spark 4 caches a plan with adaptive execution's coalescing off unless this flag is on
+   * when the plan is cached (read then, so set only for that call; a flag of the optimizer alone).
+   * Spark 3.5 keeps every partition either way, which `forRows` then coalesces.
+   */
+  def cachedAsShuffled(frame: DataFrame): DataFrame = {
+    val conf = frame.sparkSession.conf
+    val before = conf.getOption(CachedPartitioning)
+    conf.set(CachedPartitioning, "true")
+    try frame.cache() finally before.fold(conf.unset(CachedPartitioning))(conf.set(CachedPartitioning, _))
+  }
 }
