@@ -68,8 +68,9 @@ class ApplyBenchResult:
 
 
 def default_points(quick: bool, sizes: tuple[int, ...] | None = None, keys: tuple[str, ...] = tuple(KEYS)) -> list[ApplyPoint]:
-    if quick:  # the rows checked, for the composite key (narrowed by three columns)
-        return [ApplyPoint(10**4, "composite", upserts=100)]
+    if quick:  # the rows checked: by default for the composite key (narrowed by three columns)
+        return [ApplyPoint(n, k, upserts=100) for k in (keys if keys != tuple(KEYS) else ("composite",))
+                for n in (sizes or (10**4,))]
     return [ApplyPoint(n, k) for k in keys for n in (sizes or SIZES)]
 
 

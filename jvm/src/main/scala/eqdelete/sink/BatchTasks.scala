@@ -25,10 +25,13 @@ object BatchTasks {
    * when the plan is cached (read then, so set only for that call; a flag of the optimizer alone).
    * Spark 3.5 keeps every partition either way, which `forRows` then coalesces.
    */
-  def cachedAsShuffled(frame: DataFrame): DataFrame = {
+  def cachedAsShuffled(frame: DataFrame): DataFrame = CachingLock.synchronized {
+    // Under one lock: two applies on one session would otherwise restore each other's setting.
     val conf = frame.sparkSession.conf
-    val before = conf.getOption(CachedPartitioning)
+    val before = conf.getAll.get(CachedPartitioning) // set explicitly, not its default
     conf.set(CachedPartitioning, "true")
     try frame.cache() finally before.fold(conf.unset(CachedPartitioning))(conf.set(CachedPartitioning, _))
   }
+
+  private object CachingLock
 }

@@ -17,7 +17,10 @@ object TaskOutcome {
   final case class Failed[T](failure: TaskFailure) extends TaskOutcome[T]
 
   /**
-   * `run`'s results, or, on the task's last allowed attempt (of `attempts`), its failure. A kill
+   * `run`'s results, or, on the task's last allowed attempt (of `attempts`), its failure. Spark's
+   * count of an index's attempts includes speculative copies and attempts lost with an executor,
+   * which its failure limit does not: there a failure may be reported one retry early, failing
+   * the job rather than leaving a file. A kill
    * and a fetch failure always throw: Spark must see them to end a cancelled job and to recompute
    * a lost shuffle (a fetch failure a task returns would fail the job instead).
    */
@@ -49,19 +52,16 @@ object TaskOutcome {
 
 /**
  * A task's failure, sent to the driver as its result. The exception travels Java-serialized
- * (Spark's result serializer may be Kryo); one that does not serialize arrives as its text and
- * stack trace, as Spark's own task failures do.
+ * (Spark's result serializer may be Kryo), plain values around it; one that does not serialize
+ * arrives as its text and stack trace, as Spark's own task failures do.
  */
-final case class TaskFailure(partition: Int, attempt: Int, description: String, stack: Array[StackTraceElement],
+final case class TaskFailure(partition: Int, attempt: Int, description: String, stack: String,
     serialized: Option[Array[Byte]]) {
 
   /** The failure on the driver, as Spark reports a failed job: a SparkException caused by the task's exception. */
   def exception(what: String): SparkException = {
-    val cause = serialized.flatMap(bytes => Try(TaskFailure.read(bytes)).toOption).getOrElse {
-      val text = new RuntimeException(description)
-      text.setStackTrace(stack)
-      text
-    }
+    val cause = serialized.flatMap(bytes => Try(TaskFailure.read(bytes)).toOption)
+      .getOrElse(new RuntimeException(s"$description\n$stack"))
     new SparkException(s"eqdelete: task $partition of $what failed (attempt ${attempt + 1}, its last): $description", cause)
   }
 }
@@ -75,7 +75,7 @@ object TaskFailure {
       out.close()
       buffer.toByteArray
     }.toOption
-    TaskFailure(context.partitionId(), context.attemptNumber(), e.toString, e.getStackTrace, bytes)
+    TaskFailure(context.partitionId(), context.attemptNumber(), e.toString, e.getStackTrace.mkString("\tat ", "\n\tat ", ""), bytes)
   }
 
   private def read(bytes: Array[Byte]): Throwable = {

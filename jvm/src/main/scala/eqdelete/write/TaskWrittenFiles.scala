@@ -74,11 +74,13 @@ object TaskWrittenFiles extends Logging {
         finally if (interrupted) Thread.currentThread().interrupt()
         throw failure
     }
-    finished.synchronized(failed.headOption) match {
-      case Some(failure) =>
+    finished.synchronized(failed.toVector) match {
+      case first +: others =>
         delete(io, files(), what)
-        throw failure.exception(what)
-      case None => finished.synchronized(finished.toSeq.sortBy(_._1).flatMap(_._2.toSeq))
+        val failure = first.exception(what)
+        others.foreach(other => failure.addSuppressed(other.exception(what)))
+        throw failure
+      case _ => finished.synchronized(finished.toSeq.sortBy(_._1).flatMap(_._2.toSeq))
     }
   }
 

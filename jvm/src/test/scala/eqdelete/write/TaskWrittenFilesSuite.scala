@@ -61,14 +61,20 @@ class TaskWrittenFilesSuite extends AnyFunSuite {
     assert(written(dir) == (0 until 5).map(p => s"part-$p").toSet)
   }
 
-  test("a failure that does not serialize arrives as its text and stack trace") {
-    val writes = context.parallelize(0 until 2, 2).mapPartitions { _ =>
+  test("a failure that does not serialize arrives as its text and stack trace; a second failure as suppressed") {
+    val writes = context.parallelize(0 until 3, 3).mapPartitions { _ =>
       if (TaskContext.getPartitionId() == 1) throw new Unserializable("no bytes for this one")
+      if (TaskContext.getPartitionId() == 2) throw new IllegalStateException("and another")
       Iterator(Seq.empty[String])
     }
     val failure = intercept[SparkException](TaskWrittenFiles.gathered(writes, io, "a test write")(identity))
-    assert(failure.getMessage.contains("task 1 of a test write failed") && failure.getMessage.contains("no bytes for this one"))
-    assert(failure.getCause.getClass == classOf[RuntimeException] && failure.getCause.getStackTrace.nonEmpty)
+    val all = failure +: failure.getSuppressed.toSeq
+    assert(all.size == 2, all)
+    val unserializable = all.find(_.getMessage.contains("no bytes for this one")).get
+    assert(unserializable.getMessage.contains("task 1 of a test write failed"))
+    assert(unserializable.getCause.getClass == classOf[RuntimeException])
+    assert(unserializable.getCause.getMessage.contains("\tat eqdelete.write.TaskWrittenFilesSuite"), unserializable.getCause.getMessage)
+    assert(all.exists(f => f.getMessage.contains("task 2 of a test write failed") && f.getCause.isInstanceOf[IllegalStateException]))
   }
 
   test("the attempts a task has, read as SparkContext reads them") {
