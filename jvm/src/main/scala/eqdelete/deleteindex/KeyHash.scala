@@ -12,7 +12,8 @@ import org.apache.spark.unsafe.types.UTF8String
 object KeyHash {
   val Seed: Long = 0x9E3779B97F4A7C15L
 
-  private def mix(h: Long): Long = {
+  /** Murmur3's 64-bit finalizer: every input bit moves every output bit (the two-long index's slots too). */
+  def mix(h: Long): Long = {
     var x = h
     x ^= x >>> 33
     x *= 0xFF51AFD7ED558CCDL

@@ -251,21 +251,12 @@ object TwoLongKeyIndex {
   private def stretch(slot: Int, capacity: Int): Int = ((slot.toLong << 16) / capacity).toInt
 
   private def homeSlot(high: Long, low: Long, scope: Long, capacity: Int): Int = {
-    val h = mix(high * 0x9E3779B97F4A7C15L + low * 0xD6E8FEB86659FD93L + scope * 0xC2B2AE3D27D4EB4FL)
+    val h = KeyHash.mix(high * 0x9E3779B97F4A7C15L + low * 0xD6E8FEB86659FD93L + scope * 0xC2B2AE3D27D4EB4FL)
     ((h >>> 32) * capacity >>> 32).toInt
   }
 
-  private def bloomHash(high: Long, low: Long): Long = mix(high ^ low * 0xC2B2AE3D27D4EB4FL)
-
-  // Murmur3's finalizer: a short string's bytes differ in few bits, and any of them must move the home slot.
-  private def mix(x: Long): Long = {
-    var h = x
-    h ^= h >>> 33
-    h *= 0xFF51AFD7ED558CCDL
-    h ^= h >>> 33
-    h *= 0xC4CEB9FE1A85EC53L
-    h ^ (h >>> 33)
-  }
+  // Mixed whole: a short string's bytes differ in few bits, and any of them must move the home slot.
+  private def bloomHash(high: Long, low: Long): Long = KeyHash.mix(high ^ low * 0xC2B2AE3D27D4EB4FL)
 
   /**
    * Reorders the keys `from until until` (halves in `highs` and `lows`), all of `scope`, by their
