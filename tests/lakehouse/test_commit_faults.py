@@ -40,7 +40,7 @@ from pyspark.sql import SparkSession
 import eqdelete
 from eqdelete import _jars
 from eqdelete.errors import CommitOutcomeUnknownError, ResolveConflictError, ResolveFailedError
-from eqdelete.tools.forwarding_proxy import Fault, ForwardingProxy, Rule
+from eqdelete.tools.forwarding_proxy import Exchange, Fault, ForwardingProxy, Message, Rule
 from eqdelete.tools.lakehouse import Lakehouse, spark_jars
 
 CATALOG = "faulty"  # the REST catalog and the store, both through the proxies
@@ -638,21 +638,34 @@ def test_a_stopped_write_leaves_no_file_behind(spark: SparkSession, lakehouse: L
 @pytest.mark.parametrize("version", [2, 3])
 def test_a_failed_write_leaves_no_file_behind(spark: SparkSession, lakehouse: Lakehouse, faults: Proxies,
                                               version: int) -> None:
-    """The store refuses the files of the write stage's last two tasks (403): the job fails after
-    its first tasks finished and wrote theirs, which are deleted, as are the failing tasks' own.
-    The resolve fails in one line, nothing committed, no file left that no snapshot references."""
+    """The store takes the write stage's first file and refuses every later one (403): the job
+    fails with a task's file stored, which is deleted, as are the failing tasks' own. The resolve
+    fails in one line, nothing committed, no file left that no snapshot references.
+
+    The first file to arrive is stored whichever task wrote it: the files are spread over the
+    tasks by their data file's path, random, so refusing given tasks' files could refuse them all."""
     table = _spread_table(spark, version)
     start = current_snapshot(spark, table.name)
     data = rf"/{NAMESPACE}/{table.name.rsplit('.', 1)[1]}/data/"
-    rule = faults.store.add(Rule("PUT", data + r"(.*/)?0000[23]-", Fault.refuse(403, "AccessDenied"), times=None))
-    seen = len(faults.store.seen)
+    arrived = itertools.count()  # next() is atomic under the GIL: exactly one request is the first
+    stored: list[str] = []
+
+    def first_stored_then_refused(exchange: Exchange) -> Message:
+        if next(arrived) > 0:
+            return Fault.refuse(403, "AccessDenied").act(exchange)
+        answer = exchange.forward()
+        if answer.status == 200:
+            stored.append(exchange.request.path)
+        return answer
+
+    rule = faults.store.add(Rule("PUT", data, Fault("the first file stored, later ones refused", first_stored_then_refused),
+                                 times=None))
     with eqdelete.use_conf(spark, [("spark.sql.shuffle.partitions", "4"),
                                    ("spark.sql.adaptive.coalescePartitions.enabled", "false")]):
         with pytest.raises(ResolveFailedError) as error:
             eqdelete.resolve_equality_deletes(spark, table.name)
     faults.clear()
-    stored = [s for s in faults.store.seen[seen:] if s.method == "PUT" and re.search(data, s.path) and s.outcome == "200"]
-    assert rule.fired >= 1 and stored, (rule.fired, stored)  # tasks that finished wrote files, the last ones failed
+    assert rule.fired >= 2 and len(stored) == 1, (rule.fired, stored)  # a task stored its file, the others failed
     assert "\n" not in str(error.value) and "Nothing was committed" in str(error.value), str(error.value)
     assert current_snapshot(spark, table.name) == start
     assert _unreferenced_data_files(spark, lakehouse, table.name) == []
