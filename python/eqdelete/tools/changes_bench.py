@@ -45,6 +45,7 @@ from eqdelete.toggles import use_conf, use_strategy
 from eqdelete.tools.cdc import CdcSpec, generate, write_commit
 from eqdelete.tools.report import run_each, saver
 from eqdelete.tools.restarted import in_a_new_application
+from eqdelete.tools.scale import KEY_SHAPES
 
 SIZES = (10**6, 10**7, 10**8)
 ROW_IMAGES = "spark.eqdelete.changes.rowImages"
@@ -57,10 +58,11 @@ ROWS_PER_FILE = 500_000
 class ChangesPoint:
     rows: int
     upserts: int = UPSERTS
+    keys: str = "long"  # a KEY_SHAPES name
 
     @property
     def table(self) -> str:
-        return f"local.bench.changes_{self.rows}"
+        return f"local.bench.changes_{self.rows}" + ("" if self.keys == "long" else f"_{self.keys}")
 
 
 @dataclass
@@ -75,10 +77,11 @@ class ChangesBenchResult:
     # bytes a commit's changes wrote to durable storage) and row_image_stored_bytes (their version there)
     medians: dict[str, float]
     row_image_bytes: int | None = None  # the bytes the kept row images took
+    keys: str = "long"                  # the key's shape (a KEY_SHAPES name)
 
 
-def default_points(quick: bool) -> list[ChangesPoint]:
-    return [ChangesPoint(10**4, upserts=100)] if quick else [ChangesPoint(n) for n in SIZES]
+def default_points(quick: bool, keys: str = "long") -> list[ChangesPoint]:
+    return [ChangesPoint(10**4, upserts=100, keys=keys)] if quick else [ChangesPoint(n, keys=keys) for n in SIZES]
 
 
 def _changes_sql(table: str, columns: list[str], parent: int, commit: int) -> str:
@@ -110,10 +113,12 @@ def _lineage(spark: SparkSession, table: str) -> list[int]:
 
 def run_point(spark: SparkSession, point: ChangesPoint, runs: int, warmup: int,
               progress: Callable[[str], None], reuse: bool = False, only_row_images: bool = False) -> ChangesBenchResult:
-    say = lambda m: progress(f"{point.rows:,} rows: {m}")  # noqa: E731
+    keyed = "" if point.keys == "long" else f", {point.keys} key"
+    say = lambda m: progress(f"{point.rows:,} rows{keyed}: {m}")  # noqa: E731
     files = max(2, point.rows // ROWS_PER_FILE)
     spec = CdcSpec(point.table, rows=point.rows, data_files=files, commits=1, delete_fraction=0.0,
-                   upsert_fraction=point.upserts / point.rows, layout="scattered", seed=point.rows)
+                   upsert_fraction=point.upserts / point.rows, layout="scattered", seed=point.rows,
+                   key_types=KEY_SHAPES[point.keys])
     if reuse and spark.catalog.tableExists(point.table):
         say("reusing the table a run before generated (its first commit; later ones came from kept row images' runs)")
     else:
@@ -126,7 +131,8 @@ def run_point(spark: SparkSession, point: ChangesPoint, runs: int, warmup: int,
         before = _row_image_bytes(spark)
         medians = _with_row_images(spark, spec, columns, chain[-2], chain[-1], len(chain), runs, say)
         changed = fingerprint(spark.sql(_changes_sql(point.table, columns, parent, commit)))[0]
-        return ChangesBenchResult(point.rows, point.upserts, files, changed, medians, _row_image_bytes(spark) - before)
+        return ChangesBenchResult(point.rows, point.upserts, files, changed, medians, _row_image_bytes(spark) - before,
+                                  point.keys)
     sqls = _sqls(point.table, columns, parent, commit)
     with use_strategy(spark, "native"):
         truth = fingerprint(spark.sql(sqls["except_all"]))
@@ -142,7 +148,8 @@ def run_point(spark: SparkSession, point: ChangesPoint, runs: int, warmup: int,
     before = _row_image_bytes(spark)
     # Built at the parent of the table's last commit (the first, unless reused), which is read with them first.
     medians.update(_with_row_images(spark, spec, columns, chain[-2], chain[-1], len(chain), runs, say))
-    return ChangesBenchResult(point.rows, point.upserts, files, truth[0], medians, _row_image_bytes(spark) - before)
+    return ChangesBenchResult(point.rows, point.upserts, files, truth[0], medians, _row_image_bytes(spark) - before,
+                              point.keys)
 
 
 def _with_row_images(spark: SparkSession, spec: CdcSpec, columns: list[str], parent: int, commit: int, snapshots: int,
@@ -225,12 +232,12 @@ def _row_image_bytes(spark: SparkSession) -> int:
 
 
 def markdown(results: list[ChangesBenchResult]) -> str:
-    lines = ["| data rows | data files | upserts | changed rows | changes s | EXCEPT ALL of two reads s | "
+    lines = ["| key | data rows | data files | upserts | changed rows | changes s | EXCEPT ALL of two reads s | "
              "EXCEPT ALL / changes | one read of the parent s | changes / one read | changes / changes at the smallest | "
              "later commits with kept row images s | / at the smallest | the same without s | building them s | their bytes | "
              "after a restart s | in a new application s | checkpointed a commit | on durable storage |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-             "| ---: | ---: | ---: | ---: |"]
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+             "| ---: | ---: | ---: | ---: | ---: |"]
     first = results[0].medians.get("changes") if results else None
     first_imaged = results[0].medians.get("row_images") if results else None
     for r in results:
@@ -247,7 +254,7 @@ def markdown(results: list[ChangesBenchResult]) -> str:
                                                                       "row_image_checkpoint_bytes", "row_image_stored_bytes"))
         durable = (f"{restart:.2f} | " + (f"{fresh:.2f}" if fresh else "-") + f" | {written / 2**10:,.0f} KiB | "
                    f"{stored / 2**20:,.0f} MiB" if restart and written is not None and stored else "- | - | - | -")
-        lines.append(f"| {r.rows:,} | {r.data_files:,} | {r.upserts:,} | {r.changed_rows:,} | {without} | {with_images} | "
+        lines.append(f"| {r.keys} | {r.rows:,} | {r.data_files:,} | {r.upserts:,} | {r.changed_rows:,} | {without} | {with_images} | "
                      f"{size} | {durable} |")
     return "\n".join(lines) + "\n"
 

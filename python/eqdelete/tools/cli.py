@@ -449,7 +449,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.maintain_scale:
         from eqdelete.tools import maintain_scale
 
-        points = maintain_scale.default_points(quick=args.quick)
+        points = maintain_scale.default_points(quick=args.quick, keys=args.keys or "long")
         points = [p for p in points if not args.at or p.size in args.at] or _none_at(points, args)
         spark = _session(args, "eqdelete bench --maintain-scale")
         results = maintain_scale.run(spark, points, Path(args.out), runs=1 if args.quick else args.runs)
@@ -475,7 +475,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.changes:
         from eqdelete.tools import changes_bench
 
-        points = changes_bench.default_points(quick=args.quick)
+        points = changes_bench.default_points(quick=args.quick, keys=args.keys or "long")
         points = [p for p in points if not args.at or p.rows in args.at] or _none_at_sizes(args, [p.rows for p in points])
         spark = _session(args, "eqdelete bench --changes")
         results = changes_bench.run(spark, points, Path(args.out), runs=1 if args.quick else args.runs,
@@ -709,7 +709,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--keys", choices=list(KEY_SHAPES),
                        help="with --scale: the tables' key, one long column, one string column ('key-<n>'), a "
                             "random 36-character UUID string, the same in Iceberg's uuid type, or (long, string, "
-                            "date) (default: long); with --apply: one of long, uuid, composite (default: all three)")
+                            "date) (default: long); with --apply: one of long, uuid, composite (default: all three); "
+                            "with --maintain-scale and --changes: the tables' key (default: long)")
     bench.add_argument("--time-box", type=float, default=600.0,
                        help="with --scale: seconds a native run (with --resolve: rewrite_data_files) may take before it is "
                             "cancelled and shown as '> N s' "

@@ -48,6 +48,10 @@ from eqdelete.tools.cdc import CdcSpec, generate
 from eqdelete.tools.report import ScatteredPoint, load_results, run_merged
 from eqdelete.tools.resolve_bench import call_procedure, timed_with_peak
 from eqdelete.tools.restarted import in_a_new_application
+from eqdelete.tools.scale import KEY_SHAPES
+
+#: The order key shapes are reported in.
+KEY_ORDER = {k: i for i, k in enumerate(KEY_SHAPES)}
 from eqdelete.toggles import use_conf, use_strategy
 
 SIZES = (10**6, 10**7, 10**8, 3 * 10**8)
@@ -68,23 +72,32 @@ class MaintainScalePoint(ScatteredPoint):
     data_rows: int
     rounds: tuple[int, ...] = ROUNDS
     rows_per_file: int = DATA_ROWS_PER_FILE
+    keys: str = "long"  # a KEY_SHAPES name
 
     @property
     def axis(self) -> str:
         return "data_rows"
 
     @property
+    def key(self) -> str:
+        """The long key's points keep the names they had before key shapes."""
+        return super().key + ("" if self.keys == "long" else f"/{self.keys}")
+
+    @property
     def spec(self) -> CdcSpec:
-        return CdcSpec(table=f"{NAMESPACE}.scattered_{self.data_rows}", rows=self.data_rows,
+        shape = "" if self.keys == "long" else f"_{self.keys}"
+        return CdcSpec(table=f"{NAMESPACE}.scattered_{self.data_rows}{shape}", rows=self.data_rows,
                        data_files=max(2, self.data_rows // self.rows_per_file), commits=1,
-                       delete_fraction=HISTORY_DELETES, upsert_fraction=0.0, layout="scattered")
+                       delete_fraction=HISTORY_DELETES, upsert_fraction=0.0, layout="scattered",
+                       key_types=KEY_SHAPES[self.keys])
 
 
-def default_points(quick: bool = False) -> list[MaintainScalePoint]:
-    """10^6 to 3x10^8 rows; ``quick``: a tiny profile checking rows (CI)."""
+def default_points(quick: bool = False, keys: str = "long") -> list[MaintainScalePoint]:
+    """10^6 to 3x10^8 rows (to 10^8 for a key other than one long); ``quick``: a tiny profile
+    checking rows (CI)."""
     if quick:
-        return [MaintainScalePoint(40_000, rounds=(100, 400), rows_per_file=5_000)]
-    return [MaintainScalePoint(n) for n in SIZES]
+        return [MaintainScalePoint(40_000, rounds=(100, 400), rows_per_file=5_000, keys=keys)]
+    return [MaintainScalePoint(n, keys=keys) for n in SIZES if keys == "long" or n <= 10**8]
 
 
 @dataclass
@@ -128,6 +141,7 @@ class MaintainScaleResult:
     # A new application's first round of today's plan (no index, as --once) on the same commit: what
     # a first round of new JVMs costs whatever it does.
     new_process_today_seconds: float = 0.0
+    keys: str = "long"                # the key's shape (a KEY_SHAPES name)
 
     @property
     def bytes_per_key(self) -> float:
@@ -164,7 +178,7 @@ def run_point(spark: SparkSession, point: MaintainScalePoint, runs: int,
     say(f"built in {built.seconds:.1f} s: {built.live_index_entries:,} entries, "
         f"{built.live_index_bytes_per_key or 0:.1f} bytes each")
     result = MaintainScaleResult(point.key, point.data_rows, data_files, built.seconds, built.rows_resolved,
-                                 built.live_index_entries, built.live_index_bytes, build_heap)
+                                 built.live_index_entries, built.live_index_bytes, build_heap, keys=point.keys)
     truth: tuple[int, int] | None = None
     batch = 0
     try:
@@ -253,26 +267,27 @@ def run_point(spark: SparkSession, point: MaintainScalePoint, runs: int,
 
 
 def markdown(results: list[MaintainScaleResult]) -> str:
-    lines = ["| data rows | data files | index build s | index entries after | bytes a key | new delete rows "
+    lines = ["| key | data rows | data files | index build s | index entries after | bytes a key | new delete rows "
              "| rows resolved | today's plan s (files read) | kept index s (files read) | kept x today | auto picks "
              "| driver peak heap MB, kept |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
-    for r in sorted(results, key=lambda r: r.data_rows):
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+    ordered = sorted(results, key=lambda r: (KEY_ORDER.get(r.keys, len(KEY_ORDER)), r.keys, r.data_rows))
+    for r in ordered:
         for i, s in enumerate(r.rounds):
-            head = (f"| {r.data_rows:,} | {r.data_files:,} | {r.build_seconds:.1f} | {r.index_entries:,} | {r.bytes_per_key:.1f} "
-                    if i == 0 else "| | | | | ")
+            head = (f"| {r.keys} | {r.data_rows:,} | {r.data_files:,} | {r.build_seconds:.1f} | {r.index_entries:,} | {r.bytes_per_key:.1f} "
+                    if i == 0 else "| | | | | | ")
             lines.append(f"{head}| {s.delete_rows:,} | {s.rows_resolved:,} | {s.today_seconds:.2f} ({s.today_files_read:,}) "
                          f"| {s.kept_seconds:.2f} ({s.kept_files_read:,}) | {s.kept_to_today:.2f} | {s.auto_picks or '-'} "
                          f"| {s.kept_driver_peak_heap_mb:,.0f} |")
-    lines += ["", "| data rows | index build s | steady round s (delete rows) | checkpoint bytes a steady round "
+    lines += ["", "| key | data rows | index build s | steady round s (delete rows) | checkpoint bytes a steady round "
               "| round after a restart s (files read) | restart / build | first round of a new application s "
               "| new application / build | today's plan as a new application's first round s | on durable storage, bytes a key |",
-              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for r in sorted(results, key=lambda r: r.data_rows):
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in ordered:
         steady = next((s for s in r.rounds if s.delete_rows == r.restart_delete_rows), None)
         if steady is None or not r.restart_seconds:
             continue
-        lines.append(f"| {r.data_rows:,} | {r.build_seconds:.1f} | {steady.kept_seconds:.2f} ({steady.delete_rows:,}) "
+        lines.append(f"| {r.keys} | {r.data_rows:,} | {r.build_seconds:.1f} | {steady.kept_seconds:.2f} ({steady.delete_rows:,}) "
                      f"| {steady.kept_checkpoint_bytes:,} | {r.restart_seconds:.2f} ({r.restart_files_read:,}) "
                      f"| {r.restart_seconds / r.build_seconds:.2f} "
                      + (f"| {r.new_process_seconds:.2f} (session {r.new_process_session_seconds:.1f}) "
@@ -294,13 +309,18 @@ def chart(results: list[MaintainScaleResult], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.4))
     ordered = sorted(results, key=lambda r: r.data_rows)
     sizes = sorted({s.delete_rows for r in results for s in r.rounds})
-    for size, color in zip(sizes, ("tab:blue", "tab:orange", "tab:green", "tab:red")):
-        points = [(r.data_rows, s) for r in ordered for s in r.rounds if s.delete_rows == size]
-        if points:
-            ax.plot([x for x, _ in points], [s.today_seconds for _, s in points], marker="o", color=color,
-                    label=f"today's plan, {size:,} new delete rows")
-            ax.plot([x for x, _ in points], [s.kept_seconds for _, s in points], marker="s", linestyle="--", color=color,
-                    label=f"kept index, {size:,} new delete rows")
+    shapes = sorted({r.keys for r in results}, key=lambda k: KEY_ORDER.get(k, len(KEY_ORDER)))
+    colors = iter(("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink",
+                   "tab:gray", "tab:olive", "tab:cyan") * 3)
+    for shape in shapes:
+        keyed = "" if len(shapes) == 1 else f", {shape} key"
+        for size, color in zip(sizes, colors):
+            points = [(r.data_rows, s) for r in ordered if r.keys == shape for s in r.rounds if s.delete_rows == size]
+            if points:
+                ax.plot([x for x, _ in points], [s.today_seconds for _, s in points], marker="o", color=color,
+                        label=f"today's plan, {size:,} new delete rows{keyed}")
+                ax.plot([x for x, _ in points], [s.kept_seconds for _, s in points], marker="s", linestyle="--",
+                        color=color, label=f"kept index, {size:,} new delete rows{keyed}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("data rows (keys scattered over every data file)")
