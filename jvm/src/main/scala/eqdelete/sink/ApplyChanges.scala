@@ -10,7 +10,7 @@ import eqdelete.write.{EqualityDeleteWriter, TaskWrittenFiles}
 import org.apache.iceberg.{DataFile, FileContent, Table}
 import org.apache.iceberg.types.Type.TypeID
 import org.apache.spark.internal.Logging
-import org.apache.spark.sql.{functions => F, Column, DataFrame, SparkSession}
+import org.apache.spark.sql.{functions => F, sources, Column, DataFrame, SparkSession}
 import org.apache.spark.sql.eqdelete.compat.{IcebergInternals, IcebergSparkTables}
 import org.apache.spark.sql.expressions.Window
 import org.apache.spark.sql.types.{ArrayType, DataType, DoubleType, FloatType, IntegerType, LongType, MapType,
@@ -151,15 +151,17 @@ object ApplyChanges extends Logging {
       .agg(F.first(F.struct(columns.map(quoted): _*)).as(Row), F.sum(sign).as(Net))
       .where(F.col(Net) =!= 0))
     try {
-      val counts = cached.agg(F.count(F.lit(1)), F.coalesce(F.sum(F.when(F.col(Net) < 0, -F.col(Net))), F.lit(0L)),
-        F.coalesce(F.sum(F.when(F.col(Net) > 0, F.col(Net))), F.lit(0L))).head()
+      // In the same job, each key's bounds among the rows removed (which `keys` narrow the copy's read by).
+      val counts = cached.agg(F.count(F.lit(1)), F.coalesce(F.sum(F.when(F.col(Net) < 0, -F.col(Net))), F.lit(0L)) +:
+        F.coalesce(F.sum(F.when(F.col(Net) > 0, F.col(Net))), F.lit(0L)) +: KeyBounds.columns(keys, F.col(Net) < 0): _*).head()
       val (wanted, adding) = (counts.getLong(1), counts.getLong(2))
       // Read in tasks sized to its rows from here on (Spark 3.5 caches all spark.sql.shuffle.partitions).
       val net = cached.coalesce(BatchTasks.forRows(counts.getLong(0), session))
       checkRequired(table, tableName, changes, columns, net.where(F.col(Net) > 0))
       val snapshot = Option(table.currentSnapshot()).map(_.snapshotId())
       val removed = net.where(F.col(Net) < 0)
-      val positions = if (wanted == 0) None else Some(found(session, tableName, table, snapshot, removed, columns, keys, wanted))
+      val positions = if (wanted == 0) None else Some(found(session, tableName, table, snapshot, removed, columns, keys, wanted,
+        KeyBounds.of(keys, counts, 3)))
       val added = net.where(F.col(Net) > 0)
         .select(F.col(Row), F.explode(F.array_repeat(F.lit(true), F.col(Net).cast(IntegerType))).as("_copy"))
         .select(copyColumns.map(c => columns.find(_.equalsIgnoreCase(c)).map(d => reshaped(F.col(s"$Row.${quote(d)}"),
@@ -186,14 +188,14 @@ object ApplyChanges extends Logging {
    * its count (cached), and the data files they are in; fails naming a row the copy holds too few of.
    */
   private def found(session: SparkSession, tableName: String, table: Table, snapshot: Option[Long], removed: DataFrame,
-      columns: Seq[String], keys: Seq[String], wanted: Long): (DataFrame, Set[String]) = {
+      columns: Seq[String], keys: Seq[String], wanted: Long, bounds: Seq[KeyBounds]): (DataFrame, Set[String]) = {
     // The copy's rows at the snapshot read, in its schema now (a column added since is NULL in them),
     // through the instance the apply commits through: never the catalog by name, which would cache
     // another instance that this apply's commit then leaves behind.
     val read = snapshot.map(s => ByFieldId.aligned(ChangesPlan.pinnedRows(session, table, s),
       ChangesPlan.schemaOf(table, table.snapshot(s)), table.schema(), Seq("_file", "_pos"))).getOrElse(session.emptyDataFrame)
     val theirs = removed.schema(Row).dataType.asInstanceOf[StructType]
-    val copy = snapshot.map(_ => inTheirTypes(narrowed(table, read, removed, keys, wanted), columns, theirs))
+    val copy = snapshot.map(s => inTheirTypes(narrowed(table, s, read, removed, keys, wanted, bounds), columns, theirs))
     val matched = copy.map { rows =>
       val keyed = rows.withColumn(Key, ExactRows.rowKey(rows, columns))
       val nth = Window.partitionBy(F.col(Key)).orderBy(F.col("_file"), F.col("_pos"))
@@ -218,39 +220,80 @@ object ApplyChanges extends Logging {
 
   /**
    * The copy's rows kept to those whose `keys` could be one of `removed`'s, by filters Iceberg prunes
-   * data files with: each key between the least and the greatest of `removed`'s values (a copy
-   * clustered by key, as tables of growing ids are, reads only the files of the keys changed), and,
-   * for up to `InLimit` rows removed (`wanted`), among their values (which finds a few keys spread
-   * over the table).
-   * The rows are matched exactly after, by the join: these only read fewer. An IN of thousands of
-   * values pruned nothing (Iceberg gives up on an IN past 200 values) and cost a job and its
-   * evaluation. A float or double key is not bounded: NaN orders differently in Spark and Iceberg.
-   * A `uuid` key is not filtered at all: Iceberg before 1.11 compares UUIDs signed and their files'
-   * bounds unsigned (apache/iceberg#14216), so its pruning could skip a file holding a removed row.
+   * data files with: each key between the least and the greatest of `removed`'s values (`bounds`: a
+   * copy clustered by key, as tables of growing ids are, reads only the files of the keys changed),
+   * and, for up to `InLimit` rows removed (`wanted`), among their values (which finds a few keys
+   * spread over the table).
+   * The rows are matched exactly after, by the join: these only read fewer. So where Iceberg's
+   * pruning keeps every data file of the copy at `snapshot` (keys spread over the table), the read
+   * is not filtered at all: Spark would evaluate the filter on every row for nothing, and `keys`
+   * would cost more than no keys. An IN of thousands of values pruned nothing (Iceberg gives up on
+   * an IN past 200 values) and cost a job and its evaluation. A float or double key is not bounded:
+   * NaN orders differently in Spark and Iceberg. A `uuid` key is not filtered at all: Iceberg before
+   * 1.11 compares UUIDs signed and their files' bounds unsigned (apache/iceberg#14216), so its
+   * pruning could skip a file holding a removed row.
    */
-  private def narrowed(table: Table, read: DataFrame, removed: DataFrame, keys: Seq[String], wanted: Long): DataFrame =
+  private def narrowed(table: Table, snapshot: Long, read: DataFrame, removed: DataFrame, keys: Seq[String], wanted: Long,
+      bounds: Seq[KeyBounds]): DataFrame =
     if (keys.isEmpty) read
     else {
       val values = keys.map(k => F.col(s"$Row.${quote(k)}"))
       // `wanted` rows removed have at most as many keys: past the limit, no job collects them.
       val few = if (wanted > InLimit) Array.empty[org.apache.spark.sql.Row]
         else removed.select(values.zip(keys).map { case (v, k) => v.as(k) }: _*).distinct().coalesce(1).collect()
-      val bounds = removed.agg(F.lit(0), values.flatMap(v => Seq(F.min(v), F.max(v), F.max(v.isNull.cast(IntegerType)))): _*).head()
       def uuid(k: String) = Option(table.schema().caseInsensitiveFindField(k)).exists(_.`type`().typeId() == TypeID.UUID)
-      keys.zipWithIndex.filterNot { case (k, _) => uuid(k) }.foldLeft(read) { case (df, (k, i)) =>
-        val column = F.col(quote(k))
-        val (lo, hi, hasNull) = (bounds.get(1 + 3 * i), bounds.get(2 + 3 * i), bounds.getInt(3 + 3 * i) == 1)
-        val bounded = read.schema.fields.find(_.name.equalsIgnoreCase(k)).map(_.dataType) match {
-          case Some(FloatType | DoubleType) => None
-          case _ => Option(lo).map(l => column >= F.lit(l) && column <= F.lit(hi))
+      val kept = keys.zip(bounds).zipWithIndex.filterNot { case ((k, _), _) => uuid(k) }.flatMap { case ((k, b), i) =>
+        val name = read.schema.fields.find(_.name.equalsIgnoreCase(k)).map(_.name).getOrElse(k)
+        val column = F.col(quote(name))
+        val bounded = read.schema(name).dataType match {
+          case FloatType | DoubleType => None
+          case _ => b.range.map { case (lo, hi) =>
+            Narrowing(column >= F.lit(lo), sources.GreaterThanOrEqual(name, lo)) and Narrowing(column <= F.lit(hi), sources.LessThanOrEqual(name, hi))
+          }
         }
         val among = if (wanted > InLimit) None else {
           val present = few.map(_.get(i)).filter(_ != null).distinct.toSeq
-          Some(if (present.isEmpty) F.lit(false) else column.isin(present: _*))
+          Some(if (present.isEmpty) Narrowing(F.lit(false), sources.AlwaysFalse) else Narrowing(column.isin(present: _*), sources.In(name, present.toArray)))
         }
-        val kept = Seq(bounded, among).flatten.reduceOption(_ && _).map(c => if (hasNull) c || column.isNull else c)
-        kept.fold(df)(df.where)
+        Seq(bounded, among).flatten.reduceOption(_ and _).map(c => if (b.hasNull) c or Narrowing(column.isNull, sources.IsNull(name)) else c)
       }
+      kept.reduceOption(_ and _) match {
+        case Some(narrowing) if prunes(table, snapshot, narrowing.filter) => read.where(narrowing.column)
+        case _ => read
+      }
+    }
+
+  /** A filter of the copy's read, as Spark evaluates it and as Iceberg's planning takes it. */
+  private final case class Narrowing(column: Column, filter: sources.Filter) {
+    def and(other: Narrowing): Narrowing = Narrowing(column && other.column, sources.And(filter, other.filter))
+    def or(other: Narrowing): Narrowing = Narrowing(column || other.column, sources.Or(filter, other.filter))
+  }
+
+  /** A key's least and greatest value among the rows removed (None: no value but NULL), and whether one is NULL. */
+  private final case class KeyBounds(range: Option[(Any, Any)], hasNull: Boolean)
+
+  private object KeyBounds {
+    /** Aggregates of the rows `removing` picks: each key's least, greatest, and whether one is NULL (1). */
+    def columns(keys: Seq[String], removing: Column): Seq[Column] = keys.flatMap { k =>
+      val value = F.col(s"$Row.${quote(k)}")
+      Seq(F.min(F.when(removing, value)), F.max(F.when(removing, value)), F.max(F.when(removing, value.isNull.cast(IntegerType))))
+    }
+
+    /** What `columns` gave, from position `from` of `row`. */
+    def of(keys: Seq[String], row: org.apache.spark.sql.Row, from: Int): Seq[KeyBounds] = keys.indices.map { i =>
+      val at = from + 3 * i
+      KeyBounds(Option(row.get(at)).map(lo => (lo, row.get(at + 1))), !row.isNullAt(at + 2) && row.getInt(at + 2) == 1)
+    }
+  }
+
+  /**
+   * Whether Iceberg's planning of the copy at `snapshot` under `filter` leaves out a data file
+   * (metadata only). True where Iceberg cannot take the filter: then Spark's pushdown is left to decide.
+   */
+  private def prunes(table: Table, snapshot: Long, filter: sources.Filter): Boolean =
+    IcebergInternals.icebergFilter(filter).forall { expression =>
+      def files(scan: org.apache.iceberg.TableScan) = scala.util.Using.resource(scan.ignoreResiduals().planFiles())(_.asScala.size)
+      files(table.newScan().useSnapshot(snapshot).filter(expression)) < files(table.newScan().useSnapshot(snapshot))
     }
 
   /** Values of an IN that Iceberg still prunes data files by (`InclusiveMetricsEvaluator`'s limit). */
