@@ -79,3 +79,17 @@ def test_trino_listens_on_loopback_only(tmp_path) -> None:
     assert config["http-server.http.port"] == "8123" and config["discovery.uri"] == "http://127.0.0.1:8123"
     assert catalog["iceberg.catalog.type"] == "TESTING_FILE_METASTORE"
     assert catalog["hive.metastore.catalog.dir"] == (tmp_path / "trino" / "metastore").as_uri()
+    # Run as Trino's launcher runs it: node.properties as system properties, the Vector API on.
+    command = trino.command(etc)
+    assert "-Dnode.bind-ip=127.0.0.1" in command and "--add-modules=jdk.incubator.vector" in command
+    assert command[-2:] == [peer.MAIN_CLASS, peer.TRINO_VERSION]
+
+
+def test_spark_s_java_is_not_trino_s() -> None:
+    """Trino 483 needs Java 25 with the Vector API: the Java 17 that Spark runs on is refused."""
+    import shutil
+    from pathlib import Path
+
+    java = shutil.which("java")
+    assert java is not None
+    assert not peer._java_for_trino(Path(java).resolve().parent.parent)

