@@ -93,3 +93,31 @@ def test_spark_s_java_is_not_trino_s() -> None:
     java = shutil.which("java")
     assert java is not None
     assert not peer._java_for_trino(Path(java).resolve().parent.parent)
+
+
+def test_keyed_scenarios_are_the_scale_benchmark_s_delete_axis() -> None:
+    """`--peer trino --keys uuid`: the scale benchmark's tables of 10^7 data rows at 10^6 and 10^7
+    delete rows, keyed so; their floor the generator's rows, Spark's native read time-boxed."""
+    low, high = peer.keyed_scenarios("uuid")
+    assert (low.name, high.name) == ("uuid_1000000", "uuid_10000000")
+    assert (low.point.axis, low.point.data_rows, low.point.delete_rows) == ("delete_rows", 10_000_000, 1_000_000)
+    assert low.table == "local.scale.delete_rows_10000000_1000000_uuid" and low.key_columns == ["k1"]
+    assert peer.keyed_scenarios("composite", delete_rows=(10**6,))[0].key_columns == ["k1", "k2", "k3"]
+    (quick,) = peer.keyed_scenarios("uuid_type", quick=True)
+    assert (quick.point.data_rows, quick.point.delete_rows, quick.point.keys) == (20_000, 2_000, "uuid_type")
+    with pytest.raises(ValueError):
+        peer.keyed_scenarios("float")
+    args = cli.build_parser().parse_args(["bench", "--peer", "trino", "--keys", "uuid", "--at", "1e7"])
+    assert (args.keys, args.at) == ("uuid", {10_000_000})
+
+
+def test_a_wrong_or_time_boxed_read_is_shown_as_such() -> None:
+    seconds = {"trino": 6.0, "trino_floor": 2.0, "native": math.inf, "filter": 3.0, "join": 4.0, "auto": 3.0, "floor": 2.0}
+    result = peer.PeerResult("uuid_type_1000000", "d", "aggregate", "SELECT 1", 10, 10**6, seconds, [[1]], "filter",
+                             wrong=["trino"], time_box=120.0)
+    row = peer.markdown([result]).splitlines()[-1]
+    assert "| 6.00 (wrong) | 2.00 | **3.00** | > 120 | 3.00 | 4.00 | 3.00 (filter) | 2.00 | - | **1.50** | 0.50 |" in row
+    # The floor as the reference: a variant that differs from it is named.
+    with pytest.raises(peer.RowsDifferError) as raised:
+        peer.check_rows("q", {"floor": [[1]], "auto": [[2]]}, reference="floor")
+    assert "from the floor [[1]]" in str(raised.value) and "auto: [[2]]" in str(raised.value)

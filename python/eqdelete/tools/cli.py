@@ -392,7 +392,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from eqdelete._progress import stderr_reporter
         from eqdelete.tools import peer
 
-        picked = _only(peer.scenarios(args.quick, args.rows_factor), args.only, lambda s: s.name, "scenario")
+        if args.keys:  # the scale benchmark's delete axis with that key
+            every = peer.keyed_scenarios(args.keys, args.quick, tuple(sorted(args.at)) if args.at else peer.KEYED_DELETE_ROWS)
+        else:
+            every = peer.scenarios(args.quick, args.rows_factor)
+        picked = _only(every, args.only, lambda s: s.name, "scenario")
         spark = _session(args, f"eqdelete bench --peer {args.peer}")
         runs, warmup = (1, 0) if args.quick else (args.runs, 1)
         try:
@@ -711,7 +715,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --scale: the tables' key, one long column, one string column ('key-<n>'), a "
                             "random 36-character UUID string, the same in Iceberg's uuid type, or (long, string, "
                             "date) (default: long); with --apply: one of long, uuid, composite (default: all three); "
-                            "with --maintain-scale and --changes: the tables' key (default: long)")
+                            "with --maintain-scale and --changes: the tables' key (default: long); with --peer: instead of "
+                            "its three tables, the scale benchmark's delete axis with that key at 10^6 and 10^7 delete "
+                            "rows (--at: others)")
     bench.add_argument("--time-box", type=float, default=600.0,
                        help="with --scale: seconds a native run (with --resolve: rewrite_data_files) may take before it is "
                             "cancelled and shown as '> N s' "
