@@ -85,14 +85,19 @@ def test_trino_listens_on_loopback_only(tmp_path) -> None:
     assert command[-2:] == [peer.MAIN_CLASS, peer.TRINO_VERSION]
 
 
-def test_spark_s_java_is_not_trino_s() -> None:
-    """Trino 483 needs Java 25 with the Vector API: the Java 17 that Spark runs on is refused."""
+def test_a_java_for_trino_is_25_or_later_with_the_vector_api(tmp_path) -> None:
+    """Trino 483 needs Java 25 with the Vector API: the Java Spark runs on is taken only if it is one."""
     import shutil
     from pathlib import Path
 
     java = shutil.which("java")
     assert java is not None
-    assert not peer._java_for_trino(Path(java).resolve().parent.parent)
+    home = Path(java).resolve().parent.parent
+    version = peer.java_version(home)
+    assert version is not None and version >= 17
+    if version < 25:
+        assert peer.java_for_trino(home) is None
+    assert peer.java_for_trino(tmp_path) is None and peer.java_version(tmp_path) is None  # no java there
 
 
 def test_keyed_scenarios_are_the_scale_benchmark_s_delete_axis() -> None:

