@@ -238,9 +238,11 @@ def markdown(results: list[ChangesBenchResult]) -> str:
              "after a restart s | in a new application s | checkpointed a commit | on durable storage |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
              "| ---: | ---: | ---: | ---: | ---: |"]
-    first = results[0].medians.get("changes") if results else None
-    first_imaged = results[0].medians.get("row_images") if results else None
+    smallest = {}  # each key shape's smallest table: what "at the smallest" compares with
+    for r in sorted(results, key=lambda r: r.rows):
+        smallest.setdefault(r.keys, r)
     for r in results:
+        first, first_imaged = (smallest[r.keys].medians.get(k) for k in ("changes", "row_images"))
         c, e, read = (r.medians.get(k) for k in ("changes", "except_all", "parent_read"))
         without = (f"{c:.2f} | {e:.2f} | {e / c:.1f} | " + (f"{read:.2f} | {c / read:.2f}" if read else "- | -") +
                    (f" | {c / first:.2f}" if first else " | -")) if c and e else "- | - | - | - | - | -"
