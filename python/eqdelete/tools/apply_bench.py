@@ -19,6 +19,7 @@ Timings are reported, never asserted.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ UPSERTS = 10**4
 #: Rows per data file, as a writer's target file size gives them.
 ROWS_PER_FILE = 500_000
 VARIANTS = ("apply_keys", "apply", "merge")
+#: The orders rounds take the variants in.
+ORDERS = tuple(itertools.permutations(VARIANTS))
 #: The copies' properties: merge-on-read, as the table and the issue's MERGE INTO.
 COPY_PROPERTIES = ("'format-version'='2', 'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', "
                    "'write.merge.mode'='merge-on-read'")
@@ -124,8 +127,10 @@ def run_point(spark: SparkSession, point: ApplyPoint, runs: int, warmup: int,
             "apply": lambda: eqdelete.apply_changes(changes, copies["apply"]),
             "merge": lambda: spark.sql(_merge_sql(copies["merge"], view, keys, columns)).collect(),
         }
-        order = VARIANTS[n % len(VARIANTS):] + VARIANTS[:n % len(VARIANTS)]
-        seconds = {v: _timed(runners[v]) for v in order}
+        # Every order of the variants in turn, so that each follows each other as often: the first
+        # apply after other work runs slower (the second finds its generated code compiled), and a
+        # rotation had `apply_keys` always follow MERGE or the commit.
+        seconds = {v: _timed(runners[v]) for v in ORDERS[n % len(ORDERS)]}
         previous = latest
         if n >= warmup:
             for v in VARIANTS:
