@@ -112,7 +112,8 @@ def test_changes_bench_quick_profile_checks_rows(spark: SparkSession, tmp_path: 
     # Each commit's changes checkpointed the images' new version; after a restart, in this application and in a new
     # one, they were restored and gave the same rows as without them (checked inside).
     assert results[0].medians["row_image_checkpoint_bytes"] > 0 and results[0].medians["row_image_stored_bytes"] > 0
-    assert (tmp_path / "changes.md").read_text().startswith("| data rows")
+    assert (tmp_path / "changes.md").read_text().startswith("| key | data rows")
+    assert "\n| long | 10,000 |" in (tmp_path / "changes.md").read_text()
 
 
 def test_apply_bench_quick_profile_checks_rows(spark: SparkSession, tmp_path: Path) -> None:
@@ -167,7 +168,8 @@ def test_maintain_scale_quick_profile_reads_only_what_was_written_since(spark: S
     assert r.restart_delete_rows == 400 and r.restart_seconds > 0 and r.restart_files_read == 0 and r.stored_bytes > 0, r
     # So did a new application's first round (a new process, checked inside), leaving the rows right.
     assert r.new_process_seconds > 0 and r.new_process_session_seconds > 0, r
-    assert (tmp_path / "maintain-scale.md").read_text().startswith("| data rows")
+    assert (tmp_path / "maintain-scale.md").read_text().startswith("| key | data rows")
+    assert "\n| long | 40,000 |" in (tmp_path / "maintain-scale.md").read_text()
     assert (tmp_path / "maintain-scale.png").stat().st_size > 0
 
 

@@ -128,7 +128,7 @@ def run_point(spark: SparkSession, point: ApplyPoint, runs: int, warmup: int,
             "merge": lambda: spark.sql(_merge_sql(copies["merge"], view, keys, columns)).collect(),
         }
         # Every order of the variants in turn, so that each follows each other as often: the first
-        # apply after other work runs slower (the second finds its generated code compiled), and a
+        # apply after other work ran with twice the CPU (likely: the second finds its generated code compiled), and a
         # rotation had `apply_keys` always follow MERGE or the commit.
         seconds = {v: _timed(runners[v]) for v in ORDERS[n % len(ORDERS)]}
         previous = latest
