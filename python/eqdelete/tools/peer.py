@@ -132,8 +132,7 @@ def install_java(report: Report) -> Path:
         return home
     where = f"{JAVA_HOME_VARIABLE}={given}" if given else f"no JDK under {JAVA_ROOT}"
     raise PeerError(f"Trino {TRINO_VERSION} needs Java 25 or later with the jdk.incubator.vector module, and {where} "
-                    f"is one; install a full JDK 25 (Temurin, or Debian's openjdk-25-jdk-headless) and set "
-                    f"{JAVA_HOME_VARIABLE} to it")
+                    f"is one; install a full JDK 25 or later (such as Temurin's) and set {JAVA_HOME_VARIABLE} to it")
 
 
 def java_for_trino(home: Path) -> int | None:
