@@ -45,7 +45,7 @@ from eqdelete.toggles import use_conf, use_strategy
 from eqdelete.tools.cdc import CdcSpec, generate, write_commit
 from eqdelete.tools.report import run_each, saver
 from eqdelete.tools.restarted import in_a_new_application
-from eqdelete.tools.scale import KEY_SHAPES
+from eqdelete.tools.scale import KEY_SHAPES, shape_suffix
 
 SIZES = (10**6, 10**7, 10**8)
 ROW_IMAGES = "spark.eqdelete.changes.rowImages"
@@ -62,7 +62,7 @@ class ChangesPoint:
 
     @property
     def table(self) -> str:
-        return f"local.bench.changes_{self.rows}" + ("" if self.keys == "long" else f"_{self.keys}")
+        return f"local.bench.changes_{self.rows}" + shape_suffix(self.keys, "_")
 
 
 @dataclass

@@ -48,7 +48,7 @@ from eqdelete.tools.cdc import CdcSpec, generate
 from eqdelete.tools.report import ScatteredPoint, load_results, run_merged
 from eqdelete.tools.resolve_bench import call_procedure, timed_with_peak
 from eqdelete.tools.restarted import in_a_new_application
-from eqdelete.tools.scale import KEY_SHAPES
+from eqdelete.tools.scale import KEY_SHAPES, shape_suffix
 from eqdelete.toggles import use_conf, use_strategy
 
 SIZES = (10**6, 10**7, 10**8, 3 * 10**8)
@@ -80,12 +80,11 @@ class MaintainScalePoint(ScatteredPoint):
     @property
     def key(self) -> str:
         """The long key's points keep the names they had before key shapes."""
-        return super().key + ("" if self.keys == "long" else f"/{self.keys}")
+        return super().key + shape_suffix(self.keys, "/")
 
     @property
     def spec(self) -> CdcSpec:
-        shape = "" if self.keys == "long" else f"_{self.keys}"
-        return CdcSpec(table=f"{NAMESPACE}.scattered_{self.data_rows}{shape}", rows=self.data_rows,
+        return CdcSpec(table=f"{NAMESPACE}.scattered_{self.data_rows}{shape_suffix(self.keys, '_')}", rows=self.data_rows,
                        data_files=max(2, self.data_rows // self.rows_per_file), commits=1,
                        delete_fraction=HISTORY_DELETES, upsert_fraction=0.0, layout="scattered",
                        key_types=KEY_SHAPES[self.keys])

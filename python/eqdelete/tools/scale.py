@@ -69,6 +69,12 @@ REFERENCE_STYLES = {"floor": {"linestyle": ":", "color": "grey"}, "floor_keys": 
                     "data_read": {"linestyle": ":", "color": "black"}, "limit": {"linestyle": "-.", "color": "black"}}
 
 
+def shape_suffix(keys: str, separator: str) -> str:
+    """What a key shape adds to a table's or a result's name: ``separator`` and the shape, nothing for
+    the long key (whose tables and results keep the names they had before key shapes)."""
+    return "" if keys == "long" else f"{separator}{keys}"
+
+
 @dataclass(frozen=True)
 class ScalePoint:
     """One table of an axis: ``data_rows`` keys in the base load and about ``delete_rows``
@@ -81,7 +87,7 @@ class ScalePoint:
 
     @property
     def table(self) -> str:
-        return f"{NAMESPACE}.{self.axis}_{self.data_rows}_{self.delete_rows}" + ("" if self.keys == "long" else f"_{self.keys}")
+        return f"{NAMESPACE}.{self.axis}_{self.data_rows}_{self.delete_rows}" + shape_suffix(self.keys, "_")
 
     @property
     def label(self) -> str:
@@ -100,7 +106,7 @@ class ScalePoint:
     def key(self, master: str) -> str:
         """The point on ``master``, as results name it: a later run of it replaces the earlier.
         The long key's points keep the names they had before key shapes."""
-        return f"{self.axis}/{self.data_rows}/{self.delete_rows}/{master}" + ("" if self.keys == "long" else f"/{self.keys}")
+        return f"{self.axis}/{self.data_rows}/{self.delete_rows}/{master}" + shape_suffix(self.keys, "/")
 
     @property
     def size(self) -> int:
