@@ -76,4 +76,21 @@ def test_changes_lag_beside_flink_and_maintain(spark: SparkSession, lakehouse: L
     # the same commit: its first row is never live, so fewer than 10,000 inserts may reach the stream.)
     assert lag.rows["INSERT"] - lag.rows.get("DELETE", 0) == 2_000, lag
     table = changes_lag.markdown([asdict(lag)], 3.0)
-    assert "| 1 s | on | 10 |" in table, table
+    assert "| 1 s | on | count | 10 |" in table, table
+
+
+def test_changes_lag_into_a_copy(spark: SparkSession, lakehouse: Lakehouse, lake: str, tmp_path: Path) -> None:
+    """The pipeline's lag (``--changes-lag-ms ... --apply``): each micro-batch applied to a copy by
+    apply_changes, once. run_one raises unless the copy ends holding the table's rows (whole, with
+    their counts) and every Flink snapshot was delivered by a batch the offsets log names; each
+    snapshot's lag runs from its commit to the apply that brought it into the copy."""
+    from eqdelete.tools import changes_lag
+
+    lag = changes_lag.run_one(spark, lakehouse, 1000, False, rows_per_second=1000, keys=2_000, seconds=10, cadence=3.0,
+                              workdir=tmp_path, say=lambda _m: None, apply=True)
+    assert lag.applied and lag.commits >= 2 and lag.batches >= 1, lag
+    assert len(lag.lags) >= 2 and all(x > 0 for x in lag.lags), lag
+    # The copy's rows inserted less those deleted: the table's 2,000 keys.
+    assert lag.rows["INSERT"] - lag.rows["DELETE"] == 2_000, lag
+    table = changes_lag.markdown([asdict(lag)], 3.0)
+    assert "| 1 s | off | apply_changes | 10 |" in table, table

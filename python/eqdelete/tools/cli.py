@@ -410,6 +410,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         return 0
 
     if args.lakehouse:
+        if args.apply and not args.changes_lag_ms:
+            print("eqdelete: --lakehouse --apply applies the changes stream's batches to a copy: give --changes-lag-ms too",
+                  file=sys.stderr)
+            return 2
         from eqdelete import _jars
         from eqdelete._progress import stderr_reporter
         from eqdelete.tools import lakehouse_bench
@@ -431,7 +435,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                                           progress=stderr_reporter("eqdelete bench --lakehouse"), streams_of=streams,
                                           with_reads=not args.skip_reads, latencies_ms=tuple(sorted(args.latency_ms or ())),
                                           writer_intervals_ms=tuple(sorted(args.writer_intervals_ms or ())),
-                                          changes_lag_ms=tuple(sorted(args.changes_lag_ms or ())))
+                                          changes_lag_ms=tuple(sorted(args.changes_lag_ms or ())),
+                                          apply_changes_lag=args.apply)
             _stop_sessions()  # before the servers it reads from stop
         print(lakehouse_bench.markdown(results))
         print(f"results in {args.out}/lakehouse.json, lakehouse.md, lakehouse.png")
@@ -680,7 +685,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="instead: seconds to apply one commit's changes (10^4 upserts) to a copy of 10^6, 10^7 and "
                             "10^8 rows with apply_changes, with keys and without, beside MERGE INTO, for a long, a UUID "
                             "string and a (long, string, date) key; every copy checked to hold the table's rows; sizes "
-                            "with --at (copy rows), one key with --keys (long, uuid or composite)")
+                            "with --at (copy rows), one key with --keys (long, uuid or composite). With --lakehouse "
+                            "--changes-lag-ms: the changes stream's consumer applies each micro-batch to a copy, and the "
+                            "lag is until the copy holds a commit")
     bench.add_argument("--reuse-tables", action="store_true",
                        help="with --changes: measure the tables an earlier run generated, where they exist, instead of "
                             "generating them again (what their first commit changed is measured; the commits kept row "

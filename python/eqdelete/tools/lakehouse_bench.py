@@ -496,11 +496,13 @@ def writer_interval(spark: SparkSession, lake: Lakehouse, sizes: Sizes, interval
 def run(spark: SparkSession, lake: Lakehouse, out: Path, *, sizes: Sizes, runs: int,
         progress: Callable[[str], None], streams_of: tuple[str, ...] = DEFAULT_STREAMS,
         with_reads: bool = True, latencies_ms: tuple[int, ...] = (),
-        writer_intervals_ms: tuple[int, ...] = (), changes_lag_ms: tuple[int, ...] = ()) -> dict[str, Any]:
+        writer_intervals_ms: tuple[int, ...] = (), changes_lag_ms: tuple[int, ...] = (),
+        apply_changes_lag: bool = False) -> dict[str, Any]:
     """The reads (unless ``with_reads`` is False), each of ``latencies_ms`` (with the reads), then
     each stream of ``streams_of``, then maintain beside a writer committing every one of
     ``writer_intervals_ms``, then the changes stream's lag beside a writer committing every one of
-    ``changes_lag_ms``, without and with maintain (``changes_lag``)."""
+    ``changes_lag_ms``, without and with maintain (``changes_lag``; ``apply_changes_lag``: each
+    micro-batch applied to a copy, the lag until the copy holds it)."""
     unknown = set(streams_of) - set(STREAMS)
     if unknown:
         raise ValueError(f"no stream {', '.join(sorted(unknown))}: choose from {', '.join(STREAMS)}")
@@ -530,7 +532,7 @@ def run(spark: SparkSession, lake: Lakehouse, out: Path, *, sizes: Sizes, runs: 
         for maintained in (False, True):
             lag = changes_lag.run_one(spark, lake, ms, maintained, rows_per_second=sizes.stream_rows_per_second,
                                       keys=sizes.stream_keys, seconds=sizes.changes_lag_seconds, cadence=sizes.cadence,
-                                      workdir=work, say=progress)
+                                      workdir=work, say=progress, apply=apply_changes_lag)
             results["changes_lag"].append(asdict(lag))
             _save(out, results)
     _chart(out, results)
