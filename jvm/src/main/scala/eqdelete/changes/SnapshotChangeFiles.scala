@@ -2,7 +2,7 @@ package eqdelete.changes
 
 import scala.jdk.CollectionConverters._
 
-import eqdelete.planning.DeletePlanner
+import eqdelete.planning.{AddedFileTasks, DeletePlanner}
 import eqdelete.resolve.ResolveEqualityDeletes
 
 import org.apache.iceberg.{DataFile, DataOperations, DeleteFile, FileContent, Snapshot, Table}
@@ -62,7 +62,7 @@ object SnapshotChangeFiles {
       def touchedBy(deletes: Seq[DeleteFile], mayMatch: (DeleteFile, DataFile) => Boolean): Set[String] =
         parentFiles.filter(file => deletes.exists(delete => appliesTo(table, delete, file) && mayMatch(delete, file)))
           .map(_.location()).toSet
-      val byPositions = removed ++ named.flatMap(IcebergInternals.referencedDataFile) ++ touchedBy(positional, mayName) -- added
+      val byPositions = removed ++ named.flatMap(IcebergInternals.referencedDataFile) ++ touchedBy(positional, AddedFileTasks.mayName) -- added
       val touched = byPositions ++ touchedBy(equality, bounds.mayMatch) -- added
       val keys = equality.map(_.equalityFieldIds().asScala.map(_.intValue).toSeq.sorted).distinct match {
         case Seq(ids) if byPositions.isEmpty && touched.nonEmpty =>
@@ -71,19 +71,6 @@ object SnapshotChangeFiles {
       }
       SnapshotChangeFiles(snapshot, added, touched, None, keys,
         everyParentFile = parentFiles.nonEmpty && touched == parentFiles.map(_.location()).toSet)
-  }
-
-  /** Whether the rows of position delete file `delete` can name `file`, by the bounds of their paths. */
-  private def mayName(delete: DeleteFile, file: DataFile): Boolean = {
-    val id = IcebergInternals.positionDeletePathFieldId
-    def bound(bounds: java.util.Map[Integer, java.nio.ByteBuffer]) =
-      Option(bounds).flatMap(b => Option(b.get(id))).map(Conversions.fromByteBuffer[CharSequence](Types.StringType.get(), _))
-    (bound(delete.lowerBounds()), bound(delete.upperBounds())) match {
-      case (Some(low), Some(high)) =>
-        val order = Comparators.charSequences()
-        order.compare(low, file.location()) <= 0 && order.compare(file.location(), high) <= 0
-      case _ => true
-    }
   }
 
   private def unchangedBecause(table: Table, snapshot: Snapshot): Option[String] =

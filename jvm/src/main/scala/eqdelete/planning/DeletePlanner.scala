@@ -32,7 +32,28 @@ object DeletePlanner {
       readSchema: Schema,
       filter: IcebergExpression = Expressions.alwaysTrue(),
       caseSensitive: Boolean = false,
-      onlyFiles: Option[Set[String]] = None): Option[ScanDeletes] = {
+      onlyFiles: Option[Set[String]] = None): Option[ScanDeletes] =
+    planned(table, snapshotId, readSchema, filter, caseSensitive, onlyFiles)._2
+
+  /**
+   * The scan's tasks, and its deletes as [[plan]] gives them. A read of files the snapshot itself
+   * added (the changes' reads of a commit's inserts) is planned from that snapshot's manifests
+   * alone (AddedFileTasks): no equality delete applies to such files.
+   */
+  def planned(
+      table: Table,
+      snapshotId: Long,
+      readSchema: Schema,
+      filter: IcebergExpression = Expressions.alwaysTrue(),
+      caseSensitive: Boolean = false,
+      onlyFiles: Option[Set[String]] = None): (PlannedTasks, Option[ScanDeletes]) =
+    onlyFiles.flatMap(AddedFileTasks.of(table, snapshotId, _, filter, caseSensitive)) match {
+      case Some(tasks) => (PlannedTasks(snapshotId, readSchema, filter, caseSensitive, tasks, Nil, onlyFiles), None)
+      case None => planWhole(table, snapshotId, readSchema, filter, caseSensitive, onlyFiles)
+    }
+
+  private def planWhole(table: Table, snapshotId: Long, readSchema: Schema, filter: IcebergExpression, caseSensitive: Boolean,
+      onlyFiles: Option[Set[String]]): (PlannedTasks, Option[ScanDeletes]) = {
     val scopes = new ScopeIds
     val files = mutable.HashMap.empty[String, (Long, Int)]
     var withDeletes = 0
@@ -91,19 +112,19 @@ object DeletePlanner {
           delete.dataSequenceNumber())
       }.filter(ref => ref.sequenceNumber > (if (ref.isGlobal) oldest else oldestByScope.getOrElse(ref.scope, Long.MaxValue)))
     overlooked.foreach(ref => deletesByPath.update(ref.file.location(), ref))
-    if (withDeletes == 0 && overlooked.isEmpty) return None
+    val scanned = PlannedTasks(snapshotId, readSchema, filter, caseSensitive, planned.result(), reports.asScala.toVector,
+      onlyFiles)
+    if (withDeletes == 0 && overlooked.isEmpty) return (scanned, None)
 
     val sets = deletesByPath.values.toVector.groupBy(_.file.equalityFieldIds().asScala.map(_.intValue).toVector)
     val deleteSets = sets.toVector.sortBy(_._1.mkString(",")).map { case (ids, refs) =>
       EqualityDeleteSet(ids, ids.map(keyPath(readSchema, _)), refs, KeyTypeHistory.promotedKeys(table, ids))
     }
-    val scanned = PlannedTasks(snapshotId, readSchema, filter, caseSensitive, planned.result(), reports.asScala.toVector,
-      onlyFiles)
-    Some(ScanDeletes(snapshotId, new DataFileScopes(files.toMap), withDeletes, rowsWithDeletes, rowsWithoutDeletes, deleteSets,
+    (scanned, Some(ScanDeletes(snapshotId, new DataFileScopes(files.toMap), withDeletes, rowsWithDeletes, rowsWithoutDeletes, deleteSets,
       scanned, deleteSets.find(set => set.files.exists(ref => mayHoldNaN(ref.file, readSchema))).map { set =>
         s"delete files on ${set.describeKeys} may hold NaN, which Iceberg's pairing of delete and data files by " +
           "their bounds overlooks"
-      }.orElse(deleteSets.find(_.equalityIds.exists(uuids.contains)).map(set => KnownMisreads.uuidKey(set.describeKeys)))))
+      }.orElse(deleteSets.find(_.equalityIds.exists(uuids.contains)).map(set => KnownMisreads.uuidKey(set.describeKeys))))))
   }
 
   /**

@@ -17,11 +17,11 @@ object ScanDeletesCache {
   private val MaxEntries = 64
   private val MaxTasks = 200000L
   private var tasks = 0L
-  private val entries = new java.util.LinkedHashMap[Key, Option[ScanDeletes]](16, 0.75f, true)
+  private val entries = new java.util.LinkedHashMap[Key, (PlannedTasks, Option[ScanDeletes])](16, 0.75f, true)
 
-  private def tasksOf(deletes: Option[ScanDeletes]): Long = deletes.map(_.scan.tasks.size.toLong).getOrElse(0L)
+  private def tasksOf(planned: (PlannedTasks, Option[ScanDeletes])): Long = planned._1.tasks.size.toLong
 
-  private def put(key: Key, deletes: Option[ScanDeletes]): Unit = entries.synchronized {
+  private def put(key: Key, deletes: (PlannedTasks, Option[ScanDeletes])): Unit = entries.synchronized {
     Option(entries.put(key, deletes)).foreach(old => tasks -= tasksOf(old))
     tasks += tasksOf(deletes)
     val eldest = entries.entrySet().iterator()
@@ -32,11 +32,16 @@ object ScanDeletesCache {
   }
 
   def plan(table: Table, snapshotId: Long, readSchema: Schema, filter: IcebergExpression, caseSensitive: Boolean,
-      onlyFiles: Option[Set[String]] = None): Option[ScanDeletes] = {
+      onlyFiles: Option[Set[String]] = None): Option[ScanDeletes] =
+    planned(table, snapshotId, readSchema, filter, caseSensitive, onlyFiles)._2
+
+  /** The scan's tasks and deletes (DeletePlanner.planned): the tasks also where no equality delete applies. */
+  def planned(table: Table, snapshotId: Long, readSchema: Schema, filter: IcebergExpression, caseSensitive: Boolean,
+      onlyFiles: Option[Set[String]] = None): (PlannedTasks, Option[ScanDeletes]) = {
     val key = Key(table.uuid().toString, table.location(), snapshotId, filter.toString, readSchema.asStruct().toString,
       caseSensitive, onlyFiles)
     entries.synchronized(Option(entries.get(key))).getOrElse {
-      val planned = DeletePlanner.plan(table, snapshotId, readSchema, filter, caseSensitive, onlyFiles)
+      val planned = DeletePlanner.planned(table, snapshotId, readSchema, filter, caseSensitive, onlyFiles)
       put(key, planned)
       planned
     }

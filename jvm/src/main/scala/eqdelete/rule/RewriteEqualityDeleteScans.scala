@@ -144,13 +144,14 @@ case class RewriteEqualityDeleteScans(session: SparkSession) extends Rule[Logica
       val readSchema = ScanFilters.schemaRead(read.relation.table, table, snapshotId)
       val filter = ScanFilters.icebergFilter(read.pushed)
       val onlyFiles = ScanFilters.fileRestriction(read.pushed)
-      ScanDeletesCache.plan(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis, onlyFiles) match {
+      val (tasks, deletes) = ScanDeletesCache.planned(table, snapshotId, readSchema, filter, conf.caseSensitiveAnalysis, onlyFiles)
+      deletes match {
         case None =>
           // Nothing to do: the relation stays as it was, only marked as looked at (and, when a
-          // `_file` filter names its files, reading only those).
+          // `_file` filter names its files, reading only those, from the tasks planned for them).
           val decision = Decision.of(table.name(), snapshotId, Strategy.Native,
             "no planned data file carries equality deletes", "read natively", None)
-          read.above(onlyFiles.map(files => namedNative(read.relation, table, decision, None, FileSelection.Named(files)))
+          read.above(onlyFiles.map(files => namedNative(read.relation, table, decision, Some(tasks), FileSelection.Named(files)))
             .getOrElse(marked(read.relation, decision)), withPushed = true)
         case Some(scanDeletes) =>
           val settings = CostSettings.from(conf, DriverMemory.heapBytes, session.sparkContext.defaultParallelism,

@@ -138,4 +138,36 @@ class DeletePlannerSuite extends AnyFunSuite {
     assert(!scan.serves(snapshot + 1, filter, isCaseSensitive = false))
     assert(!scan.serves(snapshot, equal("missing", 1), isCaseSensitive = false)) // cannot bind: plan again
   }
+
+  test("a read of the files a snapshot added is planned from its own manifests, as Iceberg plans them") {
+    import org.apache.iceberg.expressions.Expressions._
+    val name = create("k BIGINT, p INT", "PARTITIONED BY (p)")
+    append(name, "VALUES (1, 0), (2, 0), (3, 1)")
+    // An upsert: the deletes and the new rows in one commit, at one sequence number.
+    EqualityDeleteWriter.commit(spark, name, Seq("k").asJava, spark.sql("SELECT 1L AS k, 0 AS p UNION ALL SELECT 3L, 1"),
+      spark.sql("SELECT * FROM VALUES (1L, 0), (3L, 1), (4L, 2) AS t(k, p)").coalesce(1), false)
+    val table = icebergTable(name)
+    val snapshot = table.currentSnapshot()
+    val added = snapshot.addedDataFiles(table.io()).asScala.map(_.location()).toSet
+    val older = table.newScan().planFiles().asScala.map(_.file().location()).toSet -- added
+    assert(added.size == 3 && older.size == 2)
+    def tasksOf(tasks: Seq[org.apache.iceberg.FileScanTask]) =
+      tasks.map(t => t.file().location() -> t.deletes().asScala.map(_.location()).toSet).toMap
+    for (filter <- Seq(alwaysTrue(), equal("p", 2), greaterThan("k", 3L))) {
+      val (tasks, deletes) = DeletePlanner.planned(table, snapshot.snapshotId(), table.schema(), filter, onlyFiles = Some(added))
+      assert(deletes.isEmpty, "no equality delete applies to the rows of its own commit")
+      assert(tasks.reports.isEmpty, "planned from the snapshot's manifests, not by Iceberg's scan")
+      // What Iceberg's planning of the whole snapshot gives those files: the same files, pruned alike, no deletes.
+      val whole = scala.util.Using.resource(table.newScan().useSnapshot(snapshot.snapshotId()).filter(filter).planFiles())(
+        _.asScala.filter(t => added(t.file().location())).toVector)
+      assert(tasksOf(tasks.tasks) == tasksOf(whole), filter)
+      assert(whole.nonEmpty)
+    }
+    // Files the snapshot did not add, or not all of them its own: Iceberg's plan of the whole snapshot.
+    for (files <- Seq(older, added ++ older.take(1))) {
+      val (tasks, _) = DeletePlanner.planned(table, snapshot.snapshotId(), table.schema(), onlyFiles = Some(files))
+      assert(tasks.reports.nonEmpty && tasks.tasks.map(_.file().location()).toSet == files)
+    }
+    assert(AddedFileTasks.of(table, snapshot.parentId(), added, alwaysTrue(), caseSensitive = false).isEmpty)
+  }
 }

@@ -115,6 +115,12 @@ object IcebergInternals {
     new BaseFileScanTask(task.file(), deletes, SchemaParser.toJson(task.schema()), PartitionSpecParser.toJson(task.spec()),
       ResidualEvaluator.unpartitioned(task.residual()))
 
+  /** The task Iceberg's planning makes of a whole data file read in `schema` with `deletes`, its residual of `filter` as Iceberg's. */
+  def fileScanTask(file: DataFile, deletes: Array[DeleteFile], schema: Schema, spec: org.apache.iceberg.PartitionSpec,
+      filter: Expression, caseSensitive: Boolean): FileScanTask =
+    new BaseFileScanTask(file, deletes, SchemaParser.toJson(schema), PartitionSpecParser.toJson(spec),
+      ResidualEvaluator.of(spec, filter, caseSensitive))
+
   /** Every row of an equality delete file of a format eqdelete does not read itself, through Iceberg's loader. */
   def loadEqualityDeletes(io: FileIO, file: DeleteFile, projection: Schema): java.lang.Iterable[StructLike] =
     loader(io).loadEqualityDeletes(java.util.Collections.singletonList(file), projection)
