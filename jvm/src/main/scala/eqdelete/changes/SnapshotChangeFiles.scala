@@ -51,10 +51,7 @@ object SnapshotChangeFiles {
       // A deletion vector or file-scoped delete names its file; any other delete file applies by partition.
       val (named, scoped) = deletes.partition(d => d.content() == FileContent.POSITION_DELETES &&
         IcebergInternals.referencedDataFile(d).isDefined)
-      val parentFiles = if (scoped.isEmpty) Nil else Option(snapshot.parentId()).toSeq.flatMap { parent =>
-        scala.util.Using.resource(table.newScan().useSnapshot(parent.longValue()).includeColumnStats().planFiles())(
-          _.asScala.map(_.file()).toVector)
-      }
+      val parentFiles = if (scoped.isEmpty) Nil else Option(snapshot.parentId()).toSeq.flatMap(p => LiveDataFiles.at(table, p.longValue()))
       val (equality, positional) = scoped.partition(_.content() == FileContent.EQUALITY_DELETES)
       // An equality delete touches the files of its partition whose key bounds it can match; a
       // position delete file those of its partition its rows' paths can name.

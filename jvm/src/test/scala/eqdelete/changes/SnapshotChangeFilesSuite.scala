@@ -110,4 +110,25 @@ class SnapshotChangeFilesSuite extends AnyFunSuite {
     assert(positional.touched.size == 1 && positional.byKeys.isEmpty, positional)
     assert(spark.table(name).count() == 7)
   }
+
+  test("a snapshot's live data files, brought forward from its parent's by its own manifests, are Iceberg's plan of it") {
+    val name = tables.create(partitioned = true)
+    tables.insert(name, (0L until 10L).map(k => (k, s"a$k", (k % 3).toInt)))
+    tables.insert(name, (10L until 20L).map(k => (k, s"b$k", (k % 3).toInt)))
+    tables.deleteKeys(name, Seq((5L, 2), (12L, 0)))
+    spark.sql(s"CALL cat.system.rewrite_data_files(table => '$name', options => map('min-input-files', '1'))")
+    spark.sql(s"DELETE FROM $name WHERE p = 1")  // whole files removed
+    tables.insert(name, Seq((30L, "c30", 1)))
+    val table = load(name)
+    val oldestFirst = Iterator.iterate(Option(table.currentSnapshot()))(_.flatMap(s => Option(s.parentId()).map(id => table.snapshot(id))))
+      .takeWhile(_.isDefined).flatten.toVector.reverse
+    assert(oldestFirst.size == 6)
+    oldestFirst.foreach { s =>
+      val planned = scala.util.Using.resource(table.newScan().useSnapshot(s.snapshotId()).planFiles())(
+        _.asScala.map(_.file().location()).toSet)
+      val live = LiveDataFiles.at(table, s.snapshotId())
+      assert(live.map(_.location()).toSet == planned && live.size == planned.size, s"snapshot ${s.snapshotId()} (${s.operation()})")
+      assert(live.forall(f => f.lowerBounds() != null && f.dataSequenceNumber() != null), "with their stats and sequence numbers")
+    }
+  }
 }
