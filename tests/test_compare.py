@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 import eqdelete
 from eqdelete.decisions import decisions
 from eqdelete.tools import bench, sweep
+from eqdelete.tools.report import load_results
 
 
 def test_compare_checks_rows_and_reports_each_strategy(spark: SparkSession, table_name: str, tmp_path: Path) -> None:
@@ -102,9 +103,15 @@ def test_resolve_bench_quick_profile_checks_rows(spark: SparkSession, tmp_path: 
 def test_changes_bench_quick_profile_checks_rows(spark: SparkSession, tmp_path: Path) -> None:
     from eqdelete.tools import changes_bench
 
+    # An earlier run's results for other keys (saved before results named their point) stay beside this run's.
+    earlier = Path(__file__).resolve().parents[1] / "docs" / "benchmark" / "changes-keys.json"
+    (tmp_path / "changes.json").write_text(earlier.read_text())
     # The changes are checked inside against the difference of two time-travel reads.
     results = changes_bench.run(spark, changes_bench.default_points(quick=True), tmp_path, runs=1, warmup=0,
                                 progress=lambda _m: None)
+    saved = [r.point for r in load_results(tmp_path, "changes", changes_bench.ChangesBenchResult)]
+    assert saved == [r.point for r in load_results(earlier.parent, "changes-keys", changes_bench.ChangesBenchResult)] + [
+        "long/10000"], saved
     assert [(r.rows, r.upserts) for r in results] == [(10**4, 100)]
     assert results[0].changed_rows > 100 and set(results[0].medians) == {
         "changes", "except_all", "parent_read", "row_images_build", "row_images", "row_images_plain", "row_images_restart",

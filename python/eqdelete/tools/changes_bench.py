@@ -43,7 +43,7 @@ from eqdelete._progress import stderr_reporter
 from eqdelete.compare import ResultsDifferError, Variant, fingerprint, measure
 from eqdelete.toggles import use_conf, use_strategy
 from eqdelete.tools.cdc import CdcSpec, generate, write_commit
-from eqdelete.tools.report import run_each, saver
+from eqdelete.tools.report import run_merged
 from eqdelete.tools.restarted import in_a_new_application
 from eqdelete.tools.scale import KEY_SHAPES, shape_suffix
 
@@ -64,6 +64,11 @@ class ChangesPoint:
     def table(self) -> str:
         return f"local.bench.changes_{self.rows}" + shape_suffix(self.keys, "_")
 
+    @property
+    def key(self) -> str:
+        """Its name in the saved results: a run of other keys or sizes into the same --out keeps it."""
+        return f"{self.keys}/{self.rows}"
+
 
 @dataclass
 class ChangesBenchResult:
@@ -78,6 +83,10 @@ class ChangesBenchResult:
     medians: dict[str, float]
     row_image_bytes: int | None = None  # the bytes the kept row images took
     keys: str = "long"                  # the key's shape (a KEY_SHAPES name)
+    point: str = ""                     # ChangesPoint.key (results saved before it was kept: from keys and rows)
+
+    def __post_init__(self) -> None:
+        self.point = self.point or f"{self.keys}/{self.rows}"
 
 
 def default_points(quick: bool, keys: str = "long") -> list[ChangesPoint]:
@@ -132,7 +141,7 @@ def run_point(spark: SparkSession, point: ChangesPoint, runs: int, warmup: int,
         medians = _with_row_images(spark, spec, columns, chain[-2], chain[-1], len(chain), runs, say)
         changed = fingerprint(spark.sql(_changes_sql(point.table, columns, parent, commit)))[0]
         return ChangesBenchResult(point.rows, point.upserts, files, changed, medians, _row_image_bytes(spark) - before,
-                                  point.keys)
+                                  point.keys, point.key)
     sqls = _sqls(point.table, columns, parent, commit)
     with use_strategy(spark, "native"):
         truth = fingerprint(spark.sql(sqls["except_all"]))
@@ -149,7 +158,7 @@ def run_point(spark: SparkSession, point: ChangesPoint, runs: int, warmup: int,
     # Built at the parent of the table's last commit (the first, unless reused), which is read with them first.
     medians.update(_with_row_images(spark, spec, columns, chain[-2], chain[-1], len(chain), runs, say))
     return ChangesBenchResult(point.rows, point.upserts, files, truth[0], medians, _row_image_bytes(spark) - before,
-                              point.keys)
+                              point.keys, point.key)
 
 
 def _with_row_images(spark: SparkSession, spec: CdcSpec, columns: list[str], parent: int, commit: int, snapshots: int,
@@ -266,5 +275,7 @@ def run(spark: SparkSession, points: list[ChangesPoint], out: Path, runs: int, w
         only_row_images: bool = False) -> list[ChangesBenchResult]:
     report = progress or stderr_reporter("eqdelete bench --changes")
     spark.sql("CREATE NAMESPACE IF NOT EXISTS local.bench")
-    save = saver(out, "changes", markdown)
-    return run_each(points, lambda p: run_point(spark, p, runs, warmup, report, reuse, only_row_images), save, report, "size")
+    # Beside the results already in `out` for other keys and sizes.
+    return run_merged(points, lambda p: run_point(spark, p, runs, warmup, report, reuse, only_row_images),
+                      {p.key for p in points}, out, "changes", ChangesBenchResult, markdown, lambda _results, _path: None,
+                      report)

@@ -6,7 +6,6 @@ import eqdelete.planning.{AddedFileTasks, DeletePlanner}
 import eqdelete.resolve.ResolveEqualityDeletes
 
 import org.apache.iceberg.{DataFile, DataOperations, DeleteFile, FileContent, Snapshot, Table}
-import org.apache.iceberg.types.{Comparators, Conversions, Types}
 import org.apache.spark.sql.eqdelete.compat.IcebergInternals
 
 /**
@@ -51,7 +50,9 @@ object SnapshotChangeFiles {
       // A deletion vector or file-scoped delete names its file; any other delete file applies by partition.
       val (named, scoped) = deletes.partition(d => d.content() == FileContent.POSITION_DELETES &&
         IcebergInternals.referencedDataFile(d).isDefined)
-      val parentFiles = if (scoped.isEmpty) Nil else Option(snapshot.parentId()).toSeq.flatMap(p => LiveDataFiles.at(table, p.longValue()))
+      // With the stats of the equality deletes' key columns, which pair them with the files (DeleteKeyBounds).
+      val keyIds = scoped.filter(_.content() == FileContent.EQUALITY_DELETES).flatMap(_.equalityFieldIds().asScala.map(_.intValue)).toSet
+      val parentFiles = if (scoped.isEmpty) Nil else Option(snapshot.parentId()).toSeq.flatMap(p => LiveDataFiles.at(table, p.longValue(), keyIds))
       val (equality, positional) = scoped.partition(_.content() == FileContent.EQUALITY_DELETES)
       // An equality delete touches the files of its partition whose key bounds it can match; a
       // position delete file those of its partition its rows' paths can name.

@@ -19,7 +19,8 @@ import org.apache.spark.sql.eqdelete.compat.IcebergInternals
  * written, and no later commit is read. So each task carries the snapshot's position delete files
  * that may name its file (one more is harmless: a reader keeps a file's positions by its path).
  * Files are pruned as Iceberg's planning prunes them, by partition and column metrics, so the
- * tasks are those it would plan (Iceberg's Spark scan may rely on the pruning).
+ * tasks are those it would plan (Iceberg's Spark scan may rely on the pruning), without the files'
+ * column stats, as Iceberg's tasks for Spark are.
  */
 object AddedFileTasks {
 
@@ -33,18 +34,21 @@ object AddedFileTasks {
       val own = added.forall(f => Option(f.dataSequenceNumber()).exists(_.longValue == snapshot.sequenceNumber()))
       if (added.map(_.location()).toSet != files || !own) None
       else {
-        val schema = Option(snapshot.schemaId()).flatMap(id => Option(table.schemas().get(id))).getOrElse(table.schema())
         val positional = snapshot.addedDeleteFiles(table.io()).asScala.filter(_.content() == FileContent.POSITION_DELETES).toVector
-        val metrics = new InclusiveMetricsEvaluator(schema, filter, caseSensitive)
-        val partitions = scala.collection.mutable.HashMap.empty[Int, Evaluator]
-        def inPartition(f: DataFile) = partitions.getOrElseUpdate(f.specId(), {
+        // As Iceberg's planning: each spec bound to the table's schema, a file kept when its
+        // partition and its column metrics can hold a matching row, its task without the stats.
+        val bySpec = scala.collection.mutable.HashMap.empty[Int, (Evaluator, InclusiveMetricsEvaluator)]
+        def evaluators(f: DataFile) = bySpec.getOrElseUpdate(f.specId(), {
           val spec = table.specs().get(f.specId())
-          new Evaluator(spec.partitionType(), Projections.inclusive(spec, caseSensitive).project(filter), caseSensitive)
-        }).eval(f.partition())
-        Some(added.filter(f => inPartition(f) && metrics.eval(f)).map { f =>
-          val deletes = positional.filter(d => IcebergInternals.referencedDataFile(d).forall(_ == f.location()) && mayName(d, f))
-          IcebergInternals.fileScanTask(f, deletes.toArray, schema, table.specs().get(f.specId()), filter, caseSensitive)
+          (new Evaluator(spec.partitionType(), Projections.inclusive(spec, caseSensitive).project(filter), caseSensitive),
+            new InclusiveMetricsEvaluator(spec.schema(), filter, caseSensitive))
         })
+        Some(added.filter { f => val (partition, metrics) = evaluators(f); partition.eval(f.partition()) && metrics.eval(f) }
+          .map { f =>
+            val deletes = positional.filter(d => IcebergInternals.referencedDataFile(d).forall(_ == f.location()) && mayName(d, f))
+            val spec = table.specs().get(f.specId())
+            IcebergInternals.fileScanTask(f.copyWithoutStats(), deletes.toArray, spec.schema(), spec, filter, caseSensitive)
+          })
       }
     }
 

@@ -35,13 +35,19 @@ object ScanDeletesCache {
       onlyFiles: Option[Set[String]] = None): Option[ScanDeletes] =
     planned(table, snapshotId, readSchema, filter, caseSensitive, onlyFiles)._2
 
-  /** The scan's tasks and deletes (DeletePlanner.planned): the tasks also where no equality delete applies. */
+  /**
+   * The scan's tasks and deletes (DeletePlanner.planned): the tasks also where no equality delete
+   * applies to a read restricted by `_file` (none for another read without equality deletes).
+   */
   def planned(table: Table, snapshotId: Long, readSchema: Schema, filter: IcebergExpression, caseSensitive: Boolean,
       onlyFiles: Option[Set[String]] = None): (PlannedTasks, Option[ScanDeletes]) = {
     val key = Key(table.uuid().toString, table.location(), snapshotId, filter.toString, readSchema.asStruct().toString,
       caseSensitive, onlyFiles)
     entries.synchronized(Option(entries.get(key))).getOrElse {
-      val planned = DeletePlanner.planned(table, snapshotId, readSchema, filter, caseSensitive, onlyFiles)
+      val whole = DeletePlanner.planned(table, snapshotId, readSchema, filter, caseSensitive, onlyFiles)
+      // Tasks are served to the rewritten scans and to reads restricted by `_file`: a plain read
+      // without equality deletes keeps none, which would only push out the entries that serve.
+      val planned = if (whole._2.isDefined || onlyFiles.isDefined) whole else (whole._1.copy(tasks = Vector.empty, reports = Nil), None)
       put(key, planned)
       planned
     }

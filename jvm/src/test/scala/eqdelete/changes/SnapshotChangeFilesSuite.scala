@@ -123,12 +123,18 @@ class SnapshotChangeFilesSuite extends AnyFunSuite {
     val oldestFirst = Iterator.iterate(Option(table.currentSnapshot()))(_.flatMap(s => Option(s.parentId()).map(id => table.snapshot(id))))
       .takeWhile(_.isDefined).flatten.toVector.reverse
     assert(oldestFirst.size == 6)
+    val key = table.schema().findField("k").fieldId()
     oldestFirst.foreach { s =>
       val planned = scala.util.Using.resource(table.newScan().useSnapshot(s.snapshotId()).planFiles())(
         _.asScala.map(_.file().location()).toSet)
-      val live = LiveDataFiles.at(table, s.snapshotId())
+      val live = LiveDataFiles.at(table, s.snapshotId(), Set(key))
       assert(live.map(_.location()).toSet == planned && live.size == planned.size, s"snapshot ${s.snapshotId()} (${s.operation()})")
-      assert(live.forall(f => f.lowerBounds() != null && f.dataSequenceNumber() != null), "with their stats and sequence numbers")
+      assert(live.forall(f => f.lowerBounds().keySet().asScala == Set(Integer.valueOf(key)) && f.dataSequenceNumber() != null),
+        "with the key's stats alone, and their sequence numbers")
     }
+    // Brought forward over several commits at once (those between changed no parent files asked for).
+    LiveDataFiles.at(table, oldestFirst(1).snapshotId(), Set(key))
+    val current = scala.util.Using.resource(table.newScan().planFiles())(_.asScala.map(_.file().location()).toSet)
+    assert(LiveDataFiles.at(table, table.currentSnapshot().snapshotId(), Set(key)).map(_.location()).toSet == current)
   }
 }
