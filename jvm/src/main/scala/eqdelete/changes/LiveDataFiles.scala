@@ -10,8 +10,9 @@ import org.apache.iceberg.{DataFile, Snapshot, Table}
  * Iceberg's plan of the snapshot, or, when the files of one of its last ancestors were the last
  * asked for of its table (a stream walking its table's commits), those less the files each commit
  * since removed and with those it added, from their own manifests alone. A snapshot's files are
- * exactly its parent's with its own added and removed, whatever its operation. The last snapshot's files are kept for
- * each table, the least recently asked dropped past a bound on the files kept in all.
+ * exactly its parent's with its own added and removed, whatever its operation. The last snapshot's
+ * files are kept for each table, the least recently asked dropped past a bound on the files kept
+ * in all.
  */
 private[changes] object LiveDataFiles {
   private val MostFilesKept = 200000

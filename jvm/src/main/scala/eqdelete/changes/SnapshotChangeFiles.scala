@@ -50,10 +50,10 @@ object SnapshotChangeFiles {
       // A deletion vector or file-scoped delete names its file; any other delete file applies by partition.
       val (named, scoped) = deletes.partition(d => d.content() == FileContent.POSITION_DELETES &&
         IcebergInternals.referencedDataFile(d).isDefined)
-      // With the stats of the equality deletes' key columns, which pair them with the files (DeleteKeyBounds).
-      val keyIds = scoped.filter(_.content() == FileContent.EQUALITY_DELETES).flatMap(_.equalityFieldIds().asScala.map(_.intValue)).toSet
-      val parentFiles = if (scoped.isEmpty) Nil else Option(snapshot.parentId()).toSeq.flatMap(p => LiveDataFiles.at(table, p.longValue(), keyIds))
       val (equality, positional) = scoped.partition(_.content() == FileContent.EQUALITY_DELETES)
+      // With the stats of the equality deletes' key columns, which pair them with the files (DeleteKeyBounds).
+      val keyIds = equality.flatMap(_.equalityFieldIds().asScala.map(_.intValue)).toSet
+      val parentFiles = if (scoped.isEmpty) Nil else Option(snapshot.parentId()).toSeq.flatMap(p => LiveDataFiles.at(table, p.longValue(), keyIds))
       // An equality delete touches the files of its partition whose key bounds it can match; a
       // position delete file those of its partition its rows' paths can name.
       val bounds = new DeleteKeyBounds(table)

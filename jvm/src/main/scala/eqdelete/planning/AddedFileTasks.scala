@@ -2,7 +2,7 @@ package eqdelete.planning
 
 import scala.jdk.CollectionConverters._
 
-import org.apache.iceberg.{DataFile, DeleteFile, FileContent, FileScanTask, Table}
+import org.apache.iceberg.{DataFile, DeleteFile, FileContent, FileScanTask, PartitionSpec, Table}
 import org.apache.iceberg.expressions.{Evaluator, Expression, InclusiveMetricsEvaluator, Projections}
 import org.apache.iceberg.types.{Comparators, Conversions, Types}
 import org.apache.spark.sql.eqdelete.compat.IcebergInternals
@@ -37,18 +37,20 @@ object AddedFileTasks {
         val positional = snapshot.addedDeleteFiles(table.io()).asScala.filter(_.content() == FileContent.POSITION_DELETES).toVector
         // As Iceberg's planning: each spec bound to the table's schema, a file kept when its
         // partition and its column metrics can hold a matching row, its task without the stats.
-        val bySpec = scala.collection.mutable.HashMap.empty[Int, (Evaluator, InclusiveMetricsEvaluator)]
-        def evaluators(f: DataFile) = bySpec.getOrElseUpdate(f.specId(), {
+        val bySpec = scala.collection.mutable.HashMap.empty[Int, (PartitionSpec, Evaluator, InclusiveMetricsEvaluator)]
+        def specOf(f: DataFile) = bySpec.getOrElseUpdate(f.specId(), {
           val spec = table.specs().get(f.specId())
-          (new Evaluator(spec.partitionType(), Projections.inclusive(spec, caseSensitive).project(filter), caseSensitive),
+          (spec, new Evaluator(spec.partitionType(), Projections.inclusive(spec, caseSensitive).project(filter), caseSensitive),
             new InclusiveMetricsEvaluator(spec.schema(), filter, caseSensitive))
         })
-        Some(added.filter { f => val (partition, metrics) = evaluators(f); partition.eval(f.partition()) && metrics.eval(f) }
-          .map { f =>
+        Some(added.flatMap { f =>
+          val (spec, partition, metrics) = specOf(f)
+          if (!partition.eval(f.partition()) || !metrics.eval(f)) None
+          else {
             val deletes = positional.filter(d => IcebergInternals.referencedDataFile(d).forall(_ == f.location()) && mayName(d, f))
-            val spec = table.specs().get(f.specId())
-            IcebergInternals.fileScanTask(f.copyWithoutStats(), deletes.toArray, spec.schema(), spec, filter, caseSensitive)
-          })
+            Some(IcebergInternals.fileScanTask(f.copyWithoutStats(), deletes.toArray, spec.schema(), spec, filter, caseSensitive))
+          }
+        })
       }
     }
 
