@@ -64,48 +64,52 @@ class ChangesLag:
                 "max": lags[-1], "batch_median": statistics.median(self.batch_seconds or [0.0])}
 
 
-class _Consumer:
-    """foreachBatch's function: each micro-batch's rows counted by snapshot and change type."""
+class _Batches:
+    """What a consumer records of the micro-batches it was given: when each was done (by ``key``),
+    the rows by change type, and how long each that had rows took."""
 
     def __init__(self) -> None:
-        self.done_at: dict[int, float] = {}  # snapshot -> when the batch holding its rows was done
+        self.done_at: dict[int, float] = {}
         self.rows: dict[str, int] = {}
         self.batch_seconds: list[float] = []
         self.lock = threading.Lock()
+
+    def record(self, keys: list[int], rows: dict[str, int], began: float, done: float, had_rows: bool) -> None:
+        with self.lock:
+            for key in keys:
+                self.done_at[key] = done
+            for kind, n in rows.items():
+                self.rows[kind] = self.rows.get(kind, 0) + n
+            if had_rows:
+                self.batch_seconds.append(done - began)
+
+
+class _Consumer(_Batches):
+    """foreachBatch's function: each micro-batch's rows counted by snapshot and change type,
+    recorded by snapshot."""
 
     def __call__(self, batch: DataFrame, _batch_id: int) -> None:
         began = time.time()
         counts = batch.groupBy("_commit_snapshot_id", "_change_type").count().collect()
-        done = time.time()
-        with self.lock:
-            for snapshot, kind, n in counts:
-                self.done_at[snapshot] = done
-                self.rows[kind] = self.rows.get(kind, 0) + n
-            if counts:
-                self.batch_seconds.append(done - began)
+        rows: dict[str, int] = {}
+        for _snapshot, kind, n in counts:
+            rows[kind] = rows.get(kind, 0) + n
+        self.record([snapshot for snapshot, _kind, _n in counts], rows, began, time.time(), bool(counts))
 
 
-class _Applier:
-    """foreachBatch's function with ``apply``: each micro-batch applied to the copy, once, and when
-    that returned recorded by batch id."""
+class _Applier(_Batches):
+    """foreachBatch's function with ``apply``: each micro-batch applied to the copy, once, recorded
+    by batch id when that returned."""
 
     def __init__(self, copy: str, writer_id: str) -> None:
+        super().__init__()
         self.copy, self.writer_id = copy, writer_id
-        self.done_at: dict[int, float] = {}  # batch id -> when its apply returned
-        self.rows: dict[str, int] = {}
-        self.batch_seconds: list[float] = []
-        self.lock = threading.Lock()
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         began = time.time()
         applied = apply_changes(batch, self.copy, keys=["k"], writer_id=self.writer_id, batch_id=batch_id)
-        done = time.time()
-        with self.lock:
-            self.done_at[batch_id] = done
-            self.rows["INSERT"] = self.rows.get("INSERT", 0) + applied.rows_inserted
-            self.rows["DELETE"] = self.rows.get("DELETE", 0) + applied.rows_deleted
-            if applied.snapshot_id is not None:
-                self.batch_seconds.append(done - began)
+        self.record([batch_id], {"INSERT": applied.rows_inserted, "DELETE": applied.rows_deleted}, began, time.time(),
+                    applied.snapshot_id is not None)
 
 
 def delivered_at(spark: SparkSession, table: str, checkpoint: Path, done_at: dict[int, float]) -> dict[int, float]:

@@ -31,10 +31,6 @@ object ScanDeletesCache {
     }
   }
 
-  def plan(table: Table, snapshotId: Long, readSchema: Schema, filter: IcebergExpression, caseSensitive: Boolean,
-      onlyFiles: Option[Set[String]] = None): Option[ScanDeletes] =
-    planned(table, snapshotId, readSchema, filter, caseSensitive, onlyFiles)._2
-
   /**
    * The scan's tasks and deletes (DeletePlanner.planned): the tasks also where no equality delete
    * applies to a read restricted by `_file` (none for another read without equality deletes).
