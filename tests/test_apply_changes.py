@@ -267,3 +267,90 @@ def _same_rows(a: Counter, b: Counter) -> bool:
     def norm(c: Counter) -> Counter:
         return Counter({tuple("NaN" if isinstance(v, float) and v != v else v for v in r): n for r, n in c.items()})
     return norm(a) == norm(b)
+
+
+def _kept_copy_rows(spark: SparkSession) -> tuple[int, int]:
+    """How many times this driver built a copy's kept rows, and restored them from a checkpoint."""
+    kept = spark._jvm.eqdelete.sink.KeptCopyRows
+    return kept.built(), kept.restored()
+
+
+@pytest.mark.parametrize("seed", [0])
+def test_kept_copy_rows_find_the_rows_a_read_of_the_copy_finds(spark: SparkSession, table_name: str, seed: int) -> None:
+    """With ``spark.eqdelete.sink.keptRows`` an apply looks the rows it removes up in the copy's rows
+    kept by key instead of reading the copy, and brings them forward by its commit. Random upserts by
+    a (long, string, date) key with NULL parts, a row live twice, NaN and -0.0 in a double key, into
+    copies kept on the long, on the three columns and on the double: each ends every round as the
+    source. Between rounds: a restart restores them from their checkpoint (no build); rows appended
+    to the copies by others are followed; a compaction (rows moved) makes the next apply build them
+    again."""
+    import datetime as dt
+    import random
+
+    rng = random.Random(seed)
+    source = table_name
+    schema = "k1 BIGINT, k2 STRING, k3 DATE, x DOUBLE, v INT"
+    spark.sql(f"CREATE TABLE {source} ({schema}) USING iceberg TBLPROPERTIES ({MOR.format(v=2)})")
+
+    def key() -> tuple:
+        return (None if rng.random() < 0.03 else rng.randrange(2000),
+                None if rng.random() < 0.03 else f"s{rng.randrange(5)}",
+                None if rng.random() < 0.03 else dt.date(2024, 1, 1) + dt.timedelta(days=rng.randrange(3)))
+
+    def x() -> float:
+        return rng.choice([float("nan"), -0.0, 0.0, rng.random()])
+
+    live = sorted({key() for _ in range(1500)}, key=repr)
+    twice = (live[0][0], live[0][1], live[0][2], 0.25, 0)
+    base = [(*k, x(), 0) for k in live[1:]] + [twice]
+    spark.createDataFrame(base, schema).repartition(3).writeTo(source).append()
+    spark.createDataFrame([twice], schema).writeTo(source).append()  # the same row live twice
+    copies = {name: f"{table_name}_copy_{i}" for i, name in enumerate(["k1", "k1,k2,k3", "x"])}
+    for copy in copies.values():
+        spark.sql(f"CREATE TABLE {copy} USING iceberg TBLPROPERTIES ({MOR.format(v=2)}) AS SELECT * FROM {source} LIMIT 0")
+    before: list[int | None] = [None]
+
+    def apply_all(batch: int) -> None:
+        changes = eqdelete.changes(spark, source, start_snapshot_id=before[0])
+        for name, copy in copies.items():
+            eqdelete.apply_changes(changes, copy, keys=name.split(","), writer_id="kept", batch_id=batch)
+        before[0] = eqdelete._jvm.current_snapshot_id(spark, source)
+
+    def check(when: str) -> None:
+        expected = rows(spark, source)
+        for name, copy in copies.items():
+            assert _same_rows(rows(spark, copy), expected), f"{when}, keys {name}"
+
+    live_keys = set(live)
+    with eqdelete.use_conf(spark, [("spark.eqdelete.sink.keptRows", "true")]):
+        apply_all(0)  # into empty copies: nothing kept yet
+        check("first apply")
+        for round_ in range(1, 7):
+            built, restored = _kept_copy_rows(spark)
+            if round_ == 3:
+                spark._jvm.eqdelete.sink.KeptCopyRows.forgetAll(spark._jsparkSession)
+            if round_ == 4:
+                # Appended by others to source and copies alike (the applies start after it).
+                appended = [(10_000 + i, "o", None, x(), 9) for i in range(5)]
+                for table in (source, *copies.values()):
+                    spark.createDataFrame(appended, schema).writeTo(table).append()
+                before[0] = eqdelete._jvm.current_snapshot_id(spark, source)
+                live_keys |= {r[:3] for r in appended}
+            if round_ == 5:
+                for copy in copies.values():
+                    spark.sql(f"CALL local.system.rewrite_data_files(table => '{copy.split('.', 1)[1]}', "
+                              "options => map('rewrite-all', 'true'))")
+            changed = rng.sample(sorted(live_keys - {live[0]}, key=repr), 60) + \
+                {1: [live[0]], 4: [(10_000, "o", None), (10_003, "o", None)]}.get(round_, [])
+            new = {key() for _ in range(20)} - live_keys
+            write_equality_deletes(spark, source, ["k1", "k2", "k3"], [list(k) for k in changed],
+                                   inserts=[(*k, x(), round_) for k in [*changed, *new]])
+            live_keys |= new
+            apply_all(round_)
+            check(f"round {round_}")
+            now = _kept_copy_rows(spark)
+            # Built for each copy by round 0 or 1 (the first apply over a snapshot), restored after
+            # the restart, built again after the compaction; followed otherwise.
+            if round_ > 1:
+                assert now[0] - built == (3 if round_ == 5 else 0), (round_, built, now)
+                assert now[1] - restored == (3 if round_ == 3 else 0), (round_, restored, now)

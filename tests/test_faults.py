@@ -38,6 +38,7 @@ BAD_VALUES = {
     "spark.eqdelete.maintain.liveIndexStores": ("-2", "a whole number of at least 0"),
     "spark.eqdelete.changes.rowImages": ("kept", "true or false"),
     "spark.eqdelete.changes.rowImageStores": ("many", "a whole number of at least 0"),
+    "spark.eqdelete.sink.keptRows": ("kept", "true or false"),
     "spark.eqdelete.state.location": ("state/here", "a directory with its scheme"),
     "spark.eqdelete.state.deltasPerSnapshot": ("0", "a whole number of at least 1"),
 }

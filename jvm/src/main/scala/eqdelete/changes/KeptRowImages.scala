@@ -10,7 +10,7 @@ import scala.util.control.NonFatal
 import eqdelete.commit.Failures
 import eqdelete.deleteindex.KeyBytes
 import eqdelete.liveindex.LiveKeyStore
-import eqdelete.rowimages.{RowImageIndex, RowImageStore}
+import eqdelete.rowimages.{RowImageEntries, RowImageIndex, RowImageStore}
 import eqdelete.state.{KeptStateDamagedException, KeptStores, StateFiles, StateLocation}
 
 import org.apache.iceberg.{Schema, Snapshot, Table}
@@ -376,19 +376,6 @@ object KeptRowImages extends Logging {
    * apart within the one version they are added at.
    */
   private def encoded(session: SparkSession, k: Kept, rows: DataFrame, files: Set[String])(
-      make: (Array[Byte], Int, Long, Array[Byte]) => (Array[Byte], Array[Byte])): RDD[(Array[Byte], Array[Byte])] = {
-    require(StructType(rows.schema.fields.dropRight(2)) == k.rowType, s"rows in ${rows.schema.simpleString} for row images of ${k.rowType.simpleString}")
-    val ids = session.sparkContext.broadcast(files.toSeq.sorted.zipWithIndex.toMap)
-    val (fields, keyOrdinals, keyTypes) = (k.rowType.fields, k.keyOrdinals, k.keyTypes)
-    rows.queryExecution.toRdd.mapPartitions { it =>
-      val project = UnsafeProjection.create(fields.toSeq.zipWithIndex.map { case (f, i) => BoundReference(i, f.dataType, f.nullable) })
-      val n = fields.length
-      it.map { row =>
-        val file = row.getUTF8String(n).toString
-        make(KeyBytes.packed(row, keyOrdinals, keyTypes), ids.value.getOrElse(file,
-          throw new IllegalStateException(s"eqdelete: data file $file is not one the row images read")), row.getLong(n + 1),
-          project(row).copy().getBytes)
-      }
-    }
-  }
+      make: (Array[Byte], Int, Long, Array[Byte]) => (Array[Byte], Array[Byte])): RDD[(Array[Byte], Array[Byte])] =
+    RowImageEntries.encoded(rows, k.rowType, k.keyOrdinals, files.toSeq.sorted.zipWithIndex.toMap)(make)
 }

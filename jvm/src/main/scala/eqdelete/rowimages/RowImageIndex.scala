@@ -57,6 +57,26 @@ final class RowImageIndex private (val stores: KeptStores[RowImageStore]) {
       }
     }
 
+  /**
+   * Each row live at `version` of the keys whose prefixes are `keys`, as its entry and its bytes:
+   * lazily, as [[lookup]]. A key given more than once finds its rows once.
+   */
+  def entries(keys: RDD[Array[Byte]], version: Long): RDD[(Array[Byte], Array[Byte])] =
+    stores.read(atStores(keys.map(k => (k, ()))), later = true) { (store, _, rows) =>
+      val cursor = store.cursor()
+      TaskContext.get().addTaskCompletionListener[Unit](_ => cursor.close())
+      var last: Array[Byte] = null
+      rows.flatMap { case (prefix, _) =>
+        if (last != null && java.util.Arrays.equals(last, prefix)) Vector.empty
+        else {
+          last = prefix
+          val found = Vector.newBuilder[(Array[Byte], Array[Byte])]
+          cursor.entriesAt(prefix, version)((entry, row) => found += ((entry, row)))
+          found.result()
+        }
+      }
+    }
+
   /** Removes the entries removed at or before `version`, at each store; how many. */
   def purge(sc: SparkContext, version: Long): Long =
     stores.step(sc.parallelize(0 until partitions, partitions))((store, _, _) => store.purge(version)).sum

@@ -78,6 +78,20 @@ final class RowImageStore private (directory: File) extends RocksStore(directory
               removed += 1
             }
           }
+        } else if (change(length + 8) == RemoveMark) {
+          // One entry by name (its key's prefix, then what follows the mark), as a sink removes the
+          // rows it matched whole: the key's other rows stay.
+          val bytes = new Array[Byte](change.length - 9)
+          System.arraycopy(change, 0, bytes, 0, length)
+          System.arraycopy(change, length + 9, bytes, length, change.length - length - 9)
+          val entry = ByteBuffer.wrap(bytes)
+          ofKey.get(entry).filter(value => KeyBytes.readLong(value, 0) == Live && KeyBytes.readLong(bytes, length) < version).foreach { value =>
+            val marked = value.clone()
+            KeyBytes.writeLong(marked, 0, version)
+            ofKey(entry) = marked
+            dirty += entry
+            removed += 1
+          }
         } else {
           // The change less its mark: the entry.
           val bytes = new Array[Byte](change.length - 1)
@@ -107,7 +121,11 @@ final class RowImageStore private (directory: File) extends RocksStore(directory
 
   final class Cursor private[RowImageStore] (it: org.rocksdb.RocksIterator) extends AutoCloseable {
     /** The rows of the key whose prefix is `prefix` live at `version`, calling `found` with each row's bytes. */
-    def rowsAt(prefix: Array[Byte], version: Long)(found: Array[Byte] => Unit): Unit = {
+    def rowsAt(prefix: Array[Byte], version: Long)(found: Array[Byte] => Unit): Unit =
+      entriesAt(prefix, version)((_, row) => found(row))
+
+    /** As [[rowsAt]], calling `found` with each row's entry (what names it: [[RowImageStore.removeChange]]) too. */
+    def entriesAt(prefix: Array[Byte], version: Long)(found: (Array[Byte], Array[Byte]) => Unit): Unit = {
       if (version < answersFrom) {
         throw new IllegalStateException(s"eqdelete: kept row images no longer hold the rows of version $version " +
           s"(they were purged below version $answersFrom since this plan was made); run the query again")
@@ -116,7 +134,7 @@ final class RowImageStore private (directory: File) extends RocksStore(directory
       // A key's entries lie in the order of the versions that added them: none after `version` counts.
       while (it.isValid && LiveKeyStore.hasPrefix(it.key(), prefix, EntryTail) && KeyBytes.readLong(it.key(), prefix.length) <= version) {
         val value = it.value()
-        if (KeyBytes.readLong(value, 0) > version) found(java.util.Arrays.copyOfRange(value, 8, value.length))
+        if (KeyBytes.readLong(value, 0) > version) found(it.key(), java.util.Arrays.copyOfRange(value, 8, value.length))
         it.next()
       }
       ended(it)
@@ -167,6 +185,7 @@ object RowImageStore {
   private val EntryTail = 8 + 4 + 8
   private val DeleteMark: Byte = 0
   private val InsertMark: Byte = 1
+  private val RemoveMark: Byte = 2
 
   /** A store over a RocksDB directory (empty, or loaded from a checkpoint). */
   def open(directory: File): RowImageStore = new RowImageStore(directory)
@@ -185,6 +204,20 @@ object RowImageStore {
   /** A change deleting a key's rows at `version` (sorts before the version's inserts of the key). */
   def deleteChange(key: Array[Byte], version: Long): Array[Byte] =
     ByteBuffer.allocate(4 + key.length + 9).putInt(key.length).put(key).putLong(version).put(DeleteMark).array()
+
+  /**
+   * A change removing at `version` the one row whose entry is `entry` (as [[Cursor.entriesAt]]
+   * gave it), if it is live and was added before: the key's other rows stay.
+   */
+  def removeChange(entry: Array[Byte], version: Long): Array[Byte] = {
+    val length = KeyBytes.LengthBytes + KeyBytes.readLength(entry, 0)
+    ByteBuffer.allocate(entry.length + 9).put(entry, 0, length).putLong(version).put(RemoveMark)
+      .put(entry, length, entry.length - length).array()
+  }
+
+  /** The data file id and the position an entry names. */
+  def fileOf(entry: Array[Byte]): Int = ByteBuffer.wrap(entry, entry.length - 12, 4).getInt
+  def positionOf(entry: Array[Byte]): Long = KeyBytes.readLong(entry, entry.length - 8)
 
   /** A change inserting a row of a key at `version` (its bytes go beside, as the change's value). */
   def insertChange(key: Array[Byte], version: Long, file: Int, position: Long): Array[Byte] =

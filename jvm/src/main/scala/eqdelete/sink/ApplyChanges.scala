@@ -162,8 +162,10 @@ object ApplyChanges extends Logging {
       checkRequired(table, tableName, changes, columns, net.where(F.col(Net) > 0))
       val snapshot = Option(table.currentSnapshot()).map(_.snapshotId())
       val removed = net.where(F.col(Net) < 0)
+      // The copy's kept rows, when the session keeps them: the rows removed are looked up, not read.
+      val kept = snapshot.flatMap(s => KeptCopyRows.at(session, table, s, keys))
       val positions = if (wanted == 0) None else Some(found(session, tableName, table, snapshot, removed, columns, keys, wanted,
-        KeyBounds.of(keys, counts, 3)))
+        KeyBounds.of(keys, counts, 3), kept))
       val added = net.where(F.col(Net) > 0)
         .select(F.col(Row), F.explode(F.array_repeat(F.lit(true), F.col(Net).cast(IntegerType))).as("_copy"))
         .select(copyColumns.map(c => columns.find(_.equalsIgnoreCase(c)).map(d => reshaped(F.col(s"$Row.${quote(d)}"),
@@ -178,10 +180,17 @@ object ApplyChanges extends Logging {
           TaskWrittenFiles.delete(table.io(), dataFiles.map(_.location()), "apply_changes")
           throw e
       }
-      positions.foreach(_._1.unpersist())
       val inserted = dataFiles.map(_.recordCount()).sum
-      if (dataFiles.isEmpty && written.isEmpty && !(markAlone && mark.isDefined)) Applied(None, 0, 0, Some("the changes cancel out"))
-      else commit(session, tableName, table, snapshot, dataFiles, written, mark, wanted, inserted)
+      try {
+        if (dataFiles.isEmpty && written.isEmpty && !(markAlone && mark.isDefined)) Applied(None, 0, 0, Some("the changes cancel out"))
+        else {
+          val applied = commit(session, tableName, table, snapshot, dataFiles, written, mark, wanted, inserted)
+          for (held <- kept; id <- applied.snapshotId) {
+            KeptCopyRows.forward(session, table, held, id, positions.map(_._1), dataFiles.map(_.location()))
+          }
+          applied
+        }
+      } finally positions.foreach(_._1.unpersist())
     } finally cached.unpersist()
   }
 
@@ -190,21 +199,28 @@ object ApplyChanges extends Logging {
    * its count (cached), and the data files they are in; fails naming a row the copy holds too few of.
    */
   private def found(session: SparkSession, tableName: String, table: Table, snapshot: Option[Long], removed: DataFrame,
-      columns: Seq[String], keys: Seq[String], wanted: Long, bounds: Seq[KeyBounds]): (DataFrame, Set[String]) = {
+      columns: Seq[String], keys: Seq[String], wanted: Long, bounds: Seq[KeyBounds],
+      kept: Option[KeptCopyRows.Held]): (DataFrame, Set[String]) = {
     // The copy's rows at the snapshot read, in its schema now (a column added since is NULL in them),
     // through the instance the apply commits through: never the catalog by name, which would cache
     // another instance that this apply's commit then leaves behind.
     val read = snapshot.map(s => ByFieldId.aligned(ChangesPlan.pinnedRows(session, table, s),
       ChangesPlan.schemaOf(table, table.snapshot(s)), table.schema(), Seq("_file", "_pos"))).getOrElse(session.emptyDataFrame)
     val theirs = removed.schema(Row).dataType.asInstanceOf[StructType]
-    val copy = snapshot.map(s => inTheirTypes(narrowed(table, s, read, removed, keys, wanted, bounds), columns, theirs))
+    val copy = snapshot.map { s =>
+      val rows = kept.map(held => KeptCopyRows.rowsOf(session, held, removed.select(keys.map(k =>
+        F.col(s"$Row.${quote(k)}").cast(copyType(table, k)).as(k)): _*))).getOrElse(narrowed(table, s, read, removed, keys, wanted, bounds))
+      inTheirTypes(rows, columns, theirs)
+    }
+    // What the kept rows name a row by, for bringing them forward after the commit.
+    val named = Seq("_file", "_pos") ++ kept.map(_ => KeptCopyRows.Entry)
     val matched = copy.map { rows =>
       val keyed = rows.withColumn(Key, ExactRows.rowKey(rows, columns))
       val nth = Window.partitionBy(F.col(Key)).orderBy(F.col("_file"), F.col("_pos"))
       // The rows found are about as many as those removed: their window in tasks sized to them.
       keyed.join(F.broadcast(removed.select(F.col(Key), (-F.col(Net)).as(Net))), Seq(Key))
         .repartition(BatchTasks.forRows(wanted, session), F.col(Key))
-        .withColumn("_nth", F.row_number().over(nth)).where(F.col("_nth") <= F.col(Net)).select("_file", "_pos").cache()
+        .withColumn("_nth", F.row_number().over(nth)).where(F.col("_nth") <= F.col(Net)).select(named.map(F.col): _*).cache()
     }
     val count = matched.map(_.count()).getOrElse(0L)
     if (count < wanted) {

@@ -76,4 +76,32 @@ class RowImageIndexSuite extends AnyFunSuite {
       refusesVersion30()
     } finally index.drop(sc)
   }
+
+  test("a removal of one entry, as a sink makes it, removes that row only, once, and a key's entries name their rows") {
+    val sc = TestSpark.session.sparkContext
+    // Key 3 live three times (two rows alike, in two files), key 4 once.
+    val loaded = Seq((3L, 0, 0L, "a"), (3L, 0, 1L, "a"), (3L, 1, 0L, "b"), (4L, 1, 1L, "c"))
+    val index = RowImageIndex.create(TestSpark.stateFiles(), 2, snapshotEvery = 4)
+    try {
+      index.load(sc.parallelize(loaded.map { case (k, f, p, r) =>
+        (RowImageStore.entry(packed(k), 5L, f, p), RowImageStore.liveValue(r.getBytes("UTF-8")))
+      }, 2))
+      def entries(version: Long) = index.entries(sc.parallelize(Seq(3L, 3L, 4L, 8L).map(k => LiveKeyStore.keyPrefix(packed(k),
+        packed(k).length)), 2), version).collect().map { case (e, r) =>
+        (RowImageStore.fileOf(e), RowImageStore.positionOf(e), new String(r, "UTF-8"), e)
+      }.sortBy(e => (e._1, e._2)).toSeq
+      val before = entries(5L)
+      assert(before.map(e => (e._1, e._2, e._3)) == Seq((0, 0L, "a"), (0, 1L, "a"), (1, 0L, "b"), (1, 1L, "c")))
+      // Version 10 removes the second "a" of key 3 by its entry and adds a row of key 3 at (2, 0).
+      val changes = Seq((RowImageStore.removeChange(before(1)._4, 10L), Array.emptyByteArray),
+        (RowImageStore.insertChange(packed(3L), 10L, 2, 0L), "d".getBytes("UTF-8")))
+      assert(index.apply(sc.parallelize(changes, 2)) == ((1L, 1L)))
+      assert(index.apply(sc.parallelize(changes, 2)) == ((0L, 0L)), "applied again")
+      assert(entries(10L).map(e => (e._1, e._2, e._3)) == Seq((0, 0L, "a"), (1, 0L, "b"), (1, 1L, "c"), (2, 0L, "d")))
+      assert(entries(5L).map(e => (e._1, e._2, e._3)) == before.map(e => (e._1, e._2, e._3)), "the older version still answered")
+      // An entry added at the removal's version or after is not one it removes.
+      val added = entries(10L).find(_._1 == 2).get._4
+      assert(index.apply(sc.parallelize(Seq((RowImageStore.removeChange(added, 10L), Array.emptyByteArray)), 1)) == ((0L, 0L)))
+    } finally index.drop(sc)
+  }
 }

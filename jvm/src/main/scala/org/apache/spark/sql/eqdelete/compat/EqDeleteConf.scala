@@ -246,8 +246,19 @@ object EqDeleteConf {
       "a lost executor or a restart loads them instead of building them again.",
     false)
 
+  val SINK_KEPT_ROWS: ConfigEntry[Boolean] = booleanConf("sink.keptRows",
+    "Whether apply_changes with keys keeps the copy's live rows by those keys on the executors' disks (RocksDB, as the " +
+      "changes' kept row images), so a batch finds the rows it removes by looking their keys up instead of reading " +
+      "the copy: a batch then costs its rows, not the copy's. The first apply builds them from a full read of the " +
+      "copy; each apply brings them forward by its own commit, and by appends of others; any other commit to the " +
+      "copy (a compaction, another writer's deletes, a schema change) makes the next apply build them again. Worth " +
+      "it for a stream applying small batches to a large copy; checkpointed (spark.eqdelete.state.location), so a " +
+      "lost executor or a restart loads them instead of building them again.",
+    false)
+
   val STATE_LOCATION: ConfigEntry[String] = declare(LocationRule())(buildConf("state.location").doc(
-    "Where kept state is checkpointed: maintain's kept index of the live rows and the changes' kept row images " +
+    "Where kept state is checkpointed: maintain's kept index of the live rows, the changes' kept row images and " +
+      "the copy's rows apply_changes keeps " +
       "(a stream's images go to its own checkpoint location unless this is set). Any directory the table's " +
       "FileIO can write (s3://, gs://, abfs://, hdfs://, a local or mounted path), with the catalog's own " +
       "credentials; each table's state in a directory named by its UUID. Empty: in each table's own location, " +
@@ -262,8 +273,9 @@ object EqDeleteConf {
     10L, min = 1)
 
   val CHANGES_ROW_IMAGE_STORES: ConfigEntry[Long] = countConf("changes.rowImageStores",
-    "How many stores (one RocksDB each, on one executor) kept row images are split into by key hash; 0 is the " +
-      "session's default parallelism. Takes effect when a table's row images are next built.",
+    "How many stores (one RocksDB each, on one executor) kept row images (the changes', and a copy's kept by " +
+      "apply_changes) are split into by key hash; 0 is the session's default parallelism. Takes effect when a " +
+      "table's row images are next built.",
     0L)
 
   /**
@@ -352,6 +364,7 @@ object EqDeleteConf {
   def maintainLiveIndexStores(conf: SQLConf): Long = conf.getConf(MAINTAIN_LIVE_INDEX_STORES)
   def changesRowImages(conf: SQLConf): Boolean = conf.getConf(CHANGES_ROW_IMAGES)
   def changesRowImageStores(conf: SQLConf): Long = conf.getConf(CHANGES_ROW_IMAGE_STORES)
+  def sinkKeptRows(conf: SQLConf): Boolean = conf.getConf(SINK_KEPT_ROWS)
   def stateLocation(conf: SQLConf): String = conf.getConf(STATE_LOCATION)
   def stateDeltasPerSnapshot(conf: SQLConf): Int = conf.getConf(STATE_DELTAS_PER_SNAPSHOT).min(Int.MaxValue).toInt
 
