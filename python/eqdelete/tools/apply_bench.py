@@ -11,7 +11,10 @@ is timed, not the changes), and applied to each copy, in an order that turns eac
 - ``apply``: ``apply_changes(changes, copy)``, rows matched whole, the copy read whole;
 - ``merge``: ``MERGE INTO copy USING <the changes' new images> ON <the key>``: update the
   matched row, insert the others (Spark's own MERGE, merge-on-read, what a user writes without
-  eqdelete; it matches by key, where ``apply_changes`` matches whole rows and counts them).
+  eqdelete; it matches by key, where ``apply_changes`` matches whole rows and counts them);
+- ``apply_kept``: ``apply_changes(changes, copy, keys=...)`` with ``spark.eqdelete.sink.keptRows``:
+  the rows removed looked up in the copy's rows kept by key, not read from the copy. The first
+  round (a warm-up) builds them: its time is reported apart (``kept_first_s``).
 
 After the rounds each copy must hold the table's rows (as multisets), else the run fails.
 Timings are reported, never asserted.
@@ -19,7 +22,6 @@ Timings are reported, never asserted.
 
 from __future__ import annotations
 
-import itertools
 import statistics
 import time
 from dataclasses import dataclass
@@ -41,9 +43,20 @@ KEYS: dict[str, tuple[str, ...]] = {"long": ("long",), "uuid": ("uuid_string",),
 UPSERTS = 10**4
 #: Rows per data file, as a writer's target file size gives them.
 ROWS_PER_FILE = 500_000
-VARIANTS = ("apply_keys", "apply", "merge")
-#: The orders rounds take the variants in.
-ORDERS = tuple(itertools.permutations(VARIANTS))
+VARIANTS = ("apply_keys", "apply", "merge", "apply_kept")
+
+
+def _balanced_orders(n: int) -> tuple[tuple[int, ...], ...]:
+    """A Williams square of ``n`` (even): ``n`` orders in which each item comes first once and
+    follows each other item once."""
+    first = [0] + [(i + 1) // 2 if i % 2 else n - i // 2 for i in range(1, n)]
+    return tuple(tuple((f + r) % n for f in first) for r in range(n))
+
+
+#: The orders rounds take the variants in: each first once and right after each other once in
+#: every len(VARIANTS) rounds.
+ORDERS = tuple(tuple(VARIANTS[i] for i in order) for order in _balanced_orders(len(VARIANTS)))
+KEPT_ROWS = "spark.eqdelete.sink.keptRows"
 #: The copies' properties: merge-on-read, as the table and the issue's MERGE INTO.
 COPY_PROPERTIES = ("'format-version'='2', 'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', "
                    "'write.merge.mode'='merge-on-read'")
@@ -68,6 +81,7 @@ class ApplyBenchResult:
     data_files: int
     changed_rows: int  # the rows of one commit's changes (UPDATE_BEFORE and UPDATE_AFTER, INSERT, DELETE), median
     medians: dict[str, float]  # VARIANTS -> seconds
+    kept_first_s: float | None = None  # the first apply_kept: building the kept rows, then applying
 
 
 def default_points(quick: bool, sizes: tuple[int, ...] | None = None, keys: tuple[str, ...] = tuple(KEYS)) -> list[ApplyPoint]:
@@ -112,6 +126,7 @@ def run_point(spark: SparkSession, point: ApplyPoint, runs: int, warmup: int,
     view = "eqdelete_apply_bench_changes"
     timings: dict[str, list[float]] = {v: [] for v in VARIANTS}
     changed: list[int] = []
+    kept_first: float | None = None
     previous = _jvm.current_snapshot_id(spark, point.table)
     for n in range(warmup + runs):
         write_commit(spark, spec, n + 1)
@@ -126,12 +141,15 @@ def run_point(spark: SparkSession, point: ApplyPoint, runs: int, warmup: int,
             "apply_keys": lambda: eqdelete.apply_changes(changes, copies["apply_keys"], keys=keys),
             "apply": lambda: eqdelete.apply_changes(changes, copies["apply"]),
             "merge": lambda: spark.sql(_merge_sql(copies["merge"], view, keys, columns)).collect(),
+            "apply_kept": lambda: _with_kept_rows(spark, lambda: eqdelete.apply_changes(changes, copies["apply_kept"], keys=keys)),
         }
         # Every order of the variants in turn, so that each follows each other as often: the first
         # apply after other work ran with twice the CPU (likely: the second finds its generated code compiled), and a
         # rotation had `apply_keys` always follow MERGE or the commit.
         seconds = {v: _timed(runners[v]) for v in ORDERS[n % len(ORDERS)]}
         previous = latest
+        if n == 0:
+            kept_first = seconds["apply_kept"]
         if n >= warmup:
             for v in VARIANTS:
                 timings[v].append(seconds[v])
@@ -145,19 +163,29 @@ def run_point(spark: SparkSession, point: ApplyPoint, runs: int, warmup: int,
             raise ResultsDifferError(f"{copy} ({variant}) holds {got} after the rounds, the table {expected}")
     medians = {v: statistics.median(t) for v, t in timings.items()}
     say(", ".join(f"{v} {s:.2f}s" for v, s in medians.items()) + "; every copy holds the table's rows")
-    return ApplyBenchResult(point.rows, point.keys, point.upserts, files, int(statistics.median(changed)), medians)
+    return ApplyBenchResult(point.rows, point.keys, point.upserts, files, int(statistics.median(changed)), medians,
+                            kept_first)
+
+
+def _with_kept_rows(spark: SparkSession, apply: Callable[[], object]) -> object:
+    with eqdelete.use_conf(spark, [(KEPT_ROWS, "true")]):
+        return apply()
 
 
 def markdown(results: list[ApplyBenchResult]) -> str:
     lines = ["| key | copy rows | data files | upserts | change rows | apply_changes with keys s | without keys s | "
-             "MERGE INTO s | with keys / at the key's smallest | with keys / without |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "MERGE INTO s | with keys, kept rows s | kept: first apply (the build) s | kept / at the key's smallest | "
+             "with keys / without |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     smallest: dict[str, float] = {}
     for r in results:
-        keyed, plain, merge = (r.medians.get(v) for v in VARIANTS)
-        first = smallest.setdefault(r.keys, keyed)
-        lines.append(f"| {r.keys} | {r.rows:,} | {r.data_files:,} | {r.upserts:,} | {r.changed_rows:,} | {keyed:.2f} | "
-                     f"{plain:.2f} | {merge:.2f} | {keyed / first:.2f} | {keyed / plain:.2f} |")
+        keyed, plain, merge, kept = (r.medians.get(v) for v in VARIANTS)
+        first = smallest.setdefault(r.keys, kept or 0.0)
+        def s(v: float | None) -> str:
+            return "n/a" if v is None else f"{v:.2f}"
+        lines.append(f"| {r.keys} | {r.rows:,} | {r.data_files:,} | {r.upserts:,} | {r.changed_rows:,} | {s(keyed)} | "
+                     f"{s(plain)} | {s(merge)} | {s(kept)} | {s(r.kept_first_s)} | "
+                     f"{s(kept / first if kept and first else None)} | {s(keyed / plain)} |")
     return "\n".join(lines) + "\n"
 
 
