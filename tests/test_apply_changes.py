@@ -275,15 +275,21 @@ def _kept_copy_rows(spark: SparkSession) -> tuple[int, int]:
     return kept.built(), kept.restored()
 
 
+def _exact(c: Counter) -> Counter:
+    """Rows with each float as its repr: -0.0 apart from 0.0 (Python finds them equal), every NaN one."""
+    return Counter({tuple(repr(v) if isinstance(v, float) else v for v in r): n for r, n in c.items()})
+
+
 @pytest.mark.parametrize("seed", [0])
 def test_kept_copy_rows_find_the_rows_a_read_of_the_copy_finds(spark: SparkSession, table_name: str, seed: int) -> None:
     """With ``spark.eqdelete.sink.keptRows`` an apply looks the rows it removes up in the copy's rows
     kept by key instead of reading the copy, and brings them forward by its commit. Random upserts by
-    a (long, string, date) key with NULL parts, a row live twice, NaN and -0.0 in a double key, into
-    copies kept on the long, on the three columns and on the double: each ends every round as the
-    source. Between rounds: a restart restores them from their checkpoint (no build); rows appended
-    to the copies by others are followed; a compaction (rows moved) makes the next apply build them
-    again."""
+    a (long, string, date) key with NULL parts, NaN and -0.0 in a double key, into copies (v2 and
+    v3) kept on the long, on the three columns and on the double: each ends every round as the
+    source (floats compared exactly), and its kept rows hold as many rows as it does. Between
+    rounds: a restart restores them from their checkpoint, behind by rows others appended, which
+    are followed; a compaction (rows moved) makes the next apply build them again. A row live twice
+    is removed whole, and, at the end, one of two alike."""
     import datetime as dt
     import random
 
@@ -306,51 +312,65 @@ def test_kept_copy_rows_find_the_rows_a_read_of_the_copy_finds(spark: SparkSessi
     spark.createDataFrame(base, schema).repartition(3).writeTo(source).append()
     spark.createDataFrame([twice], schema).writeTo(source).append()  # the same row live twice
     copies = {name: f"{table_name}_copy_{i}" for i, name in enumerate(["k1", "k1,k2,k3", "x"])}
-    for copy in copies.values():
-        spark.sql(f"CREATE TABLE {copy} USING iceberg TBLPROPERTIES ({MOR.format(v=2)}) AS SELECT * FROM {source} LIMIT 0")
+    for name, copy in copies.items():
+        version = 3 if name == "k1" else 2
+        spark.sql(f"CREATE TABLE {copy} USING iceberg TBLPROPERTIES ({MOR.format(v=version)}) "
+                  f"AS SELECT * FROM {source} LIMIT 0")
     before: list[int | None] = [None]
+    kept = spark._jvm.eqdelete.sink.KeptCopyRows
 
-    def apply_all(batch: int) -> None:
-        changes = eqdelete.changes(spark, source, start_snapshot_id=before[0])
+    def apply_all(batch: int, changes=None) -> None:
+        if changes is None:
+            changes = eqdelete.changes(spark, source, start_snapshot_id=before[0])
+            before[0] = eqdelete._jvm.current_snapshot_id(spark, source)
         for name, copy in copies.items():
             eqdelete.apply_changes(changes, copy, keys=name.split(","), writer_id="kept", batch_id=batch)
-        before[0] = eqdelete._jvm.current_snapshot_id(spark, source)
 
-    def check(when: str) -> None:
-        expected = rows(spark, source)
+    def check(when: str, expected: Counter) -> None:
         for name, copy in copies.items():
-            assert _same_rows(rows(spark, copy), expected), f"{when}, keys {name}"
+            held = rows(spark, copy)
+            assert _exact(held) == _exact(expected), f"{when}, keys {name}"
+            assert kept.liveRows(spark._jsparkSession, copy, name) == sum(held.values()), f"{when}, keys {name}"
 
     live_keys = set(live)
+    dup = (5000, "dup", None, -0.0, 5)
     with eqdelete.use_conf(spark, [("spark.eqdelete.sink.keptRows", "true")]):
-        apply_all(0)  # into empty copies: nothing kept yet
-        check("first apply")
+        apply_all(0)  # into empty copies
         for round_ in range(1, 7):
             built, restored = _kept_copy_rows(spark)
             if round_ == 3:
-                spark._jvm.eqdelete.sink.KeptCopyRows.forgetAll(spark._jsparkSession)
-            if round_ == 4:
-                # Appended by others to source and copies alike (the applies start after it).
+                # A restart, and rows appended by others to source and copies alike (the applies start
+                # after them): restored behind them, then brought forward by them.
+                kept.forgetAll(spark._jsparkSession)
                 appended = [(10_000 + i, "o", None, x(), 9) for i in range(5)]
                 for table in (source, *copies.values()):
                     spark.createDataFrame(appended, schema).writeTo(table).append()
                 before[0] = eqdelete._jvm.current_snapshot_id(spark, source)
                 live_keys |= {r[:3] for r in appended}
-            if round_ == 5:
+            if round_ == 4:
                 for copy in copies.values():
                     spark.sql(f"CALL local.system.rewrite_data_files(table => '{copy.split('.', 1)[1]}', "
                               "options => map('rewrite-all', 'true'))")
             changed = rng.sample(sorted(live_keys - {live[0]}, key=repr), 60) + \
-                {1: [live[0]], 4: [(10_000, "o", None), (10_003, "o", None)]}.get(round_, [])
+                {1: [live[0]], 3: [(10_000, "o", None), (10_003, "o", None)]}.get(round_, [])
             new = {key() for _ in range(20)} - live_keys
             write_equality_deletes(spark, source, ["k1", "k2", "k3"], [list(k) for k in changed],
                                    inserts=[(*k, x(), round_) for k in [*changed, *new]])
             live_keys |= new
+            if round_ == 5:
+                for _ in range(2):  # two rows alike, in two commits
+                    spark.createDataFrame([dup], schema).writeTo(source).append()
             apply_all(round_)
-            check(f"round {round_}")
+            check(f"round {round_}", rows(spark, source))
             now = _kept_copy_rows(spark)
             # Built for each copy by round 0 or 1 (the first apply over a snapshot), restored after
-            # the restart, built again after the compaction; followed otherwise.
+            # the restart, built again after the compaction; brought forward otherwise.
             if round_ > 1:
-                assert now[0] - built == (3 if round_ == 5 else 0), (round_, built, now)
+                assert now[0] - built == (3 if round_ == 4 else 0), (round_, built, now)
                 assert now[1] - restored == (3 if round_ == 3 else 0), (round_, restored, now)
+        # One of the two rows alike removed (changes made by hand: the source cannot delete one of two).
+        one = spark.createDataFrame([(*dup, "DELETE")], schema + ", _change_type STRING")
+        apply_all(7, one)
+        expected = rows(spark, source)
+        expected[dup] -= 1
+        check("one of two alike removed", expected)

@@ -186,7 +186,7 @@ object ApplyChanges extends Logging {
         else {
           val applied = commit(session, tableName, table, snapshot, dataFiles, written, mark, wanted, inserted)
           for (held <- kept; id <- applied.snapshotId) {
-            KeptCopyRows.forward(session, table, held, id, positions.map(_._1), dataFiles.map(_.location()))
+            KeptCopyRows.forward(session, table, held, id, positions.map(_._1), wanted, dataFiles.map(_.location()), inserted)
           }
           applied
         }
@@ -208,8 +208,8 @@ object ApplyChanges extends Logging {
       ChangesPlan.schemaOf(table, table.snapshot(s)), table.schema(), Seq("_file", "_pos"))).getOrElse(session.emptyDataFrame)
     val theirs = removed.schema(Row).dataType.asInstanceOf[StructType]
     val copy = snapshot.map { s =>
-      val rows = kept.map(held => KeptCopyRows.rowsOf(session, held, removed.select(keys.map(k =>
-        F.col(s"$Row.${quote(k)}").cast(copyType(table, k)).as(k)): _*))).getOrElse(narrowed(table, s, read, removed, keys, wanted, bounds))
+      val rows = kept.map(held => KeptCopyRows.rowsOf(session, held, removed.select(keys.map(k => F.col(s"$Row.${quote(k)}").as(k)): _*)))
+        .getOrElse(narrowed(table, s, read, removed, keys, wanted, bounds))
       inTheirTypes(rows, columns, theirs)
     }
     // What the kept rows name a row by, for bringing them forward after the commit.
@@ -222,7 +222,13 @@ object ApplyChanges extends Logging {
         .repartition(BatchTasks.forRows(wanted, session), F.col(Key))
         .withColumn("_nth", F.row_number().over(nth)).where(F.col("_nth") <= F.col(Net)).select(named.map(F.col): _*).cache()
     }
-    val count = matched.map(_.count()).getOrElse(0L)
+    val count = try matched.map(_.count()).getOrElse(0L) catch {
+      case NonFatal(e) if kept.isDefined =>
+        // The kept rows could not be looked up (a store lost with its checkpoint, say): dropped, and the copy read.
+        matched.foreach(_.unpersist())
+        KeptCopyRows.lookupFailed(session, table, kept.get, e)
+        return found(session, tableName, table, snapshot, removed, columns, keys, wanted, bounds, None)
+    }
     if (count < wanted) {
       matched.foreach(_.unpersist())
       val held = copy.map(rows => rows.groupBy(ExactRows.rowKey(rows, columns).as(Key)).agg(F.count(F.lit(1)).as("_held")))

@@ -21,7 +21,7 @@ import org.apache.spark.sql.{functions => F, DataFrame, SparkSession}
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{AttributeReference, GenericInternalRow, JoinedRow, UnsafeRow}
 import org.apache.spark.sql.catalyst.plans.logical.Statistics
-import org.apache.spark.sql.eqdelete.compat.{EqDeleteConf, IcebergSparkTables, SparkShim}
+import org.apache.spark.sql.eqdelete.compat.{EqDeleteConf, IcebergInternals, IcebergSparkTables, SparkShim}
 import org.apache.spark.sql.types.{BinaryType, DataType, LongType, StringType, StructType}
 import org.apache.spark.unsafe.Platform
 import org.apache.spark.unsafe.types.UTF8String
@@ -56,9 +56,14 @@ object KeptCopyRows extends Logging {
     def nextFileId: Int = if (files.isEmpty) 0 else files.keys.max + 1
   }
 
-  /** The kept rows one apply reads the copy's rows at `snapshot` from (its lookups and, after its commit, [[forward]]). */
+  /**
+   * The kept rows one apply reads the copy's rows at `snapshot` from (its lookups and, after its
+   * commit, [[forward]]): their version and data files as they were there, whatever another
+   * thread's apply does to them meanwhile.
+   */
   final class Held private[KeptCopyRows] (private[KeptCopyRows] val kept: Kept, private[KeptCopyRows] val id: String,
-      private[KeptCopyRows] val files: StateFiles, val snapshot: Long)
+      private[KeptCopyRows] val files: StateFiles, val snapshot: Long, private[KeptCopyRows] val version: Long,
+      private[KeptCopyRows] val dataFiles: Map[Int, String])
 
   /** The column naming a found row's entry, which [[forward]] removes it by. */
   val Entry = "_eqdelete_entry"
@@ -89,7 +94,8 @@ object KeptCopyRows extends Logging {
    * cannot hold these keys (a key not a top-level column), or on a failure, which drops them.
    */
   def at(session: SparkSession, table: Table, snapshot: Long, keys: Seq[String]): Option[Held] = {
-    if (!EqDeleteConf.sinkKeptRows(session.sessionState.conf) || keys.isEmpty) return None
+    // A v1 copy takes no deletes by position (nor numbers its snapshots' sequences): nothing to keep them for.
+    if (!EqDeleteConf.sinkKeptRows(session.sessionState.conf) || keys.isEmpty || IcebergInternals.formatVersion(table) < 2) return None
     val schema = table.schema()
     val fields = keys.map(k => Option(schema.caseInsensitiveFindField(k)).filter(f => schema.columns().asScala.exists(_.fieldId() == f.fieldId())))
     val read = table.snapshot(snapshot)
@@ -104,7 +110,7 @@ object KeptCopyRows extends Logging {
         rows = rows.filter(k => k.schemaId == schema.schemaId() && followedTo(session, table, k, read))
         if (rows.isEmpty) rows = Some(build(session, table, id, files, read, ids))
         rows.foreach(purgeWhenDue(session, _))
-        rows.map(new Held(_, id, files, snapshot))
+        rows.map(k => new Held(k, id, files, snapshot, k.version, k.files.toMap))
       } catch {
         case e: Throwable =>
           drop(session, table, id, files, e, "read")
@@ -116,18 +122,20 @@ object KeptCopyRows extends Logging {
 
   /**
    * The copy's rows at the held snapshot whose keys are those of `keys` (the key columns, in the
-   * copy's types), with `_file`, `_pos` and [[Entry]]: lazily, a lookup at the stores when the plan runs.
+   * kept rows' order; cast to their types), with `_file`, `_pos` and [[Entry]]: lazily, a lookup at
+   * the stores when the plan runs.
    */
   def rowsOf(session: SparkSession, held: Held, keys: DataFrame): DataFrame = {
     val k = held.kept
     val (types, ordinals) = (k.keyTypes, k.keyTypes.indices.toArray)
-    val prefixes: RDD[Array[Byte]] = keys.queryExecution.toRdd.map { row =>
+    val typed = keys.select(keys.columns.toSeq.zip(types).map { case (c, t) => F.col(ChangesPlan.quote(c)).cast(t) }: _*)
+    val prefixes: RDD[Array[Byte]] = typed.queryExecution.toRdd.map { row =>
       val key = KeyBytes.packed(row, ordinals, types)
       LiveKeyStore.keyPrefix(key, key.length)
     }
-    val names = session.sparkContext.broadcast(k.files.toMap)
+    val names = session.sparkContext.broadcast(held.dataFiles)
     val fields = k.rowType.length
-    val rows = k.index.entries(prefixes, k.version).mapPartitions { found =>
+    val rows = k.index.entries(prefixes, held.version).mapPartitions { found =>
       val where = new GenericInternalRow(3)
       val joined = new JoinedRow()
       found.map { case (entry, bytes) =>
@@ -148,12 +156,13 @@ object KeptCopyRows extends Logging {
 
   /**
    * Brings the held rows forward by the apply's commit `committed` (a child of the held snapshot):
-   * the rows of `removed` ([[Entry]], the rows found that it deleted) removed, the rows of data files
-   * `added` added. When another commit came between, or they moved on meanwhile, nothing: the next
+   * the `deleted` rows of `removed` ([[Entry]], the rows found that it deleted) removed, the
+   * `inserted` rows of data files `added` added; other counts drop them (they would not be the
+   * copy's rows). When another commit came between, or they moved on meanwhile, nothing: the next
    * apply follows or builds them. A failure drops them; the commit stands either way.
    */
-  def forward(session: SparkSession, table: Table, held: Held, committed: Long, removed: Option[DataFrame],
-      added: Seq[String]): Unit = locks.computeIfAbsent(held.id, _ => new Object).synchronized {
+  def forward(session: SparkSession, table: Table, held: Held, committed: Long, removed: Option[DataFrame], deleted: Long,
+      added: Seq[String], inserted: Long): Unit = locks.computeIfAbsent(held.id, _ => new Object).synchronized {
     val k = held.kept
     val snapshot = table.snapshot(committed)
     if ((kept.get(held.id) eq k) && k.head == held.snapshot && snapshot != null &&
@@ -163,7 +172,11 @@ object KeptCopyRows extends Logging {
         val inserts = insertsOf(session, table, k, snapshot, added)
         val removals = removed.map(_.select(Entry).queryExecution.toRdd.map(row =>
           (RowImageStore.removeChange(row.getBinary(0), version), Array.emptyByteArray)))
-        moveTo(session, k, snapshot, inserts.toSeq ++ removals.toSeq)
+        val counted = moveTo(session, k, snapshot, inserts.toSeq ++ removals.toSeq)
+        if (counted != ((inserted, deleted))) {
+          throw new IllegalStateException(s"the commit inserted $inserted and deleted $deleted rows; bringing them " +
+            s"forward inserted ${counted._1} and removed ${counted._2}")
+        }
       } catch {
         case e: Throwable =>
           drop(session, table, held.id, held.files, e, "brought forward")
@@ -186,16 +199,16 @@ object KeptCopyRows extends Logging {
     Some(changes)
   }
 
-  /** Applies `changes` in one job and makes `snapshot` the one followed; saved. */
-  private def moveTo(session: SparkSession, k: Kept, snapshot: Snapshot, changes: Seq[RDD[(Array[Byte], Array[Byte])]]): Unit = {
-    if (changes.nonEmpty) {
-      val (inserted, removed) = k.index.apply(session.sparkContext.union(changes))
-      k.live += inserted - removed
-      k.removedSincePurge += removed
-    }
+  /** Applies `changes` in one job and makes `snapshot` the one followed; saved. How many entries were (inserted, removed). */
+  private def moveTo(session: SparkSession, k: Kept, snapshot: Snapshot,
+      changes: Seq[RDD[(Array[Byte], Array[Byte])]]): (Long, Long) = {
+    val counted = if (changes.isEmpty) (0L, 0L) else k.index.apply(session.sparkContext.union(changes))
+    k.live += counted._1 - counted._2
+    k.removedSincePurge += counted._2
     k.head = snapshot.snapshotId()
     k.version = snapshot.sequenceNumber()
     save(k)
+    counted
   }
 
   /**
@@ -211,9 +224,13 @@ object KeptCopyRows extends Logging {
         s.addedDeleteFiles(io).asScala.isEmpty && s.removedDeleteFiles(io).asScala.isEmpty
     }
     appends && {
-      val added = between.flatMap(_.addedDataFiles(io).asScala.map(_.location()))
-      val inserts = insertsOf(session, table, k, snapshot, added)
-      moveTo(session, k, snapshot, inserts.toSeq)
+      val added = between.flatMap(_.addedDataFiles(io).asScala)
+      val inserts = insertsOf(session, table, k, snapshot, added.map(_.location()))
+      val (inserted, _) = moveTo(session, k, snapshot, inserts.toSeq)
+      if (inserted != added.map(_.recordCount()).sum) {
+        throw new IllegalStateException(s"the appends since snapshot ${between.head.parentId()} added " +
+          s"${added.map(_.recordCount()).sum} rows; bringing them forward inserted $inserted")
+      }
       true
     }
   }
@@ -225,6 +242,19 @@ object KeptCopyRows extends Logging {
       k.removedSincePurge = 0
       save(k)
     }
+
+  /** Drops the held rows after their lookup failed with `e` (the apply then reads the copy). */
+  def lookupFailed(session: SparkSession, table: Table, held: Held, e: Throwable): Unit =
+    locks.computeIfAbsent(held.id, _ => new Object).synchronized {
+      if (kept.get(held.id) eq held.kept) drop(session, table, held.id, held.files, e, "looked up")
+    }
+
+  /** The live rows copy `tableName`'s kept rows on `keys` (comma-separated) hold, or -1 where this driver keeps none (tests). */
+  def liveRows(session: SparkSession, tableName: String, keys: String): Long = {
+    val table = IcebergSparkTables.current(session, tableName)
+    val ids = keys.split(",").toSeq.map(k => table.schema().caseInsensitiveFindField(k.trim).fieldId())
+    kept.values().asScala.find(k => k.table == table.uuid().toString && k.keyIds == ids).fold(-1L)(_.live)
+  }
 
   /** Drops `id`'s kept rows after `e`; their checkpoints too when a store of them was found damaged. */
   private def drop(session: SparkSession, table: Table, id: String, files: StateFiles, e: Throwable, doing: String): Unit = {
