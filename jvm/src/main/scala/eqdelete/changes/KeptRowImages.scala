@@ -18,8 +18,7 @@ import org.apache.spark.internal.Logging
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.{DataFrame, SparkSession}
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{AttributeReference, BoundReference, GenericInternalRow, JoinedRow,
-  UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{AttributeReference, GenericInternalRow, JoinedRow, UnsafeRow}
 import org.apache.spark.sql.catalyst.plans.logical.Statistics
 import org.apache.spark.sql.eqdelete.compat.{EqDeleteConf, IcebergSparkTables, SparkShim}
 import org.apache.spark.sql.types.{DataType, IntegerType, StructType}
@@ -306,36 +305,26 @@ object KeptRowImages extends Logging {
    * The newest images of `table` on key `ids` saved under `files` (before a restart, say) whose
    * stores all load and verify ([[KeptStores.newestLoadable]]), if any: a failure to read them is none.
    */
-  private def restore(session: SparkSession, table: Table, id: String, files: StateFiles, ids: Seq[Int]): Option[Kept] = try {
+  private def restore(session: SparkSession, table: Table, id: String, files: StateFiles, ids: Seq[Int]): Option[Kept] = {
     val uuid = table.uuid().toString
-    val restored = KeptStores.newestLoadable(files) { m =>
-      val d = Option(m.driver)
-      d.exists(_.path("kind").asText() == Kind) && d.exists(_.path("table").asText() == uuid) &&
-        d.exists(_.get("equalityIds").elements().asScala.map(_.asInt()).toSeq == ids)
-    }({ m =>
-      val d = m.driver
-      val k = new Kept(session.sparkContext.applicationId, uuid,
-        RowImageIndex.restored(files, m, EqDeleteConf.stateDeltasPerSnapshot(session.sessionState.conf)),
-        d.get("schemaId").asInt(), ids, DataType.fromJson(d.get("rowType").asText()).asInstanceOf[StructType],
+    RowImageIndex.restoreNewest(session, files, s"kept row images of ${table.name()}") { d =>
+      d.path("kind").asText() == Kind && d.path("table").asText() == uuid &&
+        d.get("equalityIds").elements().asScala.map(_.asInt()).toSeq == ids
+    } { (index, d) =>
+      val k = new Kept(session.sparkContext.applicationId, uuid, index, d.get("schemaId").asInt(), ids,
+        DataType.fromJson(d.get("rowType").asText()).asInstanceOf[StructType],
         d.get("keyOrdinals").elements().asScala.map(_.asInt()).toArray, d.get("builtAt").asLong())
       d.get("versions").elements().asScala.foreach(v => k.versions(v.get("snapshot").asLong()) = v.get("version").asLong())
       k.live = d.get("live").asLong()
       k.removedSincePurge = d.get("removedSincePurge").asLong()
       k
-    })(_.index.stores.unloadable(session.sparkContext), _.index.stores.release(session.sparkContext))
-    val passed = restored.fold(identity, _.passedOver)
-    if (passed.nonEmpty) logWarning(s"eqdelete: kept row images of ${table.name()}: saved versions passed over: ${passed.mkString("; ")}")
-    restored.toOption.map { r =>
-      kept.put(id, r.index)
+    } (_.index).map { case (k, version) =>
+      kept.put(id, k)
       restores.incrementAndGet()
-      logInfo(s"eqdelete: kept row images of ${table.name()} restored from version ${r.manifest.version} in ${files.root}, " +
-        s"following snapshot ${r.index.head}")
-      r.index
+      logInfo(s"eqdelete: kept row images of ${table.name()} restored from version $version in ${files.root}, " +
+        s"following snapshot ${k.head}")
+      k
     }
-  } catch {
-    case NonFatal(e) =>
-      logWarning(s"eqdelete: the kept row images of ${table.name()} could not be restored from ${files.root} (${e.getMessage})")
-      None
   }
 
   /** New images of `parent`'s live rows, replacing the table's kept ones (dropped at the next build). */
@@ -350,12 +339,7 @@ object KeptRowImages extends Logging {
     val rows = ChangesPlan.liveRows(session, table, parent.snapshotId(), dataFiles, whole = true)
     val rowType = StructType(rows.schema.fields.dropRight(2))
     val keyNames = ids.map(i => schema.findField(i).name())
-    val stores = EqDeleteConf.changesRowImageStores(session.sessionState.conf) match {
-      case 0 => sc.defaultParallelism
-      case n => n.toInt
-    }
-    val k = new Kept(sc.applicationId, table.uuid().toString,
-      RowImageIndex.create(files, stores, EqDeleteConf.stateDeltasPerSnapshot(session.sessionState.conf)), schema.schemaId(), ids,
+    val k = new Kept(sc.applicationId, table.uuid().toString, RowImageIndex.created(session, files), schema.schemaId(), ids,
       rowType, keyNames.map(n => rowType.fieldNames.indexOf(n)).toArray, parent.snapshotId())
     kept.put(id, k)
     builds.incrementAndGet()

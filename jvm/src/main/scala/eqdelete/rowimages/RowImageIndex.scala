@@ -1,12 +1,17 @@
 package eqdelete.rowimages
 
 import scala.reflect.ClassTag
+import scala.util.control.NonFatal
 
 import eqdelete.liveindex.{LiveKeyIndex, LiveKeyStore}
 import eqdelete.state.{KeptStores, StateFiles}
 
+import com.fasterxml.jackson.databind.JsonNode
 import org.apache.spark.{SparkContext, TaskContext}
+import org.apache.spark.internal.Logging
 import org.apache.spark.rdd.RDD
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.eqdelete.compat.EqDeleteConf
 
 /**
  * A table's row images by key, held by the executors: one [[RowImageStore]] per partition of the
@@ -88,7 +93,7 @@ final class RowImageIndex private (val stores: KeptStores[RowImageStore]) {
   def drop(sc: SparkContext): Unit = stores.drop(sc)
 }
 
-object RowImageIndex {
+object RowImageIndex extends Logging {
   /** A new, empty index of `partitions` stores, checkpointed under `files`, a snapshot every `snapshotEvery` versions. */
   def create(files: StateFiles, partitions: Int, snapshotEvery: Int): RowImageIndex =
     new RowImageIndex(KeptStores.create(RowImageStores, files, partitions, snapshotEvery))
@@ -96,4 +101,35 @@ object RowImageIndex {
   /** The images a saved manifest describes (their stores load when first used). */
   def restored(files: StateFiles, manifest: KeptStores.Manifest, snapshotEvery: Int): RowImageIndex =
     new RowImageIndex(KeptStores.restored(RowImageStores, files, manifest, snapshotEvery))
+
+  /** A new index for `session`: as many stores as `spark.eqdelete.changes.rowImageStores` says, under `files`. */
+  def created(session: SparkSession, files: StateFiles): RowImageIndex = {
+    val conf = session.sessionState.conf
+    val stores = EqDeleteConf.changesRowImageStores(conf) match {
+      case 0 => session.sparkContext.defaultParallelism
+      case n => n.toInt
+    }
+    create(files, stores, EqDeleteConf.stateDeltasPerSnapshot(conf))
+  }
+
+  /**
+   * The newest images saved under `files` whose driver state `usable` accepts and whose stores
+   * all load and verify ([[KeptStores.newestLoadable]]), as `open` makes them of their index and
+   * driver state, with the version restored; None when there are none, or they cannot be read
+   * (logged, naming them `what`).
+   */
+  def restoreNewest[K](session: SparkSession, files: StateFiles, what: String)(usable: JsonNode => Boolean)(
+      open: (RowImageIndex, JsonNode) => K)(index: K => RowImageIndex): Option[(K, Long)] = try {
+    val sc = session.sparkContext
+    val newest = KeptStores.newestLoadable(files)(m => Option(m.driver).exists(usable))(m =>
+      open(restored(files, m, EqDeleteConf.stateDeltasPerSnapshot(session.sessionState.conf)), m.driver))(
+      k => index(k).stores.unloadable(sc), k => index(k).stores.release(sc))
+    val passed = newest.fold(identity, _.passedOver)
+    if (passed.nonEmpty) logWarning(s"eqdelete: $what: saved versions passed over: ${passed.mkString("; ")}")
+    newest.toOption.map(r => (r.index, r.manifest.version))
+  } catch {
+    case NonFatal(e) =>
+      logWarning(s"eqdelete: $what could not be restored from ${files.root} (${e.getMessage})")
+      None
+  }
 }

@@ -12,7 +12,7 @@ import eqdelete.commit.Failures
 import eqdelete.deleteindex.KeyBytes
 import eqdelete.liveindex.LiveKeyStore
 import eqdelete.rowimages.{RowImageEntries, RowImageIndex, RowImageStore}
-import eqdelete.state.{KeptStateDamagedException, KeptStores, StateFiles, StateLocation}
+import eqdelete.state.{KeptStateDamagedException, StateFiles, StateLocation}
 
 import org.apache.iceberg.{Snapshot, Table}
 import org.apache.spark.internal.Logging
@@ -275,12 +275,7 @@ object KeptCopyRows extends Logging {
     val rows = ChangesPlan.pinnedRows(session, table, snapshot.snapshotId())
     val rowType = StructType(rows.schema.fields.dropRight(2))
     val keyNames = ids.map(i => schema.findField(i).name())
-    val stores = EqDeleteConf.changesRowImageStores(session.sessionState.conf) match {
-      case 0 => sc.defaultParallelism
-      case n => n.toInt
-    }
-    val k = new Kept(sc.applicationId, table.uuid().toString,
-      RowImageIndex.create(files, stores, EqDeleteConf.stateDeltasPerSnapshot(session.sessionState.conf)), schema.schemaId(), ids,
+    val k = new Kept(sc.applicationId, table.uuid().toString, RowImageIndex.created(session, files), schema.schemaId(), ids,
       rowType, keyNames.map(n => rowType.fieldNames.indexOf(n)).toArray)
     kept.put(id, k)
     builds.incrementAndGet()
@@ -322,39 +317,27 @@ object KeptCopyRows extends Logging {
    * and whose stores all load and verify, if any: a failure to read them is none.
    */
   private def restore(session: SparkSession, table: Table, id: String, files: StateFiles, ids: Seq[Int],
-      snapshot: Snapshot): Option[Kept] = try {
+      snapshot: Snapshot): Option[Kept] = {
     val uuid = table.uuid().toString
     val lineage = Iterator.iterate(Option(snapshot))(_.flatMap(s => Option(s.parentId()).flatMap(p => Option(table.snapshot(p)))))
       .take(1000).takeWhile(_.isDefined).flatten.map(_.snapshotId()).toSet
-    val restored = KeptStores.newestLoadable(files) { m =>
-      val d = Option(m.driver)
-      d.exists(_.path("kind").asText() == Kind) && d.exists(_.path("table").asText() == uuid) &&
-        d.exists(_.get("keyIds").elements().asScala.map(_.asInt()).toSeq == ids) && d.exists(n => lineage(n.path("head").asLong()))
-    }({ m =>
-      val d = m.driver
-      val k = new Kept(session.sparkContext.applicationId, uuid,
-        RowImageIndex.restored(files, m, EqDeleteConf.stateDeltasPerSnapshot(session.sessionState.conf)),
-        d.get("schemaId").asInt(), ids, DataType.fromJson(d.get("rowType").asText()).asInstanceOf[StructType],
-        d.get("keyOrdinals").elements().asScala.map(_.asInt()).toArray)
+    RowImageIndex.restoreNewest(session, files, s"kept rows of copy ${table.name()}") { d =>
+      d.path("kind").asText() == Kind && d.path("table").asText() == uuid &&
+        d.get("keyIds").elements().asScala.map(_.asInt()).toSeq == ids && lineage(d.path("head").asLong())
+    } { (index, d) =>
+      val k = new Kept(session.sparkContext.applicationId, uuid, index, d.get("schemaId").asInt(), ids,
+        DataType.fromJson(d.get("rowType").asText()).asInstanceOf[StructType], d.get("keyOrdinals").elements().asScala.map(_.asInt()).toArray)
       k.head = d.get("head").asLong()
       k.version = d.get("version").asLong()
       d.get("files").elements().asScala.foreach(f => k.files(f.get("id").asInt()) = f.get("location").asText())
       k.live = d.get("live").asLong()
       k.removedSincePurge = d.get("removedSincePurge").asLong()
       k
-    })(_.index.stores.unloadable(session.sparkContext), _.index.stores.release(session.sparkContext))
-    val passed = restored.fold(identity, _.passedOver)
-    if (passed.nonEmpty) logWarning(s"eqdelete: kept rows of copy ${table.name()}: saved versions passed over: ${passed.mkString("; ")}")
-    restored.toOption.map { r =>
-      kept.put(id, r.index)
+    } (_.index).map { case (k, version) =>
+      kept.put(id, k)
       restores.incrementAndGet()
-      logInfo(s"eqdelete: kept rows of copy ${table.name()} restored from version ${r.manifest.version} in ${files.root}, " +
-        s"following snapshot ${r.index.head}")
-      r.index
+      logInfo(s"eqdelete: kept rows of copy ${table.name()} restored from version $version in ${files.root}, following snapshot ${k.head}")
+      k
     }
-  } catch {
-    case NonFatal(e) =>
-      logWarning(s"eqdelete: the kept rows of copy ${table.name()} could not be restored from ${files.root} (${e.getMessage})")
-      None
   }
 }
