@@ -10,9 +10,9 @@ import org.apache.spark.sql.execution.{LeafExecNode, SparkPlan, SparkStrategy}
 import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
 
 /**
- * Snapshots' deleted rows as kept row images give them ([[KeptRowImages]]): looked up at the
- * stores by the snapshots' delete keys when the plan runs. Its node in EXPLAIN and Spark's UI
- * says which snapshots, and counts the rows found.
+ * Rows kept row images give when the plan runs, looked up at the stores by key: snapshots' deleted
+ * rows by their delete keys ([[KeptRowImages]]), or a copy's rows by the keys a batch removes
+ * (`sink.KeptCopyRows`). Its node in EXPLAIN and Spark's UI says which, and counts the rows found.
  */
 final case class RowImagesRelation(output: Seq[Attribute], rdd: RDD[InternalRow], label: String, statistics: Statistics)
     extends LeafNode with MultiInstanceRelation {
@@ -24,7 +24,7 @@ final case class RowImagesRelation(output: Seq[Attribute], rdd: RDD[InternalRow]
 
 final case class RowImagesExec(output: Seq[Attribute], rdd: RDD[InternalRow], label: String) extends LeafExecNode {
   override lazy val metrics: Map[String, SQLMetric] =
-    Map("numOutputRows" -> SQLMetrics.createMetric(sparkContext, "deleted rows found in the row images"))
+    Map("numOutputRows" -> SQLMetrics.createMetric(sparkContext, "rows found in the row images"))
   override def outputPartitioning: Partitioning = UnknownPartitioning(rdd.getNumPartitions)
 
   override protected def doExecute(): RDD[InternalRow] = {
