@@ -374,3 +374,8 @@ def test_kept_copy_rows_find_the_rows_a_read_of_the_copy_finds(spark: SparkSessi
         expected = rows(spark, source)
         expected[dup] -= 1
         check("one of two alike removed", expected)
+        # A row the copy does not hold: refused after a read of the copy itself, nothing written.
+        gone = spark.createDataFrame([(5000, "dup", None, 0.5, 5, "DELETE")], schema + ", _change_type STRING")
+        with pytest.raises(eqdelete.ApplyChangesError, match="does not hold"):
+            eqdelete.apply_changes(gone, copies["k1"], keys=["k1"], writer_id="kept", batch_id=8)
+        assert _exact(rows(spark, copies["k1"])) == _exact(expected)

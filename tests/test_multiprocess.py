@@ -107,11 +107,13 @@ spark = eqdelete.session(
     conf={{"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", "spark.sql.adaptive.enabled": "false",
            "spark.sql.session.timeZone": "UTC", "spark.executor.extraJavaOptions": os.environ.get("SPARK_SUBMIT_OPTS", ""),
            "spark.eqdelete.maintain.liveIndex": "always", "spark.eqdelete.changes.rowImages": "true",
+           "spark.eqdelete.sink.keptRows": "true",
            "spark.eqdelete.state.deltasPerSnapshot": "3", "spark.locality.wait": "2s"}},
 )
 spark.sparkContext.setLogLevel("ERROR")
 sc, jvm = spark.sparkContext, spark.sparkContext._jvm
 images = jvm.eqdelete.changes.KeptRowImages
+copies = jvm.eqdelete.sink.KeptCopyRows
 table = "local.mp.kept"
 deadline = time.monotonic() + 120
 while sc._jsc.sc().getExecutorMemoryStatus().size() - 1 < 2 and time.monotonic() < deadline:
@@ -148,6 +150,11 @@ def changes_checked(what):
         plain = read()
     assert imaged == plain and len(plain) > 100, (what, len(imaged), len(plain))
 
+def copy_checked(what):
+    # The table's changes since the copy's mark applied to it, the rows they remove looked up in its kept rows.
+    eqdelete.apply_changes_from(spark, table, table + "_copy", keys=["k"])
+    assert {{r.k: r.v for r in spark.table(table + "_copy").collect()}} == model(), what
+
 def loads_logged():
     from pyspark.find_spark_home import _find_spark_home
     work = os.path.join(_find_spark_home(), "work", sc.applicationId)
@@ -159,8 +166,11 @@ if phase == "first":
     spark.sql(f"CREATE TABLE {{table}} (k BIGINT, v STRING) USING iceberg TBLPROPERTIES ({{MOR.format(v=2)}})")
     spark.range(0, 20000, 1, 4).selectExpr("id AS k", "concat('a', id) AS v").writeTo(table).append()
     spark.table(table).writeTo(table + "_model").using("iceberg").create()
+    spark.sql(f"CREATE TABLE {{table}}_copy USING iceberg TBLPROPERTIES ({{MOR.format(v=2)}}) AS SELECT * FROM {{table}} LIMIT 0")
+    copy_checked("the copy filled")
     upsert("b", 7)
     changes_checked("the first changes")
+    copy_checked("the first apply on kept rows")
     assert images.built() == 1
     built = round_checked("the first round")
     assert "built from the table" in built.live_index_note, built.render()
@@ -179,6 +189,7 @@ if phase == "first":
     time.sleep(3)
     upsert("c", 11)
     changes_checked("changes beside a busy executor")
+    copy_checked("an apply beside a busy executor")
     busy = round_checked("a round beside a busy executor")
     assert busy.live_index_note is None, busy.render()
     open(released, "w").close()
@@ -204,6 +215,11 @@ if phase == "first":
     killer.start()
     changes_checked("changes with an executor killed")
     killer.join()
+    killer = threading.Thread(target=kill_one)
+    killer.start()
+    copy_checked("an apply with an executor killed")
+    killer.join()
+    assert copies.built() == 1, "the copy's kept rows were built again"
     round_checked("a round after an executor was killed")
     assert images.built() == 1, "the row images were built again"
     assert len(loads_logged()) > 0, "no store was loaded from its checkpoint"
@@ -212,6 +228,8 @@ if phase == "first":
 else:
     changes_checked("the first changes after a restart")
     assert images.restored() == 1 and images.built() == 0, (images.restored(), images.built())
+    copy_checked("the first apply after a restart")
+    assert copies.restored() == 1 and copies.built() == 0, (copies.restored(), copies.built())
     added = int(spark.sql(f"SELECT summary['added-data-files'] FROM {{table}}.snapshots ORDER BY committed_at DESC LIMIT 1").first()[0])
     restarted = round_checked("the first round after a restart")
     assert "restored from version" in (restarted.live_index_note or ""), restarted.render()
@@ -222,11 +240,12 @@ else:
 
 
 def test_kept_state_survives_a_busy_executor_a_killed_executor_and_a_restart(tmp_path: Path) -> None:
-    """maintain's kept index and the changes' kept row images on two executor JVMs: a busy executor
+    """maintain's kept index, the changes' kept row images and a copy's kept rows (apply_changes) on
+    two executor JVMs: a busy executor
     (another job's long task), an executor killed with kill -9 in the middle of a round and of a read,
     and a restart of the whole application cost loads from their checkpoints (in the table's
     location, which both executors and the next application reach), never a failure or a rebuild;
-    every round's rows and every read's changes checked."""
+    every round's rows, every read's changes and every apply's copy checked."""
     script = tmp_path / "kept.py"
     script.write_text(textwrap.dedent(KEPT_STATE.format(tests=str(REPO / "tests"), warehouse=str(tmp_path / "wh"))))
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}

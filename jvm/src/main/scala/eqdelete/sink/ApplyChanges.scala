@@ -229,6 +229,13 @@ object ApplyChanges extends Logging {
         KeptCopyRows.lookupFailed(session, table, kept.get, e)
         return found(session, tableName, table, snapshot, removed, columns, keys, wanted, bounds, None)
     }
+    if (count < wanted && kept.isDefined) {
+      // Refused only on a read of the copy itself: kept rows that miss one are dropped, not believed.
+      matched.foreach(_.unpersist())
+      KeptCopyRows.lookupFailed(session, table, kept.get, new IllegalStateException(s"they hold $count of the " +
+        s"$wanted rows the changes delete"))
+      return found(session, tableName, table, snapshot, removed, columns, keys, wanted, bounds, None)
+    }
     if (count < wanted) {
       matched.foreach(_.unpersist())
       val held = copy.map(rows => rows.groupBy(ExactRows.rowKey(rows, columns).as(Key)).agg(F.count(F.lit(1)).as("_held")))
