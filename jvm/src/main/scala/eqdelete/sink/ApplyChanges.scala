@@ -153,13 +153,17 @@ object ApplyChanges extends Logging {
       .agg(F.first(F.struct(columns.map(quoted): _*)).as(Row), F.sum(sign).as(Net))
       .where(F.col(Net) =!= 0))
     try {
-      // In the same job, each key's bounds among the rows removed (which `keys` narrow the copy's read by).
-      val counts = cached.agg(F.count(F.lit(1)), F.coalesce(F.sum(F.when(F.col(Net) < 0, -F.col(Net))), F.lit(0L)) +:
-        F.coalesce(F.sum(F.when(F.col(Net) > 0, F.col(Net))), F.lit(0L)) +: KeyBounds.columns(keys, F.col(Net) < 0): _*).head()
+      // In the same job, each key's bounds among the rows removed (which `keys` narrow the copy's read by),
+      // and whether a row added is NULL in a column the copy requires (a job of its own only then).
+      val required = requiredColumns(table, changes, columns)
+      val nullRequired = required.map(c => F.col(s"$Row.${quote(c)}").isNull).reduceOption(_ || _)
+      val counts = cached.agg(F.count(F.lit(1)), Seq(F.coalesce(F.sum(F.when(F.col(Net) < 0, -F.col(Net))), F.lit(0L)),
+        F.coalesce(F.sum(F.when(F.col(Net) > 0, F.col(Net))), F.lit(0L))) ++ KeyBounds.columns(keys, F.col(Net) < 0) ++
+        nullRequired.map(isNull => F.max(F.when(F.col(Net) > 0 && isNull, 1))): _*).head()
       val (wanted, adding) = (counts.getLong(1), counts.getLong(2))
       // Read in tasks sized to its rows from here on (Spark 3.5 caches all spark.sql.shuffle.partitions).
       val net = cached.coalesce(BatchTasks.forRows(counts.getLong(0), session))
-      checkRequired(table, tableName, changes, columns, net.where(F.col(Net) > 0))
+      if (nullRequired.isDefined && !counts.isNullAt(3 + 3 * keys.size)) refuseNullRequired(tableName, required, net.where(F.col(Net) > 0))
       val snapshot = Option(table.currentSnapshot()).map(_.snapshotId())
       val removed = net.where(F.col(Net) < 0)
       // The copy's kept rows, when the session keeps them: the rows removed are looked up, not read.
@@ -222,7 +226,8 @@ object ApplyChanges extends Logging {
         .repartition(BatchTasks.forRows(wanted, session), F.col(Key))
         .withColumn("_nth", F.row_number().over(nth)).where(F.col("_nth") <= F.col(Net)).select(named.map(F.col): _*).cache()
     }
-    val count = try matched.map(_.count()).getOrElse(0L) catch {
+    // The rows matched and the data files they lie in, in one job over the cached rows.
+    val (count, files) = try matched.map(inFiles).getOrElse((0L, Set.empty[String])) catch {
       case NonFatal(e) if kept.isDefined =>
         // The kept rows could not be looked up (a store lost with its checkpoint, say): dropped, and the copy read.
         matched.foreach(_.unpersist())
@@ -246,8 +251,17 @@ object ApplyChanges extends Logging {
         "(seed it with the source's rows at that snapshot, or apply the changes from the start); nothing was written")
     }
     val rows = matched.get
-    (rows, rows.select("_file").distinct().coalesce(1).collect().map(_.getString(0)).toSet)
+    (rows, files)
   }
+
+  /** How many `rows` there are, and the data files (`_file`) they lie in. */
+  private def inFiles(rows: DataFrame): (Long, Set[String]) =
+    rows.select("_file").queryExecution.toRdd.mapPartitions { it =>
+      val files = scala.collection.mutable.HashSet.empty[String]
+      var n = 0L
+      it.foreach { row => n += 1; files += row.getUTF8String(0).toString }
+      Iterator((n, files.toSet))
+    }.collect().foldLeft((0L, Set.empty[String])) { case ((n, f), (m, g)) => (n + m, f ++ g) }
 
   /**
    * The copy's rows kept to those whose `keys` could be one of `removed`'s, by filters Iceberg prunes
@@ -511,10 +525,13 @@ object ApplyChanges extends Logging {
    * the copy declares required (NOT NULL), naming the column and the row; one job over the rows
    * added, only where the changes' column may hold NULL.
    */
-  private def checkRequired(table: Table, tableName: String, changes: DataFrame, columns: Seq[String], added: DataFrame): Unit = {
-    val required = table.schema().columns().asScala.filter(_.isRequired).flatMap(f => columns.find(_.equalsIgnoreCase(f.name())))
+  /** The copy's required (NOT NULL) columns among `columns` that the changes may hold NULL in. */
+  private def requiredColumns(table: Table, changes: DataFrame, columns: Seq[String]): Seq[String] =
+    table.schema().columns().asScala.filter(_.isRequired).flatMap(f => columns.find(_.equalsIgnoreCase(f.name())))
       .filter(c => changes.schema(c).nullable).toSeq
-    if (required.isEmpty) return
+
+  /** Refuses the batch, naming a row of `added` that is NULL in one of the `required` columns (the counts found one). */
+  private def refuseNullRequired(tableName: String, required: Seq[String], added: DataFrame): Unit = {
     val nullIn = required.map(c => F.col(s"$Row.${quote(c)}").isNull)
     added.where(nullIn.reduce(_ || _)).select(F.col(Row)).limit(1).collect().headOption.foreach { r =>
       val row = r.getStruct(0)
