@@ -520,17 +520,16 @@ object ApplyChanges extends Logging {
     }
   }
 
-  /**
-   * Fails in one line, before anything is written, when a row the changes add has NULL in a column
-   * the copy declares required (NOT NULL), naming the column and the row; one job over the rows
-   * added, only where the changes' column may hold NULL.
-   */
   /** The copy's required (NOT NULL) columns among `columns` that the changes may hold NULL in. */
   private def requiredColumns(table: Table, changes: DataFrame, columns: Seq[String]): Seq[String] =
     table.schema().columns().asScala.filter(_.isRequired).flatMap(f => columns.find(_.equalsIgnoreCase(f.name())))
       .filter(c => changes.schema(c).nullable).toSeq
 
-  /** Refuses the batch, naming a row of `added` that is NULL in one of the `required` columns (the counts found one). */
+  /**
+   * Fails in one line, before anything is written, naming a row the changes add (of `added`) with
+   * NULL in one of the `required` columns and the column: a job of its own, run only once the
+   * counts found such a row.
+   */
   private def refuseNullRequired(tableName: String, required: Seq[String], added: DataFrame): Unit = {
     val nullIn = required.map(c => F.col(s"$Row.${quote(c)}").isNull)
     added.where(nullIn.reduce(_ || _)).select(F.col(Row)).limit(1).collect().headOption.foreach { r =>
