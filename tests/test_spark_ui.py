@@ -13,7 +13,7 @@ from processes import python_job
 from eqdelete.tools.lakehouse import free_port
 
 JOB = """
-import json, sys, urllib.request
+import json, sys, time, urllib.request
 import eqdelete
 from fixtures import FIXTURES
 
@@ -37,9 +37,15 @@ def get(path):
         return answer.read().decode()
 
 def last_query_metrics():
-    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
-    executions = json.loads(get(f"/api/v1/applications/{app}/sql?details=true&planDescription=false"))
-    last = max(executions, key=lambda e: e["id"])
+    # The status store takes the execution's end (and its metrics) a moment after the query returns,
+    # longer on a busy machine: asked again until it has them.
+    for _ in range(60):
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+        executions = json.loads(get(f"/api/v1/applications/{app}/sql?details=true&planDescription=false"))
+        last = max(executions, key=lambda e: e["id"])
+        if last["status"] != "RUNNING" and any(node["metrics"] for node in last["nodes"]):
+            break
+        time.sleep(0.5)
     return {node["nodeName"]: {m["name"]: m["value"] for m in node["metrics"]} for node in last["nodes"] if node["metrics"]}
 
 out = {}
