@@ -94,15 +94,16 @@ for iceberg in $oldest_releases; do
   [ "$iceberg" = "$primary_iceberg" ] || shapes_pairs="$oldest_line:$iceberg"
 done
 
-# The stages after set-up run side by side, LANES at a time (2 cores: every test JVM compiles with
-# C1 only, tests/conftest.py, so two lanes gain where two C2 compilers fought over the cores): the
-# pairs' suites, the Scala tests and the Connect tiers on lanes (those carrying more than the smoke
-# suite first, the smoke-only pairs last), then the full suite alone over WORKERS pytest-xdist
-# workers: one more than the lanes, as many of its tests wait on time (Flink's checkpoints, maintain's
-# intervals, a stream's triggers, a command's new JVM starting), leaving a core idle that a third
-# worker fills (a full suite of 1,350 s against 1,427-1,514 s on two workers, 2026-12-06).
-LANES=${EQDELETE_TEST_LANES:-2}
-WORKERS=$((LANES > 1 ? LANES + 1 : 1))
+# The stages after set-up run side by side, LANES at a time, then the full suite alone over WORKERS
+# pytest-xdist workers. 2 cores, yet three of each: every test JVM compiles with C1 only
+# (tests/conftest.py), so no two C2 compilers fight over the cores, and many tests wait on time
+# (Flink's checkpoints, maintain's intervals, a stream's triggers, a Connect server's answers, a
+# command's new JVM starting), leaving a core idle that a third fills (the full suite: 1,350 s on
+# three workers against 1,427-1,514 s on two, 2026-12-06). The stages carrying more than the smoke
+# suite (the pairs' extra tiers, the Scala tests, the Connect tiers) go first, the smoke-only pairs
+# last.
+LANES=${EQDELETE_TEST_LANES:-3}
+WORKERS=${EQDELETE_TEST_WORKERS:-$((LANES > 1 ? 3 : 1))}
 queued=()   # "name|command, quoted": stages that carry more than the smoke suite, Scala, Connect
 smoke=()    # the smoke-only pairs, queued last (the shortest)
 queue() { # list, name, command...
