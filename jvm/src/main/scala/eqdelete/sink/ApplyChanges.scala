@@ -168,20 +168,36 @@ object ApplyChanges extends Logging {
       val removed = net.where(F.col(Net) < 0)
       // The copy's kept rows, when the session keeps them: the rows removed are looked up, not read.
       val kept = snapshot.flatMap(s => KeptCopyRows.at(session, table, s, keys))
-      val positions = if (wanted == 0) None else Some(found(session, tableName, table, snapshot, removed, columns, keys, wanted,
-        KeyBounds.of(keys, counts, 3), kept))
       val added = net.where(F.col(Net) > 0)
         .select(F.col(Row), F.explode(F.array_repeat(F.lit(true), F.col(Net).cast(IntegerType))).as("_copy"))
         .select(copyColumns.map(c => columns.find(_.equalsIgnoreCase(c)).map(d => reshaped(F.col(s"$Row.${quote(d)}"),
           changes.schema(d).dataType, copyType(table, c))).getOrElse(F.lit(null)).as(c)): _*)
-      // A data file a task, sized to the rows added: a batch's 10^4 rows in one file, not one per partition of `net`.
-      val dataFiles = EqualityDeleteWriter.dataFilesOf(table, added.coalesce(BatchTasks.forRows(adding, session)))
-      val written = try positions.toSeq.flatMap { case (rows, files) =>
-        PositionDeleteWriting.write(table, IcebergInternals.formatVersion(table), targets(table, snapshot.get, files), rows,
-          Some(BatchTasks.forRows(wanted, session)))
+      // The rows added are written beside the finding of the rows removed and the writing of their
+      // position deletes, which they do not depend on: jobs of a task or two each, whose planning
+      // and scheduling overlap. A data file a task, sized to the rows added: a batch's 10^4 rows in
+      // one file, not one per partition of `net`.
+      val addedFiles = SideJob("eqdelete-apply-changes-data-files")(
+        EqualityDeleteWriter.dataFilesOf(table, added.coalesce(BatchTasks.forRows(adding, session))))
+      var positions: Option[(DataFrame, Set[String])] = None
+      val (dataFiles, written) = try {
+        positions = if (wanted == 0) None else Some(found(session, tableName, table, snapshot, removed, columns, keys, wanted,
+          KeyBounds.of(keys, counts, 3), kept))
+        val written = positions.toSeq.flatMap { case (rows, files) =>
+          PositionDeleteWriting.write(table, IcebergInternals.formatVersion(table), targets(table, snapshot.get, files), rows,
+            Some(BatchTasks.forRows(wanted, session)))
+        }
+        val dataFiles = try addedFiles.result() catch {
+          case e: Throwable =>
+            TaskWrittenFiles.delete(table.io(), written.flatMap(_.files).map(_.location()), "apply_changes")
+            throw e
+        }
+        (dataFiles, written)
       } catch {
         case e: Throwable =>
-          TaskWrittenFiles.delete(table.io(), dataFiles.map(_.location()), "apply_changes")
+          // The rows removed not found (a row the copy lacks, say), or not written: the rows added,
+          // once written, deleted too; nothing is left behind.
+          addedFiles.undoOnceDone(files => TaskWrittenFiles.delete(table.io(), files.map(_.location()), "apply_changes"))
+          positions.foreach(_._1.unpersist())
           throw e
       }
       val inserted = dataFiles.map(_.recordCount()).sum
