@@ -99,7 +99,8 @@ done
 # (tests/conftest.py), so no two C2 compilers fight over the cores, and many tests wait on time
 # (Flink's checkpoints, maintain's intervals, a stream's triggers, a Connect server's answers, a
 # command's new JVM starting), leaving a core idle that a third fills (the full suite: 1,350 s on
-# three workers against 1,427-1,514 s on two, 2026-12-06). The stages carrying more than the smoke
+# three workers against 1,427-1,514 s on two, 2026-12-06; the stages 807 s on three lanes against 972 s
+# on two, 2026-12-07, the CPU 95% busy). The stages carrying more than the smoke
 # suite (the pairs' extra tiers, the Scala tests, the Connect tiers) go first, the smoke-only pairs
 # last.
 LANES=${EQDELETE_TEST_LANES:-3}
