@@ -194,9 +194,9 @@ object ApplyChanges extends Logging {
         (dataFiles, written)
       } catch {
         case e: Throwable =>
-          // The rows removed not found (a row the copy lacks, say), or not written: the rows added,
-          // once written, deleted too; nothing is left behind.
-          addedFiles.undoOnceDone(files => TaskWrittenFiles.delete(table.io(), files.map(_.location()), "apply_changes"))
+          // Either side failed (a row the copy lacks, a write refused, the apply stopped): the rows
+          // added, once written, are deleted too; nothing is left behind.
+          addedFiles.undoOnceDone(e)(files => TaskWrittenFiles.delete(table.io(), files.map(_.location()), "apply_changes"))
           positions.foreach(_._1.unpersist())
           throw e
       }
@@ -249,6 +249,9 @@ object ApplyChanges extends Logging {
         matched.foreach(_.unpersist())
         KeptCopyRows.lookupFailed(session, table, kept.get, e)
         return found(session, tableName, table, snapshot, removed, columns, keys, wanted, bounds, None)
+      case e: Throwable =>
+        matched.foreach(_.unpersist())
+        throw e
     }
     if (count < wanted && kept.isDefined) {
       // Refused only on a read of the copy itself: kept rows that miss one are dropped, not believed.

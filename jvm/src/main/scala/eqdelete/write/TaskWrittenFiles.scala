@@ -69,9 +69,7 @@ object TaskWrittenFiles extends Logging {
         }))
     } catch {
       case failure: Throwable =>
-        val interrupted = Thread.interrupted()
-        try delete(io, files(), what)
-        finally if (interrupted) Thread.currentThread().interrupt()
+        delete(io, files(), what)
         throw failure
     }
     finished.synchronized(failed.toVector) match {
@@ -96,10 +94,17 @@ object TaskWrittenFiles extends Logging {
 
   private val LocalWithFailures = """local\[\s*(?:[0-9]+|\*)\s*,\s*([0-9]+)\s*\]""".r
 
-  /** Deletes files written for a commit that is known not to have landed (or was never sent). */
-  def delete(io: FileIO, locations: Seq[String], what: String): Unit = locations.distinct.foreach { path =>
-    try io.deleteFile(path) catch {
-      case NonFatal(e) => logWarning(s"eqdelete: could not delete $path, written by $what that did not commit", e)
-    }
+  /**
+   * Deletes files written for a commit that is known not to have landed (or was never sent). A
+   * thread interrupted meanwhile (a stopped stream's) keeps its interrupt, asked again after the
+   * deletes: object store clients give up calls made on an interrupted thread.
+   */
+  def delete(io: FileIO, locations: Seq[String], what: String): Unit = {
+    val interrupted = Thread.interrupted()
+    try locations.distinct.foreach { path =>
+      try io.deleteFile(path) catch {
+        case NonFatal(e) => logWarning(s"eqdelete: could not delete $path, written by $what that did not commit", e)
+      }
+    } finally if (interrupted) Thread.currentThread().interrupt()
   }
 }

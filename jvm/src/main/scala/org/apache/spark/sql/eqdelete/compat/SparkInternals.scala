@@ -54,4 +54,14 @@ object SparkInternals {
 
   /** The running SparkContext, without creating one. */
   def activeContext: Option[SparkContext] = SparkContext.getActive
+
+  /**
+   * `body`, to be run on another thread, with this thread's job artifacts (a Spark Connect
+   * session's own jars and classes), which Spark keeps in a thread local a new thread does not
+   * inherit: as `SQLExecution.withThreadLocalCaptured` carries them to its threads.
+   */
+  def withThisThreadsArtifacts[T](body: () => T): () => T = {
+    val state = org.apache.spark.JobArtifactSet.getCurrentJobArtifactState
+    () => state.fold(body())(s => org.apache.spark.JobArtifactSet.withActiveJobArtifactState(s)(body()))
+  }
 }
