@@ -116,6 +116,12 @@ def test_what_apply_changes_refuses(spark: SparkSession, table_name: str) -> Non
         eqdelete.apply_changes(eqdelete.changes(spark, source, start_snapshot_id=parent), copy)
     assert "\n" not in str(refused.value)
     assert rows(spark, copy) == before - Counter({(3, 2.0, "c"): 1})
+    # The same with a row the batch adds, whose data file is written while the rows removed are
+    # looked for: the refusal deletes it, and no file is left in the copy's location.
+    spark.sql(f"INSERT INTO {source} VALUES (9, 9.0, 'z')")
+    with pytest.raises(eqdelete.ApplyChangesError, match="does not hold"):
+        eqdelete.apply_changes(eqdelete.changes(spark, source, start_snapshot_id=parent), copy)
+    assert rows(spark, copy) == before - Counter({(3, 2.0, "c"): 1}) and _unreferenced_files(spark, copy) == []
     # Never narrowed: a copy whose column is narrower than the changes'.
     narrow = table_name + "_narrow"
     spark.sql(f"CREATE TABLE {narrow} (id INT, x FLOAT, v STRING) USING iceberg")
