@@ -179,23 +179,20 @@ object ApplyChanges extends Logging {
       val addedFiles = SideJob("eqdelete-apply-changes-data-files")(
         EqualityDeleteWriter.dataFilesOf(table, added.coalesce(BatchTasks.forRows(adding, session))))
       var positions: Option[(DataFrame, Set[String])] = None
-      val (dataFiles, written) = try {
+      var written = Seq.empty[WrittenDeletes]
+      val dataFiles = try {
         positions = if (wanted == 0) None else Some(found(session, tableName, table, snapshot, removed, columns, keys, wanted,
           KeyBounds.of(keys, counts, 3), kept))
-        val written = positions.toSeq.flatMap { case (rows, files) =>
+        written = positions.toSeq.flatMap { case (rows, files) =>
           PositionDeleteWriting.write(table, IcebergInternals.formatVersion(table), targets(table, snapshot.get, files), rows,
             Some(BatchTasks.forRows(wanted, session)))
         }
-        val dataFiles = try addedFiles.result() catch {
-          case e: Throwable =>
-            TaskWrittenFiles.delete(table.io(), written.flatMap(_.files).map(_.location()), "apply_changes")
-            throw e
-        }
-        (dataFiles, written)
+        addedFiles.result()
       } catch {
         case e: Throwable =>
-          // Either side failed (a row the copy lacks, a write refused, the apply stopped): the rows
-          // added, once written, are deleted too; nothing is left behind.
+          // Either side failed (a row the copy lacks, a write refused, the apply stopped): what both
+          // wrote is deleted, the rows added once written; nothing is left behind.
+          TaskWrittenFiles.delete(table.io(), written.flatMap(_.files).map(_.location()), "apply_changes")
           addedFiles.undoOnceDone(e)(files => TaskWrittenFiles.delete(table.io(), files.map(_.location()), "apply_changes"))
           positions.foreach(_._1.unpersist())
           throw e
