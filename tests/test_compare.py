@@ -138,6 +138,24 @@ def test_apply_bench_quick_profile_checks_rows(spark: SparkSession, tmp_path: Pa
     assert (tmp_path / "apply.md").read_text().startswith("| key")
 
 
+def test_apply_bench_runs_the_variants_named() -> None:
+    from eqdelete.tools import apply_bench
+    from eqdelete.tools.cli import build_parser
+
+    assert apply_bench.chosen_variants(None) == apply_bench.VARIANTS
+    assert apply_bench.chosen_variants("apply_kept, merge") == ("merge", "apply_kept")
+    with pytest.raises(ValueError, match="among apply_keys, apply, merge, apply_kept, not 'kept'"):
+        apply_bench.chosen_variants("kept")
+    # The command line refuses a name before it starts a session.
+    args = build_parser().parse_args(["bench", "--apply", "--keys", "uuid", "--at", "1e8", "--only", "apply_kept,fastest"])
+    with pytest.raises(SystemExit, match="bench --apply --only takes variants among .*, not 'apply_kept,fastest'"):
+        args.run(args)
+    # A run of some variants: the others' columns say n/a, not a failure.
+    result = apply_bench.ApplyBenchResult(10**8, "uuid", 10**4, 200, 20_000, {"apply_kept": 1.9}, 300.0)
+    row = apply_bench.markdown([result]).splitlines()[-1]
+    assert row == "| uuid | 100,000,000 | 200 | 10,000 | 20,000 | n/a | n/a | n/a | 1.90 | 300.00 | 1.00 | n/a |", row
+
+
 def test_resolve_scale_quick_profile_reads_only_the_files_new_deletes_can_touch(spark: SparkSession, tmp_path: Path) -> None:
     from eqdelete.tools import resolve_scale
 

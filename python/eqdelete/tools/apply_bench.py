@@ -108,8 +108,19 @@ def _timed(run: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
+def chosen_variants(only: str | None) -> tuple[str, ...]:
+    """The variants ``only`` names (comma-separated), in VARIANTS' order; all of them for None."""
+    if not only:
+        return VARIANTS
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown or not names:
+        raise ValueError(f"bench --apply --only takes variants among {', '.join(VARIANTS)}, not {only!r}")
+    return tuple(v for v in VARIANTS if v in names)
+
+
 def run_point(spark: SparkSession, point: ApplyPoint, runs: int, warmup: int,
-              progress: Callable[[str], None]) -> ApplyBenchResult:
+              progress: Callable[[str], None], variants: tuple[str, ...] = VARIANTS) -> ApplyBenchResult:
     say = lambda m: progress(f"{point.keys} key, {point.rows:,} rows: {m}")  # noqa: E731
     files = max(2, point.rows // ROWS_PER_FILE)
     spec = CdcSpec(point.table, rows=point.rows, data_files=files, commits=0, delete_fraction=0.0,
@@ -117,14 +128,14 @@ def run_point(spark: SparkSession, point: ApplyPoint, runs: int, warmup: int,
                    seed=point.rows)
     say(f"generating a scattered table of {files} data files")
     generate(spark, spec, replace=True, progress=say)
-    copies = {v: f"{point.table}_{v}" for v in VARIANTS}
+    copies = {v: f"{point.table}_{v}" for v in variants}
     for variant, copy in copies.items():
         say(f"copying it for {variant}")
         spark.sql(f"CREATE OR REPLACE TABLE {copy} USING iceberg TBLPROPERTIES ({COPY_PROPERTIES}) "
                   f"AS SELECT * FROM {point.table}")
     keys, columns = spec.key_columns, spark.table(point.table).columns
     view = "eqdelete_apply_bench_changes"
-    timings: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    timings: dict[str, list[float]] = {v: [] for v in variants}
     changed: list[int] = []
     kept_first: float | None = None
     previous = _jvm.current_snapshot_id(spark, point.table)
@@ -137,7 +148,7 @@ def run_point(spark: SparkSession, point: ApplyPoint, runs: int, warmup: int,
                                               compute_updates=True, identifier_columns=keys).localCheckpoint()
         changed.append(changes.count())
         changes.where("_change_type <> 'UPDATE_BEFORE'").createOrReplaceTempView(view)
-        runners = {
+        runners: dict[str, Callable[[], object]] = {
             "apply_keys": lambda: eqdelete.apply_changes(changes, copies["apply_keys"], keys=keys),
             "apply": lambda: eqdelete.apply_changes(changes, copies["apply"]),
             "merge": lambda: spark.sql(_merge_sql(copies["merge"], view, keys, columns)).collect(),
@@ -146,15 +157,16 @@ def run_point(spark: SparkSession, point: ApplyPoint, runs: int, warmup: int,
         # Every order of the variants in turn, so that each follows each other as often: the first
         # apply after other work ran with twice the CPU (likely: the second finds its generated code compiled), and a
         # rotation had `apply_keys` always follow MERGE or the commit.
-        seconds = {v: _timed(runners[v]) for v in ORDERS[n % len(ORDERS)]}
+        # (Those orders with only the variants chosen.)
+        seconds = {v: _timed(runners[v]) for v in ORDERS[n % len(ORDERS)] if v in copies}
         previous = latest
         if n == 0:
-            kept_first = seconds["apply_kept"]
+            kept_first = seconds.get("apply_kept")
         if n >= warmup:
-            for v in VARIANTS:
+            for v in variants:
                 timings[v].append(seconds[v])
         say(("warm-up: " if n < warmup else f"round {n - warmup + 1}/{runs}: ") + f"{changed[-1]:,} change rows; " +
-            ", ".join(f"{v} {seconds[v]:.2f}s" for v in VARIANTS))
+            ", ".join(f"{v} {seconds[v]:.2f}s" for v in variants))
     expected = fingerprint(spark.table(point.table))
     for variant, copy in copies.items():
         spark.sql(f"REFRESH TABLE {copy}")
@@ -185,13 +197,15 @@ def markdown(results: list[ApplyBenchResult]) -> str:
             return "n/a" if v is None else f"{v:.2f}"
         lines.append(f"| {r.keys} | {r.rows:,} | {r.data_files:,} | {r.upserts:,} | {r.changed_rows:,} | {s(keyed)} | "
                      f"{s(plain)} | {s(merge)} | {s(kept)} | {s(r.kept_first_s)} | "
-                     f"{s(kept / first if kept and first else None)} | {s(keyed / plain)} |")
+                     f"{s(kept / first if kept and first else None)} | {s(keyed / plain if keyed and plain else None)} |")
     return "\n".join(lines) + "\n"
 
 
 def run(spark: SparkSession, points: list[ApplyPoint], out: Path, runs: int, warmup: int,
-        progress: Callable[[str], None] | None = None) -> list[ApplyBenchResult]:
+        progress: Callable[[str], None] | None = None, variants: tuple[str, ...] = VARIANTS) -> list[ApplyBenchResult]:
+    """Measure ``points``; ``variants``: those of VARIANTS to run (at 10^8 rows MERGE INTO takes
+    minutes a round)."""
     report = progress or stderr_reporter("eqdelete bench --apply")
     spark.sql("CREATE NAMESPACE IF NOT EXISTS local.bench")
     save = saver(out, "apply", markdown)
-    return run_each(points, lambda p: run_point(spark, p, runs, warmup, report), save, report, "point")
+    return run_each(points, lambda p: run_point(spark, p, runs, warmup, report, variants), save, report, "point")

@@ -472,11 +472,15 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         keys = (args.keys,) if args.keys else tuple(apply_bench.KEYS)
         if any(k not in apply_bench.KEYS for k in keys):
             raise SystemExit(f"bench --apply: --keys is one of {', '.join(apply_bench.KEYS)}, not {args.keys}")
+        try:
+            variants = apply_bench.chosen_variants(args.only)
+        except ValueError as e:
+            raise SystemExit(str(e)) from None
         sizes = tuple(sorted(args.at)) if args.at else None
         points = apply_bench.default_points(quick=args.quick, sizes=sizes, keys=keys)
         spark = _session(args, "eqdelete bench --apply")
         results = apply_bench.run(spark, points, Path(args.out), runs=1 if args.quick else args.runs,
-                                  warmup=0 if args.quick else 1)
+                                  warmup=0 if args.quick else 1, variants=variants)
         print(apply_bench.markdown(results))
         print(f"results in {args.out}/apply.json, apply.md")
         return 0
@@ -640,7 +644,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true", help="tiny tables, one run: checks rows, not speed (CI)")
     bench.add_argument("--rows-factor", type=float, default=1.0, help="multiply every scenario's rows (default: %(default)s)")
     bench.add_argument("--only", help="comma-separated scenario names (with --scale: axes, data_rows or delete_rows; "
-                            "with --resolve --scale: data_rows or delta)")
+                            "with --resolve --scale: data_rows or delta; with --apply: variants, of apply_keys, apply, "
+                            "merge and apply_kept)")
     bench.add_argument("--runs", type=int, default=5, help="timed runs per strategy (default: %(default)s)")
     bench.add_argument("--out", default="bench-results", help="output directory (default: %(default)s)")
     bench.add_argument("--planning", action="store_true",
