@@ -2,7 +2,7 @@
 grows, beside ``MERGE INTO``.
 
 At each size and key, a scattered table (keys spread over every data file, as an upsert writer
-leaves them) is generated, and three copies of it are made, merge-on-read like it. Then, for
+leaves them) is generated, and a copy of it is made for each variant run (``--only``), merge-on-read like it. Then, for
 ``warmup`` + ``runs`` rounds: one commit of ``upserts`` upserts is written to the table (not
 timed), its changes read once (``eqdelete.changes`` with ``compute_updates``, checkpointed: the sink
 is timed, not the changes), and applied to each copy, in an order that turns each round:
